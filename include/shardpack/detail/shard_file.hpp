@@ -1,0 +1,182 @@
+// One shard, opened and checked: the header, its sections, the trailer and the index are all
+// validated against the mapping at open, so a truncated, half-written or corrupt shard is
+// refused before any record is read, and no later offset can point outside the file.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format.hpp"
+#include "mapped_file.hpp"
+#include "xxhash.hpp"
+
+namespace shardpack::detail {
+
+struct shard_header {
+    std::uint16_t major = 0, minor = 0;
+    std::uint32_t header_length = 0;
+    std::uint64_t required_features = 0, optional_features = 0;
+    std::uint32_t section_count = 0;
+    std::uint32_t alignment = 0;
+    std::uint64_t shard_number = 0;
+    std::uint64_t first_record = 0;
+};
+
+class shard_file {
+public:
+    // Opens and validates; every error message starts with the shard's name.
+    shard_file(std::string path, std::string name) : name_(std::move(name)), file_(std::make_shared<mapped_file>(path)) {
+        try {
+            parse();
+        } catch (const error& e) {
+            throw error(name_ + ": " + e.what());
+        }
+    }
+
+    const std::string& name() const { return name_; }
+    const shard_header& header() const { return header_; }
+    const schema_record& schema() const { return schema_; }
+    const std::vector<class_record>& classes() const { return classes_; }
+    // The raw payload bytes of the schema and classes sections, to compare shards cheaply.
+    const std::string& schema_bytes() const { return schema_bytes_; }
+    std::size_t record_count() const { return count_; }
+    index_entry entry(std::size_t i) const { return decode_index_entry(index_ + i * index_entry_size); }
+    const unsigned char* bytes() const { return file_->data(); }
+    std::size_t size() const { return file_->size(); }
+    const std::shared_ptr<mapped_file>& mapping() const { return file_; }
+    std::uint64_t index_offset() const { return index_offset_; }
+
+private:
+    std::string name_;
+    std::shared_ptr<mapped_file> file_;
+    shard_header header_;
+    schema_record schema_;
+    std::vector<class_record> classes_;
+    std::string schema_bytes_;
+    const unsigned char* index_ = nullptr;
+    std::uint64_t index_offset_ = 0;
+    std::size_t count_ = 0;
+
+    void parse() {
+        const unsigned char* p = file_->data();
+        const std::uint64_t size = file_->size();
+        if (size < fixed_header_size + trailer_size)
+            throw error("truncated: " + std::to_string(size) + " bytes, a shard has at least " +
+                        std::to_string(fixed_header_size + trailer_size));
+        if (std::memcmp(p, shard_magic, 8) != 0) throw error("not a shardpack shard (bad magic)");
+        header_.major = load_u16(p + 8);
+        header_.minor = load_u16(p + 10);
+        if (header_.major != version_major)
+            throw error("format version " + std::to_string(header_.major) + "." + std::to_string(header_.minor) +
+                        " is not supported by this reader (it reads major version " + std::to_string(version_major) + ")");
+        header_.header_length = load_u32(p + 12);
+        header_.required_features = load_u64(p + 16);
+        header_.optional_features = load_u64(p + 24);
+        header_.section_count = load_u32(p + 32);
+        header_.alignment = load_u32(p + 36);
+        header_.shard_number = load_u64(p + 40);
+        header_.first_record = load_u64(p + 48);
+
+        // Trailer, found from the end: a write that stopped early leaves none.
+        const unsigned char* t = p + size - trailer_size;
+        if (std::memcmp(t + 32, trailer_magic, 8) != 0)
+            throw error("no trailer at the end of the file: truncated or not completely written");
+        index_offset_ = load_u64(t);
+        const std::uint64_t count = load_u64(t + 8);
+        const std::uint64_t checksum = load_u64(t + 16);
+        if (load_u16(t + 24) != header_.major || load_u16(t + 26) != header_.minor || load_u32(t + 28) != trailer_size)
+            throw error("trailer does not match the header (version or trailer size)");
+        if (count > (size - fixed_header_size - trailer_size) / index_entry_size)
+            throw error("trailer declares " + std::to_string(count) + " records, more than the file can hold");
+        if (index_offset_ + count * index_entry_size + trailer_size != size)
+            throw error("index (offset " + std::to_string(index_offset_) + ", " + std::to_string(count) +
+                        " records) does not end at the trailer: truncated or damaged");
+        if (header_.header_length < fixed_header_size || header_.header_length % 8 != 0 ||
+            header_.header_length > index_offset_ || header_.header_length > max_header_bytes)
+            throw error("header length " + std::to_string(header_.header_length) + " is impossible");
+
+        // The checksum covers the header with its sections and the index: everything that
+        // locates records. Records carry checksums of their own.
+        XXH3_state_t state;
+        XXH3_64bits_reset(&state);
+        XXH3_64bits_update(&state, p, header_.header_length);
+        XXH3_64bits_update(&state, p + index_offset_, count * index_entry_size);
+        const std::uint64_t actual = XXH3_64bits_digest(&state);
+        if (actual != checksum) throw error("header/index checksum mismatch: the shard is damaged");
+
+        const std::uint64_t unknown = header_.required_features & ~known_required_features;
+        if (unknown)
+            throw error("shard needs features this reader does not know (required feature bits 0x" + hex(unknown) +
+                        "); a newer shardpack reader is needed");
+        if (header_.alignment < record_alignment || (header_.alignment & (header_.alignment - 1)) != 0 ||
+            header_.alignment > (1u << 20))
+            throw error("record alignment " + std::to_string(header_.alignment) + " is impossible");
+        parse_sections(p);
+
+        index_ = p + index_offset_;
+        count_ = static_cast<std::size_t>(count);
+        check_index();
+    }
+
+    void parse_sections(const unsigned char* p) {
+        std::uint64_t at = fixed_header_size;
+        bool have_schema = false, have_classes = false;
+        for (std::uint32_t i = 0; i < header_.section_count; ++i) {
+            if (header_.header_length - at < section_header_size) throw error("section " + std::to_string(i) + " runs past the header");
+            const std::uint32_t type = load_u32(p + at);
+            const std::uint32_t flags = load_u32(p + at + 4);
+            const std::uint64_t length = load_u64(p + at + 8);
+            at += section_header_size;
+            if (length > header_.header_length - at) throw error("section " + std::to_string(i) + " runs past the header");
+            const unsigned char* payload = p + at;
+            if (type == section_schema) {
+                schema_ = decode_schema(payload, length);
+                schema_bytes_.assign(reinterpret_cast<const char*>(payload), length);
+                have_schema = true;
+            } else if (type == section_classes) {
+                classes_ = decode_classes(payload, length);
+                schema_bytes_.append(reinterpret_cast<const char*>(payload), length);
+                have_classes = true;
+            } else if (flags & section_flag_required) {
+                throw error("unknown required section type " + std::to_string(type) + "; a newer shardpack reader is needed");
+            }  // else: an unknown optional section, skipped
+            at = align_up(at + length, 8);
+        }
+        if (at > header_.header_length) throw error("sections run past the header");
+        if (!have_schema) throw error("no schema section");
+        if (!have_classes) throw error("no classes section");
+        if (classes_.size() != schema_.class_count)
+            throw error("schema declares " + std::to_string(schema_.class_count) + " classes but the class table has " +
+                        std::to_string(classes_.size()));
+    }
+
+    void check_index() const {
+        std::uint64_t end = align_up(header_.header_length, header_.alignment);
+        for (std::size_t i = 0; i < count_; ++i) {
+            const index_entry e = entry(i);
+            const std::string where = "record " + std::to_string(i) + ": ";
+            if (e.codec != codec_raw && e.codec != codec_zstd) throw error(where + "unknown codec " + std::to_string(e.codec));
+            if (e.codec == codec_zstd && !(header_.required_features & feature_zstd_records))
+                throw error(where + "zstd record in a shard that does not declare the zstd feature");
+            if (e.offset % header_.alignment != 0) throw error(where + "offset is not aligned");
+            if (e.offset < end || e.stored_size > index_offset_ || e.offset > index_offset_ - e.stored_size)
+                throw error(where + "stored bytes lie outside the record area");
+            if (e.decoded_size > max_record_bytes || e.decoded_size < record_header_size)
+                throw error(where + "decoded size " + std::to_string(e.decoded_size) + " is impossible");
+            if (e.codec == codec_raw && e.stored_size != e.decoded_size)
+                throw error(where + "raw record whose stored and decoded sizes differ");
+            end = e.offset + e.stored_size;
+        }
+    }
+
+    static std::string hex(std::uint64_t v) {
+        static const char digits[] = "0123456789abcdef";
+        std::string s(16, '0');
+        for (int i = 15; i >= 0; --i, v >>= 4) s[std::size_t(i)] = digits[v & 15];
+        return s;
+    }
+};
+
+}  // namespace shardpack::detail

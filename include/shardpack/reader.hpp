@@ -1,0 +1,577 @@
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1).
+//
+// USAGE
+//     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
+//
+//     auto ds = shardpack::dataset::open("path/to/dataset");   // a folder with manifest.json
+//     for (std::size_t i = 0; i < ds.size(); ++i) {
+//         shardpack::sample s = ds.at(i);                       // owns its bytes
+//         auto img = s.image();                                 // uint8, shape {height, width, channels}
+//         auto lab = s.label();                                 // segmentation: as stored (one-hot or index)
+//         std::int32_t cls = s.class_id();                      // classification (-1 for segmentation)
+//         std::string_view key = s.key();                       // the source path as the CSV wrote it
+//     }
+//
+//   Training loops read into buffers they own, with no allocation once warm:
+//     shardpack::read_context ctx;                              // one per thread
+//     std::vector<float> images(batch * H * W * C), labels(batch * H * W * K);
+//     shardpack::sample_buffers out;
+//     out.image_f32 = images.data(); out.image_capacity = images.size();
+//     out.norm = shardpack::normalization::imagenet();           // or the default: x / 255
+//     out.label_f32 = labels.data(); out.label_capacity = labels.size();   // one-hot, any stored layout
+//     ds.read_batch(indices.data(), batch, out, ctx);
+//
+//   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
+//
+// LIMITS
+//   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
+//   keys up to 64 KiB. Offsets are 64-bit everywhere. Every size and offset read from a file is
+//   checked against the mapping and these limits before use.
+//
+// ERROR MODEL
+//   Every failure throws shardpack::error (a std::runtime_error). Messages name the dataset
+//   folder, the shard file and the record (its number in the shard and in the dataset). open()
+//   checks the manifest, every shard's header, trailer, index and their checksum, so a
+//   truncated or half-written dataset is refused at open. Records are checked when read: the
+//   XXH3-64 of the stored bytes (unless open_options::verify_checksums is false), the
+//   decompressed size, and the record's own header against the schema. A reader never returns
+//   bytes from a damaged record.
+//
+// THREAD SAFETY
+//   A dataset is immutable after open(); all its const members may be called from any number
+//   of threads at once. at() keeps one zstd context per thread (thread_local). A read_context
+//   belongs to one thread at a time; use one per thread.
+//
+// LIFETIMES
+//   A dataset is a cheap handle (copies share the open shards). The shards stay mapped while
+//   any copy of the dataset, or any sample from it, is alive. A sample from at() owns its
+//   decoded bytes (raw records point into the mapping). A sample from read(i, ctx) borrows the
+//   context's buffer: it is valid until the next read with that context. Views (tensor_view,
+//   key()) are valid while the sample they came from is.
+//
+// FORMAT
+//   formats/shardpack-v1.md describes every byte. This reader accepts major version 1, any
+//   minor version, skips optional sections it does not know and refuses unknown required
+//   sections and feature bits.
+#pragma once
+#include <zstd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "detail/error.hpp"
+#include "detail/format.hpp"
+#include "detail/json.hpp"
+#include "detail/shard_file.hpp"
+
+namespace shardpack {
+
+inline constexpr const char* manifest_file_name = "manifest.json";
+
+enum class task { segmentation, classification };
+enum class label_layout { one_hot, index, class_id };
+enum class channel_order { gray, rgb, rgba };
+enum class partition_policy {
+    pad,     // every rank gets ceil(n / world) indices; the last ranks wrap around to index 0
+    drop,    // every rank gets floor(n / world) indices; the last n % world records are unused
+    uneven,  // contiguous blocks; the first n % world ranks get one index more
+};
+
+struct class_info {
+    std::string name;
+    bool has_colour = false;
+    std::uint8_t r = 0, g = 0, b = 0;
+};
+
+struct schema_info {
+    shardpack::task task = task::segmentation;
+    channel_order order = channel_order::rgb;
+    std::size_t channels = 3;
+    label_layout layout = label_layout::one_hot;
+    std::size_t label_value_bytes = 1;  // index layout: 1 (uint8) or 2 (uint16)
+    std::size_t fixed_height = 0;       // 0 when records differ in size
+    std::size_t fixed_width = 0;
+    std::size_t class_count = 0;
+    std::uint32_t ignore_value = 255;   // index value of ignored pixels; all-zero in one-hot
+};
+
+struct open_options {
+    bool verify_checksums = true;  // XXH3-64 of every record's stored bytes, at every read
+};
+
+// A read-only view of a dense row-major tensor of rank 3 (HWC).
+template <class T>
+class tensor_view {
+public:
+    tensor_view() = default;
+    tensor_view(const T* data, std::array<std::size_t, 3> shape) : data_(data), shape_(shape) {}
+    const T* data() const { return data_; }
+    const std::array<std::size_t, 3>& shape() const { return shape_; }
+    std::size_t size() const { return shape_[0] * shape_[1] * shape_[2]; }
+    std::size_t bytes() const { return size() * sizeof(T); }
+    const T& operator[](std::size_t i) const { return data_[i]; }
+    const T* begin() const { return data_; }
+    const T* end() const { return data_ + size(); }
+
+private:
+    const T* data_ = nullptr;
+    std::array<std::size_t, 3> shape_{0, 0, 0};
+};
+
+// Per-channel normalisation for float output: value = (u8 / 255 - mean[c]) / stddev[c].
+struct normalization {
+    float mean[4] = {0, 0, 0, 0};
+    float stddev[4] = {1, 1, 1, 1};
+    static normalization unit() { return {}; }  // [0, 1]
+    static normalization imagenet() {
+        normalization n;
+        const float m[3] = {0.485f, 0.456f, 0.406f}, s[3] = {0.229f, 0.224f, 0.225f};
+        for (int c = 0; c < 3; ++c) { n.mean[c] = m[c]; n.stddev[c] = s[c]; }
+        return n;
+    }
+};
+
+// Buffers a caller owns, for read_into / read_batch. Set the pointers you want filled; leave the
+// others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
+// whole batch, sample after sample, which needs a fixed image size.
+struct sample_buffers {
+    std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored
+    float* image_f32 = nullptr;          // H*W*C, normalised with `norm`
+    std::size_t image_capacity = 0;
+    normalization norm;
+    std::uint8_t* label_u8 = nullptr;    // one-hot 0/1: H*W*K (segmentation) or K (classification)
+    float* label_f32 = nullptr;          // the same, as 0.0/1.0
+    std::size_t label_capacity = 0;
+    std::uint16_t* label_index = nullptr;  // segmentation: H*W class ids, ignore_value where ignored
+    std::size_t label_index_capacity = 0;
+    std::int32_t* class_id = nullptr;    // one per sample (-1 for segmentation)
+};
+
+namespace detail {
+
+struct dctx_deleter {
+    void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
+};
+
+struct dataset_state {
+    std::string path;
+    std::vector<std::unique_ptr<shard_file>> shards;
+    std::vector<std::uint64_t> first_record;  // per shard, plus the total at the end
+    schema_record schema;
+    schema_info info;
+    std::vector<class_info> classes;
+    json manifest;
+    bool verify = true;
+
+    std::string where(std::size_t shard, std::size_t local) const {
+        return path + ": " + shards[shard]->name() + ": record " + std::to_string(local) + " (dataset index " +
+               std::to_string(first_record[shard] + local) + ")";
+    }
+};
+
+inline std::string read_whole_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw error(path + ": cannot open");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw error(path + ": read error");
+    return ss.str();
+}
+
+inline schema_info to_info(const schema_record& s) {
+    schema_info i;
+    i.task = s.task == task_code::segmentation ? task::segmentation : task::classification;
+    i.order = s.channel_order == order_code::gray ? channel_order::gray
+            : s.channel_order == order_code::rgb ? channel_order::rgb : channel_order::rgba;
+    i.channels = s.channels;
+    i.layout = s.label_layout == layout_code::one_hot ? label_layout::one_hot
+             : s.label_layout == layout_code::index ? label_layout::index : label_layout::class_id;
+    i.label_value_bytes = s.label_dtype_bytes;
+    i.fixed_height = s.fixed_height;
+    i.fixed_width = s.fixed_width;
+    i.class_count = s.class_count;
+    i.ignore_value = s.ignore_value;
+    return i;
+}
+
+}  // namespace detail
+
+// Scratch for reads that allocate nothing once warm: a zstd context and a growing buffer.
+class read_context {
+public:
+    read_context() : dctx_(ZSTD_createDCtx()) {
+        if (!dctx_) throw error("cannot create a zstd decompression context");
+    }
+    // Reserve room for records of up to `bytes` decoded bytes, so that no read allocates.
+    void reserve(std::size_t bytes) { buffer_.reserve(bytes); }
+
+private:
+    friend class dataset;
+    std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx_;
+    std::vector<unsigned char> buffer_;
+};
+
+// One decoded record. See LIFETIMES above.
+class sample {
+public:
+    std::size_t index() const { return index_; }
+    std::string_view key() const { return {reinterpret_cast<const char*>(rec_ + detail::record_header_size), layout_.key_length}; }
+    std::size_t height() const { return layout_.height; }
+    std::size_t width() const { return layout_.width; }
+    tensor_view<std::uint8_t> image() const {
+        return {rec_ + layout_.image_offset, {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
+    }
+    // Segmentation labels as stored: one-hot {H, W, K}, or an index map {H, W, 1} of uint8.
+    // A uint16 index map is read with label_index16(). Classification: empty (see class_id()).
+    tensor_view<std::uint8_t> label() const {
+        const auto& s = state_->schema;
+        if (s.label_layout == detail::layout_code::one_hot)
+            return {rec_ + layout_.label_offset, {layout_.height, layout_.width, std::size_t(s.class_count)}};
+        if (s.label_layout == detail::layout_code::index && s.label_dtype_bytes == 1)
+            return {rec_ + layout_.label_offset, {layout_.height, layout_.width, 1}};
+        if (s.label_layout == detail::layout_code::index)
+            throw error("label(): this dataset stores uint16 index maps; use label_index16()");
+        return {};
+    }
+    // A uint16 index map {H, W, 1}; its values are class ids or ignore_value. Little-endian
+    // on disk; this view needs a little-endian host (read_into works on any host).
+    tensor_view<std::uint16_t> label_index16() const {
+        const auto& s = state_->schema;
+        if (s.label_layout != detail::layout_code::index || s.label_dtype_bytes != 2)
+            throw error("label_index16(): this dataset does not store uint16 index maps");
+        return {reinterpret_cast<const std::uint16_t*>(rec_ + layout_.label_offset), {layout_.height, layout_.width, 1}};
+    }
+    std::int32_t class_id() const { return layout_.class_id; }
+    // The one-hot label whatever the stored layout: {H, W, K} for segmentation, {1, 1, K} for
+    // classification. Allocates; training loops use dataset::read_into instead.
+    std::vector<std::uint8_t> one_hot() const;
+
+private:
+    friend class dataset;
+    std::shared_ptr<const detail::dataset_state> state_;
+    std::shared_ptr<const void> keep_;  // owns the bytes, or null when they belong to a read_context
+    const unsigned char* rec_ = nullptr;
+    detail::record_layout layout_;
+    std::size_t index_ = 0;
+};
+
+// A rank's share of the dataset; see partition_policy.
+class partition {
+public:
+    partition(std::size_t begin, std::size_t count, std::size_t total) : begin_(begin), count_(count), total_(total) {}
+    std::size_t size() const { return count_; }
+    std::size_t operator[](std::size_t k) const { return (begin_ + k) % total_; }
+
+private:
+    std::size_t begin_, count_, total_;
+};
+
+class dataset {
+public:
+    static dataset open(const std::string& folder, const open_options& options = {});
+
+    std::size_t size() const { return static_cast<std::size_t>(s_->first_record.back()); }
+    const schema_info& schema() const { return s_->info; }
+    const std::vector<class_info>& classes() const { return s_->classes; }
+    // The parsed manifest.json (build options, versions, hashes).
+    const detail::json& manifest() const { return s_->manifest; }
+    const std::string& content_hash() const { return s_->manifest.at("content_hash").as_string(); }
+    std::size_t shard_count() const { return s_->shards.size(); }
+    const detail::shard_file& shard(std::size_t k) const { return *s_->shards.at(k); }
+
+    // O(1) random access; the sample owns its bytes. Thread-safe.
+    sample at(std::size_t i) const;
+    // Decodes into ctx's buffer; the sample is valid until the next read with ctx.
+    sample read(std::size_t i, read_context& ctx) const;
+    // Fills the caller's buffers (see sample_buffers); allocates nothing once ctx is warm.
+    void read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const;
+    // read_into for `count` samples, laid out one after the other in each buffer.
+    void read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out, read_context& ctx) const;
+
+    shardpack::partition partition(std::size_t rank, std::size_t world,
+                                   partition_policy policy = partition_policy::pad) const;
+
+private:
+    friend class sample;
+    std::shared_ptr<const detail::dataset_state> s_;
+
+    void locate(std::size_t i, std::size_t& shard, std::size_t& local) const {
+        if (i >= size())
+            throw error(s_->path + ": index " + std::to_string(i) + " is out of range (" + std::to_string(size()) + " records)");
+        const auto& f = s_->first_record;
+        shard = static_cast<std::size_t>(std::upper_bound(f.begin(), f.end(), std::uint64_t(i)) - f.begin() - 1);
+        local = static_cast<std::size_t>(i - f[shard]);
+    }
+    // Finds, checks and (if compressed) decompresses record i. Returns the decoded bytes: in the
+    // mapping for raw records, else in `buffer`.
+    const unsigned char* load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
+                              detail::record_layout& layout) const;
+    static void fill(const sample& s, const sample_buffers& out, std::size_t slot);
+};
+
+// ---------------------------------------------------------------------------------------------
+// Implementation
+
+inline dataset dataset::open(const std::string& folder, const open_options& options) {
+    using namespace detail;
+    auto st = std::make_shared<dataset_state>();
+    st->path = folder;
+    st->verify = options.verify_checksums;
+    const std::string manifest_path = folder + "/" + manifest_file_name;
+    try {
+        st->manifest = json::parse(read_whole_file(manifest_path));
+    } catch (const error& e) {
+        throw error(manifest_path + ": " + e.what());
+    }
+    const json& m = st->manifest;
+    try {
+        if (m.at("format").as_string() != "shardpack") throw error("not a shardpack manifest");
+        const std::string& version = m.at("format_version").as_string();
+        if (version.rfind(std::to_string(version_major) + ".", 0) != 0)
+            throw error("format version " + version + " is not supported by this reader (it reads major version " +
+                        std::to_string(version_major) + ")");
+        const auto& list = m.at("shards").as_array();
+        if (list.empty()) throw error("lists no shards");
+        std::uint64_t total = 0;
+        for (std::size_t k = 0; k < list.size(); ++k) {
+            const json& e = list[k];
+            const std::string& name = e.at("file").as_string();
+            if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+                throw error("shard name \"" + name + "\" is not a plain file name");
+            auto shard = std::make_unique<shard_file>(folder + "/" + name, name);
+            if (shard->size() != e.at("bytes").as_u64())
+                throw error(name + ": is " + std::to_string(shard->size()) + " bytes, the manifest says " +
+                            std::to_string(e.at("bytes").as_u64()));
+            if (shard->record_count() != e.at("records").as_u64())
+                throw error(name + ": holds " + std::to_string(shard->record_count()) + " records, the manifest says " +
+                            std::to_string(e.at("records").as_u64()));
+            if (shard->header().shard_number != k || shard->header().first_record != total)
+                throw error(name + ": is shard " + std::to_string(shard->header().shard_number) + " starting at record " +
+                            std::to_string(shard->header().first_record) + ", but the manifest lists it as shard " +
+                            std::to_string(k) + " starting at record " + std::to_string(total));
+            if (k > 0 && shard->schema_bytes() != st->shards[0]->schema_bytes())
+                throw error(name + ": its schema or classes differ from " + st->shards[0]->name());
+            st->first_record.push_back(total);
+            total += shard->record_count();
+            st->shards.push_back(std::move(shard));
+        }
+        st->first_record.push_back(total);
+        if (total != m.at("records").as_u64())
+            throw error("the shards hold " + std::to_string(total) + " records, the manifest says " +
+                        std::to_string(m.at("records").as_u64()));
+    } catch (const error& e) {
+        throw error(folder + ": " + e.what());
+    }
+    st->schema = st->shards[0]->schema();
+    st->info = to_info(st->schema);
+    for (const auto& c : st->shards[0]->classes()) st->classes.push_back({c.name, c.has_colour, c.r, c.g, c.b});
+    for (const auto& s : st->shards) s->mapping()->advise_random();
+    dataset ds;
+    ds.s_ = std::move(st);
+    return ds;
+}
+
+inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
+                                          detail::record_layout& layout) const {
+    using namespace detail;
+    std::size_t k = 0, local = 0;
+    locate(i, k, local);
+    const shard_file& shard = *s_->shards[k];
+    const index_entry e = shard.entry(local);
+    const unsigned char* stored = shard.bytes() + e.offset;
+    if (s_->verify) {
+        const std::uint64_t h = XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size));
+        if (h != e.checksum) throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
+    }
+    const unsigned char* rec = stored;
+    if (e.codec == codec_zstd) {
+        buffer.resize(static_cast<std::size_t>(e.decoded_size));
+        const std::size_t n = ZSTD_decompressDCtx(dctx, buffer.data(), buffer.size(), stored, static_cast<std::size_t>(e.stored_size));
+        if (ZSTD_isError(n)) throw error(s_->where(k, local) + ": zstd: " + ZSTD_getErrorName(n));
+        if (n != e.decoded_size)
+            throw error(s_->where(k, local) + ": decompressed to " + std::to_string(n) + " bytes, the index says " +
+                        std::to_string(e.decoded_size));
+        rec = buffer.data();
+    }
+    try {
+        layout = parse_record(s_->schema, rec, e.decoded_size);
+    } catch (const error& ex) {
+        throw error(s_->where(k, local) + ": " + ex.what());
+    }
+    return rec;
+}
+
+inline sample dataset::at(std::size_t i) const {
+    thread_local std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx(ZSTD_createDCtx());
+    if (!dctx) throw error("cannot create a zstd decompression context");
+    std::size_t k = 0, local = 0;
+    locate(i, k, local);
+    sample s;
+    s.state_ = s_;
+    s.index_ = i;
+    if (s_->shards[k]->entry(local).codec == detail::codec_raw) {
+        std::vector<unsigned char> unused;
+        s.rec_ = load(i, dctx.get(), unused, s.layout_);
+        s.keep_ = s_->shards[k]->mapping();
+    } else {
+        auto owned = std::make_shared<std::vector<unsigned char>>();
+        s.rec_ = load(i, dctx.get(), *owned, s.layout_);
+        s.keep_ = std::move(owned);
+    }
+    return s;
+}
+
+inline sample dataset::read(std::size_t i, read_context& ctx) const {
+    sample s;
+    s.state_ = s_;
+    s.index_ = i;
+    s.rec_ = load(i, ctx.dctx_.get(), ctx.buffer_, s.layout_);
+    return s;
+}
+
+inline std::vector<std::uint8_t> sample::one_hot() const {
+    const auto& s = state_->schema;
+    const std::size_t k = s.class_count;
+    if (s.task == detail::task_code::classification) {
+        std::vector<std::uint8_t> v(k, 0);
+        v[std::size_t(layout_.class_id)] = 1;
+        return v;
+    }
+    const std::size_t pixels = std::size_t(layout_.height) * layout_.width;
+    std::vector<std::uint8_t> v(pixels * k, 0);
+    sample_buffers out;
+    out.label_u8 = v.data();
+    out.label_capacity = v.size();
+    dataset::fill(*this, out, 0);
+    return v;
+}
+
+namespace detail {
+
+// The class id of pixel p of a stored segmentation label, or the ignore value.
+inline std::uint32_t stored_class(const schema_record& s, const unsigned char* label, std::size_t p) {
+    if (s.label_layout == layout_code::index)
+        return s.label_dtype_bytes == 1 ? label[p] : load_u16(label + 2 * p);
+    const unsigned char* v = label + p * s.class_count;
+    for (std::uint32_t c = 0; c < s.class_count; ++c)
+        if (v[c]) return c;
+    return s.ignore_value;
+}
+
+inline void need(std::size_t capacity, std::size_t want, const char* what) {
+    if (capacity < want)
+        throw error(std::string("read_into: ") + what + " buffer holds " + std::to_string(capacity) + " elements, " +
+                    std::to_string(want) + " are needed");
+}
+
+}  // namespace detail
+
+inline void dataset::fill(const sample& smp, const sample_buffers& out, std::size_t slot) {
+    using namespace detail;
+    const schema_record& s = smp.state_->schema;
+    const record_layout& r = smp.layout_;
+    const std::size_t pixels = std::size_t(r.height) * r.width;
+    const std::size_t image_n = pixels * s.channels;
+    const unsigned char* image = smp.rec_ + r.image_offset;
+    if (out.image_u8) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        std::memcpy(out.image_u8 + slot * image_n, image, image_n);
+    }
+    if (out.image_f32) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        float table[4][256];  // per-channel lookup: one multiply-free load per value
+        for (std::size_t c = 0; c < s.channels; ++c)
+            for (int v = 0; v < 256; ++v)
+                table[c][v] = (float(v) / 255.0f - out.norm.mean[c]) / out.norm.stddev[c];
+        float* dst = out.image_f32 + slot * image_n;
+        const std::size_t ch = s.channels;
+        for (std::size_t p = 0; p < pixels; ++p)
+            for (std::size_t c = 0; c < ch; ++c) dst[p * ch + c] = table[c][image[p * ch + c]];
+    }
+    if (out.class_id) out.class_id[slot] = r.class_id;
+    const std::size_t k = s.class_count;
+    const bool cls = s.task == task_code::classification;
+    const std::size_t one_hot_n = cls ? k : pixels * k;
+    const unsigned char* label = smp.rec_ + r.label_offset;
+    if (out.label_u8 || out.label_f32) {
+        need(out.label_capacity, (slot + 1) * one_hot_n, "label");
+        if (out.label_u8 && !cls && s.label_layout == layout_code::one_hot) {
+            std::memcpy(out.label_u8 + slot * one_hot_n, label, one_hot_n);
+        } else if (out.label_u8) {
+            std::uint8_t* dst = out.label_u8 + slot * one_hot_n;
+            std::memset(dst, 0, one_hot_n);
+            if (cls) dst[r.class_id] = 1;
+            else
+                for (std::size_t p = 0; p < pixels; ++p) {
+                    const std::uint32_t c = stored_class(s, label, p);
+                    if (c < k) dst[p * k + c] = 1;
+                }
+        }
+        if (out.label_f32) {
+            float* dst = out.label_f32 + slot * one_hot_n;
+            if (!cls && s.label_layout == layout_code::one_hot) {
+                for (std::size_t j = 0; j < one_hot_n; ++j) dst[j] = label[j];
+            } else {
+                std::fill(dst, dst + one_hot_n, 0.0f);
+                if (cls) dst[r.class_id] = 1.0f;
+                else
+                    for (std::size_t p = 0; p < pixels; ++p) {
+                        const std::uint32_t c = stored_class(s, label, p);
+                        if (c < k) dst[p * k + c] = 1.0f;
+                    }
+            }
+        }
+    }
+    if (out.label_index) {
+        if (cls) throw error("read_into: label_index is for segmentation datasets");
+        need(out.label_index_capacity, (slot + 1) * pixels, "label index");
+        std::uint16_t* dst = out.label_index + slot * pixels;
+        for (std::size_t p = 0; p < pixels; ++p) dst[p] = static_cast<std::uint16_t>(stored_class(s, label, p));
+    }
+}
+
+inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
+    fill(read(i, ctx), out, 0);
+}
+
+inline void dataset::read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out,
+                                read_context& ctx) const {
+    if (count > 1 && s_->schema.fixed_height == 0)
+        throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size)");
+    for (std::size_t j = 0; j < count; ++j) fill(read(indices[j], ctx), out, j);
+}
+
+inline partition dataset::partition(std::size_t rank, std::size_t world, partition_policy policy) const {
+    if (world == 0 || rank >= world)
+        throw error("partition: rank " + std::to_string(rank) + " is not below world size " + std::to_string(world));
+    const std::size_t n = size();
+    if (n == 0) return {0, 0, 1};
+    switch (policy) {
+        case partition_policy::pad: {
+            const std::size_t per = (n + world - 1) / world;
+            return {rank * per, per, n};
+        }
+        case partition_policy::drop: {
+            const std::size_t per = n / world;
+            return {rank * per, per, n};
+        }
+        case partition_policy::uneven: break;
+    }
+    const std::size_t base = n / world, extra = n % world;
+    return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0), n};
+}
+
+}  // namespace shardpack
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "shardpack::sample::label_index16 and raw-record views assume a little-endian host"
+#endif

@@ -1,0 +1,108 @@
+#include "format/output_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "errors.hpp"
+
+namespace shardpack {
+namespace {
+constexpr std::size_t buffer_size = 1 << 20;
+
+[[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
+    throw io_error("cannot " + what + " " + path + ": " + std::strerror(err));
+}
+}  // namespace
+
+output_file::output_file(std::string path) : path_(std::move(path)), buffer_(buffer_size) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("create", path_, errno);
+}
+
+output_file::~output_file() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+void output_file::flush() {
+    std::size_t done = 0;
+    while (done < used_) {
+        const ssize_t n = ::write(fd_, buffer_.data() + done, used_ - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            fail("write", path_, errno);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    used_ = 0;
+}
+
+void output_file::write(const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    position_ += size;
+    while (size > 0) {
+        if (used_ == buffer_.size()) flush();
+        const std::size_t n = std::min(size, buffer_.size() - used_);
+        std::memcpy(buffer_.data() + used_, p, n);
+        used_ += n;
+        p += n;
+        size -= n;
+    }
+}
+
+void output_file::write_zeros(std::size_t count) {
+    static const unsigned char zeros[256] = {};
+    while (count > 0) {
+        const std::size_t n = std::min(count, sizeof zeros);
+        write(zeros, n);
+        count -= n;
+    }
+}
+
+void output_file::sync() {
+    flush();
+    if (::fsync(fd_) != 0) fail("sync", path_, errno);
+}
+
+void output_file::close() {
+    if (fd_ < 0) return;
+    flush();
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail("close", path_, errno);
+}
+
+void sync_directory(const std::string& dir) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) fail("open folder", dir, errno);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0 && err != EINVAL) fail("sync folder", dir, err);
+}
+
+void rename_durably(const std::string& from, const std::string& to) {
+    if (std::rename(from.c_str(), to.c_str()) != 0) fail("rename " + from + " to", to, errno);
+    const std::string dir = std::filesystem::path(to).parent_path().string();
+    sync_directory(dir.empty() ? "." : dir);
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+    try {
+        output_file f(tmp);
+        f.write(contents.data(), contents.size());
+        f.sync();
+        f.close();
+        rename_durably(tmp, path);
+    } catch (...) {
+        std::remove(tmp.c_str());
+        throw;
+    }
+}
+
+}  // namespace shardpack

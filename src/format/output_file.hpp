@@ -1,0 +1,40 @@
+// A file written through a buffer with POSIX calls, so that every failure (ENOSPC, EIO, EROFS)
+// surfaces as an io_error naming the file, and durability is explicit (sync()).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardpack {
+
+class output_file {
+public:
+    explicit output_file(std::string path);  // creates or truncates
+    ~output_file();                          // closes; never throws (call close() to see errors)
+    output_file(const output_file&) = delete;
+    output_file& operator=(const output_file&) = delete;
+
+    void write(const void* data, std::size_t size);
+    void write_zeros(std::size_t count);
+    std::uint64_t position() const { return position_; }
+    void sync();   // flushes the buffer and fsyncs
+    void close();  // flushes and closes
+    const std::string& path() const { return path_; }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    std::vector<unsigned char> buffer_;
+    std::size_t used_ = 0;
+    std::uint64_t position_ = 0;
+    void flush();
+};
+
+// Atomically replaces `to` with `from` and makes the rename durable (fsync of the folder).
+void rename_durably(const std::string& from, const std::string& to);
+void sync_directory(const std::string& dir);
+// Writes a whole small file durably under a temporary name and renames it into place.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace shardpack

@@ -1,0 +1,39 @@
+#include "format/record_encoder.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace shardpack {
+using namespace detail;
+
+void encode_record(const schema_record& schema, std::string_view key, const image_u8& image,
+                   const std::uint16_t* label_ids, std::int32_t class_id, std::vector<unsigned char>& out) {
+    if (image.channels != schema.channels) throw std::logic_error("encode_record: image channels differ from the schema");
+    if (key.size() > max_key_bytes) throw std::length_error("record key is longer than 65536 bytes");
+    const record_layout r = make_record_layout(schema, image.height, image.width, class_id,
+                                               static_cast<std::uint32_t>(key.size()));
+    // assign() rather than resize(): padding must be zero whatever the buffer held before.
+    out.assign(static_cast<std::size_t>(r.total_bytes), 0);
+    unsigned char* p = out.data();
+    store_u32(p, image.height);
+    store_u32(p + 4, image.width);
+    store_u32(p + 8, static_cast<std::uint32_t>(class_id));
+    store_u32(p + 12, static_cast<std::uint32_t>(key.size()));
+    std::memcpy(p + record_header_size, key.data(), key.size());
+    std::memcpy(p + r.image_offset, image.pixels.data(), static_cast<std::size_t>(r.image_bytes));
+    if (schema.task != task_code::segmentation) return;
+    if (!label_ids) throw std::logic_error("encode_record: segmentation record without labels");
+    const std::size_t pixels = std::size_t(image.height) * image.width;
+    unsigned char* label = p + r.label_offset;
+    if (schema.label_layout == layout_code::one_hot) {
+        const std::size_t k = schema.class_count;
+        for (std::size_t i = 0; i < pixels; ++i)
+            if (label_ids[i] < k) label[i * k + label_ids[i]] = 1;  // ignored pixels stay all-zero
+    } else if (schema.label_dtype_bytes == 1) {
+        for (std::size_t i = 0; i < pixels; ++i) label[i] = static_cast<unsigned char>(label_ids[i]);
+    } else {
+        for (std::size_t i = 0; i < pixels; ++i) store_u16(label + 2 * i, label_ids[i]);
+    }
+}
+
+}  // namespace shardpack

@@ -1,0 +1,110 @@
+#include "format/shard_writer.hpp"
+
+#include <cstring>
+
+#include "errors.hpp"
+
+namespace shardpack {
+using namespace detail;
+
+namespace {
+void append_section(std::vector<unsigned char>& h, std::uint32_t type, std::uint32_t flags,
+                    const unsigned char* payload, std::size_t size) {
+    const std::size_t at = h.size();
+    h.resize(at + section_header_size);
+    store_u32(h.data() + at, type);
+    store_u32(h.data() + at + 4, flags);
+    store_u64(h.data() + at + 8, size);
+    h.insert(h.end(), payload, payload + size);
+    h.resize(align_up(h.size(), 8), 0);
+}
+}  // namespace
+
+shard_writer::shard_writer(const std::string& path, const schema_record& schema,
+                           const std::vector<class_record>& classes, const shard_identity& id,
+                           const std::vector<extra_section>& extra)
+    : file_(path), hash_(XXH3_createState()), uses_zstd_(id.uses_zstd) {
+    if (!hash_) throw std::bad_alloc();
+    XXH3_64bits_reset(hash_);
+    header_.resize(fixed_header_size, 0);
+    std::memcpy(header_.data(), shard_magic, 8);
+    store_u16(header_.data() + 8, version_major);
+    store_u16(header_.data() + 10, version_minor);
+    store_u64(header_.data() + 16, id.uses_zstd ? feature_zstd_records : 0);
+    store_u64(header_.data() + 24, 0);
+    store_u32(header_.data() + 32, static_cast<std::uint32_t>(2 + extra.size()));
+    store_u32(header_.data() + 36, record_alignment);
+    store_u64(header_.data() + 40, id.shard_number);
+    store_u64(header_.data() + 48, id.first_record);
+    unsigned char schema_bytes[schema_payload_size];
+    encode_schema(schema, schema_bytes);
+    append_section(header_, section_schema, section_flag_required, schema_bytes, sizeof schema_bytes);
+    const auto class_bytes = encode_classes(classes);
+    append_section(header_, section_classes, section_flag_required, class_bytes.data(), class_bytes.size());
+    for (const auto& e : extra) append_section(header_, e.type, e.flags, e.payload.data(), e.payload.size());
+    store_u32(header_.data() + 12, static_cast<std::uint32_t>(header_.size()));
+    put(header_.data(), header_.size());
+}
+
+shard_writer::~shard_writer() { XXH3_freeState(hash_); }
+
+void shard_writer::put(const void* data, std::size_t size) {
+    file_.write(data, size);
+    XXH3_64bits_update(hash_, data, size);
+}
+
+void shard_writer::put_zeros(std::size_t count) {
+    static const unsigned char zeros[record_alignment] = {};
+    while (count > 0) {
+        const std::size_t n = std::min<std::size_t>(count, sizeof zeros);
+        put(zeros, n);
+        count -= n;
+    }
+}
+
+void shard_writer::add(const stored_record& r) {
+    if (r.codec == codec_zstd && !uses_zstd_) throw std::logic_error("zstd record in a shard declared raw");
+    const std::uint64_t offset = align_up(file_.position(), record_alignment);
+    put_zeros(static_cast<std::size_t>(offset - file_.position()));
+    put(r.bytes.data(), r.bytes.size());
+    index_.push_back({offset, r.bytes.size(), r.decoded_size, r.checksum, r.codec});
+}
+
+std::uint64_t shard_writer::projected_size() const {
+    return align_up(file_.position(), record_alignment) + index_.size() * index_entry_size + trailer_size;
+}
+
+std::uint64_t shard_writer::projected_size_with(const stored_record& next) const {
+    return align_up(align_up(file_.position(), record_alignment) + next.bytes.size(), record_alignment) +
+           (index_.size() + 1) * index_entry_size + trailer_size;
+}
+
+std::uint64_t shard_writer::finish() {
+    const std::uint64_t index_offset = align_up(file_.position(), record_alignment);
+    put_zeros(static_cast<std::size_t>(index_offset - file_.position()));
+    std::vector<unsigned char> index(index_.size() * index_entry_size);
+    for (std::size_t i = 0; i < index_.size(); ++i) encode_index_entry(index_[i], index.data() + i * index_entry_size);
+    put(index.data(), index.size());
+
+    XXH3_state_t* locate_hash = XXH3_createState();
+    XXH3_64bits_reset(locate_hash);
+    XXH3_64bits_update(locate_hash, header_.data(), header_.size());
+    XXH3_64bits_update(locate_hash, index.data(), index.size());
+    const std::uint64_t checksum = XXH3_64bits_digest(locate_hash);
+    XXH3_freeState(locate_hash);
+
+    unsigned char trailer[trailer_size];
+    store_u64(trailer, index_offset);
+    store_u64(trailer + 8, index_.size());
+    store_u64(trailer + 16, checksum);
+    store_u16(trailer + 24, version_major);
+    store_u16(trailer + 26, version_minor);
+    store_u32(trailer + 28, trailer_size);
+    std::memcpy(trailer + 32, trailer_magic, 8);
+    put(trailer, sizeof trailer);
+    file_.sync();
+    file_.close();
+    return XXH3_64bits_digest(hash_);
+}
+
+}  // namespace shardpack

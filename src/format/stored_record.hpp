@@ -1,0 +1,17 @@
+// A record as it goes into a shard: its stored bytes (a zstd frame or the raw record), how to
+// decode them, and the checksum of the stored bytes. Made by the parallel compress stage, so
+// the serial write stage only copies bytes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace shardpack {
+
+struct stored_record {
+    std::vector<unsigned char> bytes;
+    std::uint64_t decoded_size = 0;
+    std::uint64_t checksum = 0;  // XXH3-64 of `bytes`
+    std::uint32_t codec = 0;     // detail::codec_raw or detail::codec_zstd
+};
+
+}  // namespace shardpack

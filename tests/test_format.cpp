@@ -1,0 +1,501 @@
+// The record format and the header-only reader: round trips, the golden test vector, and every
+// way a damaged shard must be refused.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "shardpack/reader.hpp"
+#include "test_support.hpp"
+
+using namespace shardpack;
+using namespace shardpack::test;
+
+namespace {
+
+std::vector<std::uint8_t> expected_one_hot(const synthetic_sample& s, std::uint32_t classes) {
+    std::vector<std::uint8_t> v(s.ids.size() * classes, 0);
+    for (std::size_t p = 0; p < s.ids.size(); ++p)
+        if (s.ids[p] < classes) v[p * classes + s.ids[p]] = 1;
+    return v;
+}
+
+// Recomputes the trailer's header/index checksum after a deliberate edit of the header, so a
+// test can reach the checks that come after the checksum.
+void reseal(std::string& bytes) {
+    auto* p = reinterpret_cast<unsigned char*>(bytes.data());
+    const std::size_t size = bytes.size();
+    const std::uint64_t index_offset = detail::load_u64(p + size - 40);
+    const std::uint64_t count = detail::load_u64(p + size - 32);
+    const std::uint32_t header_length = detail::load_u32(p + 12);
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, p, header_length);
+    XXH3_64bits_update(&st, p + index_offset, count * 40);
+    detail::store_u64(p + size - 24, XXH3_64bits_digest(&st));
+}
+
+std::string hex_dump(const std::string& bytes) {
+    std::string out;
+    char buf[16];
+    for (std::size_t i = 0; i < bytes.size(); i += 16) {
+        std::snprintf(buf, sizeof buf, "%08zx ", i);
+        out += buf;
+        for (std::size_t j = i; j < std::min(bytes.size(), i + 16); ++j) {
+            std::snprintf(buf, sizeof buf, " %02x", static_cast<unsigned char>(bytes[j]));
+            out += buf;
+        }
+        out += '\n';
+    }
+    return out;
+}
+
+std::string parse_hex_dump(const std::string& text) {
+    std::string out;
+    std::istringstream lines(text);
+    std::string line;
+    while (std::getline(lines, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream words(line);
+        std::string word;
+        words >> word;  // the offset
+        while (words >> word) out += static_cast<char>(std::stoi(word, nullptr, 16));
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("segmentation records round-trip exactly through one-hot and index layouts", "[format]") {
+    for (auto layout : {detail::layout_code::one_hot, detail::layout_code::index}) {
+        for (auto codec : {record_codec::zstd, record_codec::none}) {
+            temp_dir dir("rt");
+            synthetic_options o;
+            o.layout = layout;
+            o.codec = codec;
+            const auto samples = write_synthetic(dir.str(), o);
+            auto ds = dataset::open(dir.str());
+            REQUIRE(ds.size() == samples.size());
+            REQUIRE(ds.schema().task == task::segmentation);
+            REQUIRE(ds.classes().size() == 4);
+            REQUIRE(ds.classes()[2].name == "class2");
+            REQUIRE(ds.classes()[2].g == 4);
+            for (std::size_t i = 0; i < samples.size(); ++i) {
+                const auto s = ds.at(i);
+                REQUIRE(s.key() == samples[i].key);
+                REQUIRE(s.image().shape() == std::array<std::size_t, 3>{12, 16, 3});
+                REQUIRE(std::equal(s.image().begin(), s.image().end(), samples[i].image.pixels.begin()));
+                REQUIRE(s.one_hot() == expected_one_hot(samples[i], 4));
+                if (layout == detail::layout_code::index) {
+                    REQUIRE(s.label().shape() == std::array<std::size_t, 3>{12, 16, 1});
+                    REQUIRE(std::equal(s.label().begin(), s.label().end(), samples[i].ids.begin()));
+                } else {
+                    REQUIRE(s.label().shape() == std::array<std::size_t, 3>{12, 16, 4});
+                }
+                REQUIRE(s.class_id() == -1);
+            }
+        }
+    }
+}
+
+TEST_CASE("uint16 index maps hold more than 255 classes", "[format]") {
+    temp_dir dir("u16");
+    synthetic_options o;
+    o.layout = detail::layout_code::index;
+    o.classes = 300;
+    o.width = 400;
+    o.height = 2;
+    const auto samples = write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    REQUIRE(ds.schema().label_value_bytes == 2);
+    REQUIRE(ds.schema().ignore_value == 65535);
+    const auto s = ds.at(3);
+    REQUIRE(std::equal(s.label_index16().begin(), s.label_index16().end(), samples[3].ids.begin()));
+    REQUIRE_THROWS_AS(s.label(), shardpack::error);
+}
+
+TEST_CASE("classification stores the id and reads back one-hot", "[format]") {
+    temp_dir dir("cls");
+    synthetic_options o;
+    o.segmentation = false;
+    o.classes = 5;
+    const auto samples = write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    REQUIRE(ds.schema().task == task::classification);
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+        const auto s = ds.at(i);
+        REQUIRE(s.class_id() == samples[i].class_id);
+        std::vector<std::uint8_t> want(5, 0);
+        want[std::size_t(samples[i].class_id)] = 1;
+        REQUIRE(s.one_hot() == want);
+        REQUIRE(s.label().size() == 0);
+    }
+}
+
+TEST_CASE("read_into fills caller buffers: uint8, normalised float32 and one-hot from either layout", "[format]") {
+    for (auto layout : {detail::layout_code::one_hot, detail::layout_code::index}) {
+        temp_dir dir("into");
+        synthetic_options o;
+        o.layout = layout;
+        const auto samples = write_synthetic(dir.str(), o);
+        auto ds = dataset::open(dir.str());
+        read_context ctx;
+        const std::size_t image_n = 16 * 12 * 3, label_n = 16 * 12 * 4;
+        std::vector<std::uint8_t> img(2 * image_n), lab(2 * label_n);
+        std::vector<float> imgf(2 * image_n), labf(2 * label_n);
+        std::vector<std::uint16_t> idx(2 * 16 * 12);
+        std::int32_t ids[2];
+        sample_buffers out;
+        out.image_u8 = img.data();
+        out.image_f32 = imgf.data();
+        out.image_capacity = img.size();
+        out.norm = normalization::imagenet();
+        out.label_u8 = lab.data();
+        out.label_f32 = labf.data();
+        out.label_capacity = lab.size();
+        out.label_index = idx.data();
+        out.label_index_capacity = idx.size();
+        out.class_id = ids;
+        const std::size_t which[2] = {7, 2};
+        ds.read_batch(which, 2, out, ctx);
+        for (std::size_t b = 0; b < 2; ++b) {
+            const auto& s = samples[which[b]];
+            REQUIRE(std::equal(s.image.pixels.begin(), s.image.pixels.end(), img.begin() + long(b * image_n)));
+            const auto oh = expected_one_hot(s, 4);
+            REQUIRE(std::equal(oh.begin(), oh.end(), lab.begin() + long(b * label_n)));
+            for (std::size_t j = 0; j < label_n; ++j) REQUIRE(labf[b * label_n + j] == float(oh[j]));
+            for (std::size_t p = 0; p < s.ids.size(); ++p) REQUIRE(idx[b * 16 * 12 + p] == s.ids[p]);
+            for (std::size_t j = 0; j < image_n; ++j) {
+                const std::size_t c = j % 3;
+                const float want = (s.image.pixels[j] / 255.0f - out.norm.mean[c]) / out.norm.stddev[c];
+                REQUIRE(imgf[b * image_n + j] == Approx(want).margin(1e-6));
+            }
+            REQUIRE(ids[b] == -1);
+        }
+        // A buffer that is too small is refused, not overrun.
+        out.image_capacity = image_n - 1;
+        REQUIRE_THROWS_WITH(ds.read_into(0, out, ctx), Catch::Contains("image buffer"));
+    }
+}
+
+TEST_CASE("raw records are read zero-copy from the mapping at aligned offsets", "[format]") {
+    temp_dir dir("raw");
+    synthetic_options o;
+    o.codec = record_codec::none;
+    write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    const auto s = ds.at(4);
+    const auto* base = ds.shard(0).bytes();
+    const auto* img = s.image().data();
+    REQUIRE(img > base);
+    REQUIRE(img < base + ds.shard(0).size());
+    REQUIRE((img - base) % 64 == 0);
+    REQUIRE((ds.shard(0).entry(4).offset) % 64 == 0);
+}
+
+TEST_CASE("records split into shards at the shard size, and any record is found in O(1)", "[format]") {
+    temp_dir dir("shards");
+    synthetic_options o;
+    o.records = 50;
+    o.shard_size = 8192;
+    const auto samples = write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    REQUIRE(ds.shard_count() > 3);
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) {
+        REQUIRE(ds.shard(k).size() <= 8192);
+        total += ds.shard(k).record_count();
+    }
+    REQUIRE(total == 50);
+    for (std::size_t i = 0; i < 50; ++i) REQUIRE(ds.at(i).key() == samples[i].key);
+    REQUIRE_THROWS_WITH(ds.at(50), Catch::Contains("out of range"));
+}
+
+TEST_CASE("the golden tiny shard matches the test vector in the spec byte for byte", "[format][golden]") {
+    temp_dir dir("golden");
+    dataset_writer_options wo;
+    wo.out_dir = dir.str();
+    wo.schema.task = detail::task_code::segmentation;
+    wo.schema.channels = 3;
+    wo.schema.channel_order = detail::order_code::rgb;
+    wo.schema.label_layout = detail::layout_code::index;
+    wo.schema.label_dtype_bytes = 1;
+    wo.schema.fixed_height = 2;
+    wo.schema.fixed_width = 2;
+    wo.schema.class_count = 2;
+    wo.schema.ignore_value = 255;
+    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
+    wo.uses_zstd = false;
+    {
+        dataset_writer writer(wo);
+        image_u8 img{2, 2, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
+        const std::uint16_t ids[4] = {0, 1, 255, 1};
+        std::vector<unsigned char> decoded;
+        encode_record(wo.schema, "a.png", img, ids, -1, decoded);
+        record_compressor raw(record_codec::none, 0);
+        stored_record stored;
+        raw.compress(decoded, stored);
+        writer.add(stored);
+        writer.publish();
+    }
+    const std::string bytes = read_file(only_shard(dir.str()));
+    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/tiny_shard.hex";
+    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
+    const std::string golden = parse_hex_dump(read_file(golden_path));
+    REQUIRE(golden.size() == 464);
+    REQUIRE(hex_dump(bytes) == hex_dump(golden));
+    // And the reader reads the vector as the spec says.
+    auto ds = dataset::open(dir.str());
+    const auto s = ds.at(0);
+    REQUIRE(s.key() == "a.png");
+    REQUIRE(s.image()[11] == 12);
+    REQUIRE(std::vector<std::uint8_t>(s.label().begin(), s.label().end()) == std::vector<std::uint8_t>{0, 1, 255, 1});
+}
+
+TEST_CASE("every truncation of a shard is refused at open", "[format][damage]") {
+    temp_dir dir("trunc");
+    synthetic_options o;
+    o.records = 3;
+    o.width = 5;
+    o.height = 4;
+    write_synthetic(dir.str(), o);
+    const std::string shard = only_shard(dir.str());
+    const std::string bytes = read_file(shard);
+    REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
+    const std::string cut = dir / "cut.spk";
+    for (std::size_t n = 0; n < bytes.size(); ++n) {
+        write_file(cut, bytes.substr(0, n));
+        INFO("truncated to " << n << " of " << bytes.size() << " bytes");
+        REQUIRE_THROWS_AS(detail::shard_file(cut, "cut.spk"), shardpack::error);
+    }
+    // Through the dataset, the manifest's size check names the shard.
+    write_file(shard, bytes.substr(0, bytes.size() - 1));
+    REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains(std::filesystem::path(shard).filename().string()));
+}
+
+TEST_CASE("a flipped bit anywhere in a shard is found at open or at read", "[format][damage]") {
+    for (auto codec : {record_codec::zstd, record_codec::none}) {
+        temp_dir dir("flip");
+        synthetic_options o;
+        o.records = 3;
+        o.width = 6;
+        o.height = 4;
+        o.codec = codec;
+        write_synthetic(dir.str(), o);
+        const std::string shard = only_shard(dir.str());
+        const std::string bytes = read_file(shard);
+        detail::shard_file clean(shard, "s");
+        // Which bytes belong to a record, a header, the index or the trailer; padding is
+        // covered by `shardpack verify` (the whole-file hash), not by the reader.
+        std::vector<bool> covered(bytes.size(), false);
+        for (std::size_t i = 0; i < clean.header().header_length; ++i) covered[i] = true;
+        for (std::size_t i = clean.index_offset(); i < bytes.size(); ++i) covered[i] = true;
+        for (std::size_t r = 0; r < clean.record_count(); ++r) {
+            const auto e = clean.entry(r);
+            for (std::uint64_t i = e.offset; i < e.offset + e.stored_size; ++i) covered[i] = true;
+        }
+        std::size_t tried = 0;
+        for (std::size_t pos = 0; pos < bytes.size(); ++pos) {
+            if (!covered[pos]) continue;
+            std::string damaged = bytes;
+            damaged[pos] = static_cast<char>(damaged[pos] ^ (1 << (pos % 8)));
+            write_file(shard, damaged);
+            INFO("bit flipped at byte " << pos);
+            bool found = false;
+            try {
+                auto ds = dataset::open(dir.str());
+                for (std::size_t i = 0; i < ds.size(); ++i) ds.at(i);
+            } catch (const shardpack::error&) {
+                found = true;
+            }
+            REQUIRE(found);
+            ++tried;
+        }
+        REQUIRE(tried > 300);
+        write_file(shard, bytes);
+    }
+}
+
+TEST_CASE("record errors name the shard, the record and the dataset index", "[format][damage]") {
+    temp_dir dir("name");
+    synthetic_options o;
+    o.records = 4;
+    o.codec = record_codec::none;
+    write_synthetic(dir.str(), o);
+    const std::string shard = only_shard(dir.str());
+    std::string bytes = read_file(shard);
+    detail::shard_file clean(shard, "s");
+    bytes[clean.entry(2).offset + 100] ^= 0x10;  // a pixel of record 2
+    write_file(shard, bytes);
+    auto ds = dataset::open(dir.str());
+    REQUIRE_NOTHROW(ds.at(1));
+    REQUIRE_THROWS_WITH(ds.at(2), Catch::Contains("record 2 (dataset index 2)") && Catch::Contains("checksum") &&
+                                      Catch::Contains(std::filesystem::path(shard).filename().string()));
+    // With verification off, the damaged pixel is returned as stored.
+    open_options lax;
+    lax.verify_checksums = false;
+    REQUIRE_NOTHROW(dataset::open(dir.str(), lax).at(2));
+}
+
+TEST_CASE("unknown major versions, required features and required sections are refused", "[format][version]") {
+    temp_dir dir("ver");
+    synthetic_options o;
+    o.records = 2;
+    write_synthetic(dir.str(), o);
+    const std::string shard = only_shard(dir.str());
+    const std::string bytes = read_file(shard);
+
+    std::string v2 = bytes;
+    v2[8] = 2;  // major version 2
+    write_file(shard, v2);
+    REQUIRE_THROWS_WITH(detail::shard_file(shard, "s"), Catch::Contains("format version 2.0 is not supported"));
+
+    std::string minor = bytes;
+    minor[10] = 7;  // a newer minor version reads fine (trailer repeats the version)
+    minor[minor.size() - 40 + 26] = 7;
+    reseal(minor);
+    write_file(shard, minor);
+    REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
+
+    std::string feature = bytes;
+    feature[16] |= 0x04;  // an unknown required feature bit
+    reseal(feature);
+    write_file(shard, feature);
+    REQUIRE_THROWS_WITH(detail::shard_file(shard, "s"), Catch::Contains("required feature bits"));
+
+    std::string optional_feature = bytes;
+    optional_feature[24] |= 0x04;  // unknown optional feature bits are ignored
+    reseal(optional_feature);
+    write_file(shard, optional_feature);
+    REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
+}
+
+TEST_CASE("optional sections a reader does not know are skipped; required ones are refused", "[format][version]") {
+    {
+        temp_dir dir("opt");
+        synthetic_options o;
+        o.records = 3;
+        o.extra = {{0x1000, 0, {1, 2, 3, 4, 5}}};
+        const auto samples = write_synthetic(dir.str(), o);
+        auto ds = dataset::open(dir.str());
+        REQUIRE(ds.at(2).key() == samples[2].key);
+    }
+    {
+        temp_dir dir("req");
+        synthetic_options o;
+        o.records = 3;
+        o.extra = {{0x1000, detail::section_flag_required, {1, 2, 3}}};
+        write_synthetic(dir.str(), o);
+        REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains("unknown required section type 4096"));
+    }
+}
+
+TEST_CASE("the manifest and the shards must agree", "[format][manifest]") {
+    temp_dir dir("man");
+    synthetic_options o;
+    o.records = 20;
+    o.shard_size = 8192;
+    write_synthetic(dir.str(), o);
+    const std::string manifest = read_file(dir / "manifest.json");
+    auto m = detail::json::parse(manifest);
+    REQUIRE(m.at("records").as_u64() == 20);
+    REQUIRE(m.at("content_hash").as_string().size() == 16);
+
+    std::string edited = manifest;
+    edited.replace(edited.find("\"records\": 20"), 13, "\"records\": 21");
+    write_file(dir / "manifest.json", edited);
+    REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains("the manifest says 21"));
+
+    write_file(dir / "manifest.json", manifest.substr(0, manifest.size() / 2));
+    REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains("manifest.json"));
+
+    write_file(dir / "manifest.json", manifest);
+    const std::string first = m.at("shards").as_array()[0].at("file").as_string();
+    std::filesystem::remove(dir / first);
+    REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains(first));
+
+    std::filesystem::remove(dir / "manifest.json");
+    REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains("manifest.json"));
+}
+
+TEST_CASE("the same records make the same bytes: shard names and content hash are deterministic", "[format]") {
+    temp_dir a("det-a"), b("det-b");
+    synthetic_options o;
+    o.records = 30;
+    o.shard_size = 8192;
+    write_synthetic(a.str(), o);
+    write_synthetic(b.str(), o);
+    auto ma = detail::json::parse(read_file(a / "manifest.json"));
+    auto mb = detail::json::parse(read_file(b / "manifest.json"));
+    REQUIRE(ma.at("content_hash").as_string() == mb.at("content_hash").as_string());
+    REQUIRE(ma.at("shards").dump() == mb.at("shards").dump());
+}
+
+TEST_CASE("random reads from several threads at once return the right records", "[format][threads]") {
+    temp_dir dir("mt");
+    synthetic_options o;
+    o.records = 64;
+    o.shard_size = 16384;
+    const auto samples = write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            std::mt19937 rng{static_cast<unsigned>(t)};
+            read_context ctx;
+            for (int k = 0; k < 500; ++k) {
+                const std::size_t i = rng() % samples.size();
+                const auto s = (k % 2) ? ds.at(i) : ds.read(i, ctx);
+                if (s.key() != samples[i].key ||
+                    !std::equal(s.image().begin(), s.image().end(), samples[i].image.pixels.begin()))
+                    ++mismatches;
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    REQUIRE(mismatches == 0);
+}
+
+TEST_CASE("partitions cover the dataset under each policy", "[format][partition]") {
+    temp_dir dir("part");
+    synthetic_options o;
+    o.records = 10;
+    write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    SECTION("pad: equal counts, every record at least once") {
+        std::vector<int> seen(10, 0);
+        for (std::size_t r = 0; r < 3; ++r) {
+            auto p = ds.partition(r, 3, partition_policy::pad);
+            REQUIRE(p.size() == 4);
+            for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
+        }
+        for (int c : seen) REQUIRE(c >= 1);
+        REQUIRE(std::accumulate(seen.begin(), seen.end(), 0) == 12);
+    }
+    SECTION("drop: equal counts, no repeats") {
+        std::vector<int> seen(10, 0);
+        for (std::size_t r = 0; r < 3; ++r) {
+            auto p = ds.partition(r, 3, partition_policy::drop);
+            REQUIRE(p.size() == 3);
+            for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
+        }
+        REQUIRE(std::accumulate(seen.begin(), seen.end(), 0) == 9);
+        for (int c : seen) REQUIRE(c <= 1);
+    }
+    SECTION("uneven: every record exactly once") {
+        std::vector<int> seen(10, 0);
+        std::size_t sizes[3];
+        for (std::size_t r = 0; r < 3; ++r) {
+            auto p = ds.partition(r, 3, partition_policy::uneven);
+            sizes[r] = p.size();
+            for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
+        }
+        REQUIRE(sizes[0] == 4);
+        REQUIRE(sizes[2] == 3);
+        for (int c : seen) REQUIRE(c == 1);
+    }
+    REQUIRE_THROWS_AS(ds.partition(3, 3), shardpack::error);
+}
