@@ -1,0 +1,42 @@
+// `shardpack build`: its options as the command line gives them, and their translation into
+// build_options (where every bad value or combination becomes a usage_error, exit code 2).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/build_options.hpp"
+
+namespace shardpack {
+
+struct build_command_options {
+    std::string csv, out, root, image_col = "0", label_col = "1", task = "auto", classes;
+    bool header = false, no_header = false;
+    std::string color = "rgb", size, resize, crop = "center", filter = "area";
+    std::string label_layout = "onehot", unknown_label = "error";
+    std::string compression = "zstd";
+    int level = 3;
+    std::string shard_size = "256MiB";
+    bool shuffle = false;
+    std::uint64_t seed = 0;
+    std::string on_error = "fail";
+    std::uint64_t max_errors = 0;
+    unsigned threads = 0;
+    std::string report, config;
+    bool json = false;
+};
+
+CLI::App* add_build_command(CLI::App& app, build_command_options& options);
+build_options to_build_options(const build_command_options& options);
+// Parses sizes such as 4096, 64KiB, 256MiB, 1GiB, 10MB.
+std::uint64_t parse_byte_size(const std::string& text);
+// CLI11 2.1 does not read a subcommand's config file, so `build --config FILE` is expanded
+// here, before parsing: each `key = value` of FILE (top level or a [build] section) becomes
+// `--key value`, unless the command line gives that option itself (the command line wins).
+// Throws usage_error for an unreadable or malformed file.
+std::vector<std::string> expand_build_config(const std::vector<std::string>& args);
+
+int run_build_command(const build_command_options& options, bool progress);
+
+}  // namespace shardpack

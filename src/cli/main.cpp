@@ -1,0 +1,135 @@
+// The shardpack command line: option parsing, logging and exit codes. The work is done by the
+// library in src/; this file only wires it up.
+//
+// Exit codes: 0 success, 1 data or I/O failure, 2 bad usage, 130/143 interrupted (SIGINT/SIGTERM).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <string>
+
+#include "cli/build_command.hpp"
+#include "pipeline/build_pipeline.hpp"
+#include "errors.hpp"
+#include "inspect/dataset_inspector.hpp"
+#include "inspect/dataset_verifier.hpp"
+#include "inspect/record_exporter.hpp"
+#include "shardpack/reader.hpp"
+
+namespace {
+
+using namespace shardpack;
+
+int run_inspect(const std::string& dir, bool as_json) {
+    const auto info = inspect_dataset(dir);
+    std::cout << (as_json ? info.dump() : format_inspection(info));
+    return 0;
+}
+
+int run_verify(const std::string& dir, bool as_json) {
+    const verify_result r = verify_dataset(dir);
+    for (const auto& w : r.warnings) spdlog::warn("{}", w);
+    for (const auto& p : r.problems) spdlog::error("{}", p);
+    if (as_json) {
+        detail::json out = detail::json::object();
+        out.set("ok", r.ok());
+        out.set("records", r.records_checked);
+        out.set("shards", r.shards_checked);
+        out.set("bytes", r.bytes_checked);
+        detail::json problems = detail::json::array();
+        for (const auto& p : r.problems) problems.push(p);
+        out.set("problems", problems);
+        std::cout << out.dump();
+    }
+    if (!r.ok()) {
+        spdlog::error("{}: verification failed: {} problem(s)", dir, r.problems.size());
+        return 1;
+    }
+    spdlog::info("{}: ok: {} records in {} shards, {} bytes checked", dir, r.records_checked, r.shards_checked, r.bytes_checked);
+    return 0;
+}
+
+void on_signal(int sig) { build_interrupt_signal.store(sig); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto logger = spdlog::stderr_color_mt("shardpack");
+    logger->set_pattern("%^%l%$: %v");
+    spdlog::set_default_logger(logger);
+
+    CLI::App app{"shardpack: pack image datasets into sharded, indexed, checksummed record files, once"};
+    app.set_version_flag("--version", std::string("shardpack ") + SHARDPACK_VERSION);
+    app.require_subcommand(1);
+    bool quiet = false, verbose = false;
+    app.add_flag("-q,--quiet", quiet, "Log errors only");
+    app.add_flag("-v,--verbose", verbose, "Log debug detail");
+
+    build_command_options build;
+    CLI::App* build_cmd = add_build_command(app, build);
+
+    std::string dir;
+    bool as_json = false;
+    CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show a dataset's schema, classes, counts, sizes and shards");
+    inspect_cmd->add_option("dir", dir, "Dataset folder")->required();
+    inspect_cmd->add_flag("--json", as_json, "Print JSON to stdout");
+
+    CLI::App* verify_cmd = app.add_subcommand("verify", "Check every checksum, decode every record, check the manifest");
+    verify_cmd->add_option("dir", dir, "Dataset folder")->required();
+    verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
+
+    std::size_t export_index = 0;
+    std::string export_prefix;
+    CLI::App* export_cmd = app.add_subcommand("export", "Write one record as PNG files and print its key and class");
+    export_cmd->add_option("dir", dir, "Dataset folder")->required();
+    export_cmd->add_option("--index", export_index, "Record index")->required();
+    export_cmd->add_option("--out", export_prefix, "Output prefix: writes PREFIX.image.png and PREFIX.label.png")->required();
+
+    try {
+        std::vector<std::string> args;
+        try {
+            args = expand_build_config(std::vector<std::string>(argv + 1, argv + argc));
+        } catch (const usage_error& e) {
+            spdlog::error("{}", e.what());
+            return 2;
+        }
+        std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+        app.parse(args);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);  // prints the message
+        return 2;
+    }
+    spdlog::set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
+
+    try {
+        if (*build_cmd) {
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
+        }
+        if (*inspect_cmd) return run_inspect(dir, as_json);
+        if (*verify_cmd) return run_verify(dir, as_json);
+        if (*export_cmd) {
+            std::cout << export_record(dir, export_index, export_prefix).dump();
+            return 0;
+        }
+    } catch (const usage_error& e) {
+        spdlog::error("{}", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        spdlog::error("{}", e.what());
+        return 1;
+    }
+    return 0;
+}

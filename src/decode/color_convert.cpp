@@ -1,0 +1,69 @@
+#include "decode/color_convert.hpp"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace shardpack {
+
+namespace {
+
+// x / 255 rounded to nearest for x in [0, 255*255]; exact, no division.
+inline std::uint8_t div255(std::uint32_t x) {
+    x += 128;
+    return static_cast<std::uint8_t>((x + (x >> 8)) >> 8);
+}
+
+inline std::uint8_t luma(std::uint32_t r, std::uint32_t g, std::uint32_t b) {
+    return static_cast<std::uint8_t>((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
+}
+
+}  // namespace
+
+void rgb_to_gray_pil(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels) {
+    for (std::size_t i = 0; i < pixels; ++i, rgb += 3) gray[i] = luma(rgb[0], rgb[1], rgb[2]);
+}
+
+void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, bool adobe_inverted) {
+    for (std::size_t i = 0; i < pixels; ++i, cmyk += 4, rgb += 3) {
+        std::uint32_t c = cmyk[0], m = cmyk[1], y = cmyk[2], k = cmyk[3];
+        if (!adobe_inverted) c = 255 - c, m = 255 - m, y = 255 - y, k = 255 - k;
+        // Read all four samples before writing: rgb may alias cmyk.
+        rgb[0] = div255(c * k);
+        rgb[1] = div255(m * k);
+        rgb[2] = div255(y * k);
+    }
+}
+
+image_u8 convert_layout(image_u8 img, pixel_layout layout) {
+    const std::uint32_t from = img.channels, to = channel_count(layout);
+    if (from != 1 && from != 3 && from != 4)
+        throw std::invalid_argument("convert_layout: unsupported channel count " + std::to_string(from));
+    const std::size_t pixels = std::size_t(img.width) * img.height;
+    if (img.pixels.size() != pixels * from) throw std::invalid_argument("convert_layout: pixel buffer has the wrong size");
+    if (from == to) return img;
+
+    image_u8 out;
+    out.width = img.width;
+    out.height = img.height;
+    out.channels = to;
+    out.pixels.resize(pixels * to);
+    const std::uint8_t* s = img.pixels.data();
+    std::uint8_t* d = out.pixels.data();
+    if (to == 1) {
+        for (std::size_t i = 0; i < pixels; ++i, s += from) d[i] = luma(s[0], s[1], s[2]);
+    } else if (from == 1) {
+        for (std::size_t i = 0; i < pixels; ++i, d += to) {
+            d[0] = d[1] = d[2] = s[i];
+            if (to == 4) d[3] = 0xFF;
+        }
+    } else {  // rgb <-> rgba
+        for (std::size_t i = 0; i < pixels; ++i, s += from, d += to) {
+            d[0] = s[0], d[1] = s[1], d[2] = s[2];
+            if (to == 4) d[3] = 0xFF;
+        }
+    }
+    return out;
+}
+
+}  // namespace shardpack

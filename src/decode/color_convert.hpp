@@ -1,0 +1,29 @@
+// Pixel-format conversions shared by the decoders and by anyone who needs an image in another
+// layout. Gray is computed exactly as PIL's Image.convert("L") does, so packed datasets match
+// what a PIL-based training pipeline would have produced.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "image.hpp"
+
+namespace shardpack {
+
+// L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16 per pixel (ITU-R 601-2 luma, PIL's
+// rounding). `gray` may equal `rgb` (in-place conversion works front to back).
+void rgb_to_gray_pil(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels);
+
+// CMYK as libjpeg hands it out to RGB. `adobe_inverted` is for files with an Adobe APP14
+// marker (Photoshop and most other writers), whose samples store 255 - ink: then
+// R = C*K/255 (rounded), likewise G from M and B from Y. Without the marker the samples are
+// plain ink amounts: R = (255-C)*(255-K)/255. No colour management (ICC) is applied.
+// `rgb` may equal `cmyk` (in-place conversion works front to back).
+void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, bool adobe_inverted);
+
+// Converts between gray, rgb and rgba: gray is replicated to R=G=B; alpha is dropped (not
+// composited) or added as opaque 0xFF; colour to gray uses rgb_to_gray_pil on R, G, B.
+// Returns `img` itself (moved) when it already has `layout`. Throws std::invalid_argument
+// when img.channels is not 1, 3 or 4 or the pixel buffer has the wrong size.
+image_u8 convert_layout(image_u8 img, pixel_layout layout);
+
+}  // namespace shardpack

@@ -1,0 +1,51 @@
+#include "decode/image_decoder.hpp"
+
+#include <string>
+
+#include "decode/jpeg_decoder.hpp"
+#include "decode/png_decoder.hpp"
+#include "decode/sniff.hpp"
+#include "errors.hpp"
+
+namespace shardpack {
+
+namespace {
+
+// The refusal for anything that is neither PNG nor JPEG. Unrecognised data gets its first
+// bytes in hex: an HTML error page or a text file saved as .jpg is then obvious.
+[[noreturn]] void throw_unsupported(file_format format, const std::uint8_t* data, std::size_t size) {
+    if (size == 0 || data == nullptr) throw decode_error("empty file (0 bytes)");
+    if (format != file_format::unknown)
+        throw decode_error(std::string("unsupported image format ") + format_name(format) +
+                           " (only PNG and JPEG are supported)");
+    static constexpr char digits[] = "0123456789ABCDEF";
+    std::string hex;
+    for (std::size_t i = 0; i < size && i < 8; ++i) {
+        if (i != 0) hex += ' ';
+        hex += digits[data[i] >> 4];
+        hex += digits[data[i] & 15];
+    }
+    throw decode_error("unrecognised image data (starts with " + hex + "; only PNG and JPEG are supported)");
+}
+
+}  // namespace
+
+image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+    const file_format format = sniff_format(data, size);
+    if (format == file_format::png) return decode_png(data, size, req, info);
+    if (format == file_format::jpeg) return decode_jpeg(data, size, req, info);
+    throw_unsupported(format, data, size);
+}
+
+bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height) {
+    const file_format format = sniff_format(data, size);
+    if (format == file_format::png)
+        read_png_size(data, size, width, height);
+    else if (format == file_format::jpeg)
+        read_jpeg_size(data, size, width, height);
+    else
+        throw_unsupported(format, data, size);
+    return true;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,24 @@
+// Entry point for decoding a file's bytes of unknown format: sniffs the magic bytes and hands
+// PNG and JPEG to their decoders; every other format is refused with a message naming it.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "decode/decode_limits.hpp"
+#include "image.hpp"
+
+namespace shardpack {
+
+// Decodes a PNG or JPEG (see decode_png / decode_jpeg for the exact pixel semantics).
+// Throws decode_error: "unsupported image format GIF (only PNG and JPEG are supported)" for
+// GIF/BMP/WebP/TIFF, "unrecognised image data ..." (with the first bytes in hex) for anything
+// else, "empty file" for no bytes, and the decoders' messages for corrupt files.
+image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+
+// Reads the full (unscaled) size from the header only: PNG's IHDR, JPEG's SOF via
+// jpeg_read_header. Returns true on success; throws decode_error, with the same messages as
+// decode_image, for unsupported formats, unrecognised data and bad headers (it never returns
+// false; the bool lets callers write `if (read_image_size(...))`).
+bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+
+}  // namespace shardpack

@@ -1,0 +1,35 @@
+// JPEG decoding with libjpeg-turbo, straight into the output image's buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "decode/decode_limits.hpp"
+#include "image.hpp"
+
+namespace shardpack {
+
+// Decodes an 8-bit JPEG (baseline, extended, progressive, arithmetic; gray, YCbCr, RGB, CMYK,
+// YCCK) to req.layout with libjpeg-turbo's defaults (ISLOW IDCT, fancy upsampling), so the
+// pixels match PIL and OpenCV builds that use libjpeg-turbo.
+// - gray from a colour JPEG: decoded to RGB, then rgb_to_gray_pil (= PIL's convert("L"));
+// - rgba: alpha is 0xFF;
+// - CMYK/YCCK: converted by cmyk_to_rgb, Adobe-inverted when the file has an Adobe marker;
+// - no ICC colour management; the EXIF orientation tag is not applied.
+// req.min_width/min_height pick a DCT scale M/8 (see decode_request); req.max_rows stops after
+// that many output rows (the rest of the file is not read). info gets the unscaled size.
+// Throws decode_error "JPEG: <libjpeg's reason>" on errors and also on corrupt-data warnings
+// (premature end of file, bad Huffman/arithmetic code, data segment cut short by a marker,
+// lost sync, bad progression); 12-bit files get "12-bit JPEG is not supported (only 8-bit
+// precision)". Extraneous bytes between a complete scan and the next marker are tolerated.
+image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+
+// The DCT scale decode_jpeg uses for req.min_width/min_height: the smallest M in 1..8 with
+// ceil(width*M/8) >= min_width and ceil(height*M/8) >= min_height (a 0 minimum constrains
+// nothing; both 0 gives 8). The output is then ceil(width*M/8) x ceil(height*M/8).
+unsigned jpeg_dct_scale_eighths(std::uint32_t width, std::uint32_t height, std::uint32_t min_width, std::uint32_t min_height);
+
+// Reads the size from the header (jpeg_read_header) without decoding pixels. Throws
+// decode_error on a bad header.
+void read_jpeg_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+
+}  // namespace shardpack

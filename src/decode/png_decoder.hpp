@@ -1,0 +1,27 @@
+// PNG decoding with libpng's row API, straight into the output image's buffer.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "decode/decode_limits.hpp"
+#include "image.hpp"
+
+namespace shardpack {
+
+// Decodes any valid PNG (every colour type and bit depth, Adam7 or not) to 8 bits per
+// channel in req.layout:
+// - palette, 1/2/4-bit gray and tRNS are expanded; 16-bit samples keep their high byte
+//   (png_set_strip_16: the same values PIL's "RGB;16B" unpacking and OpenCV's >> 8 give);
+// - gray source -> rgb/rgba replicates; colour source -> gray uses rgb_to_gray_pil;
+// - alpha (real or from tRNS) is dropped for gray/rgb, kept for rgba, 0xFF when absent;
+// - gamma, ICC and other colour chunks are ignored: pixels are the stored values.
+// max_rows: see decode_request (interlaced files always return every row).
+// Throws decode_error "PNG: <libpng's reason>" on any corruption, including bad CRCs in any
+// chunk, truncation anywhere up to and including IEND, and on oversized images.
+image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+
+// Reads the size from the header (signature, IHDR and the chunks before IDAT) without
+// decoding pixels. Throws decode_error on a bad header.
+void read_png_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+
+}  // namespace shardpack

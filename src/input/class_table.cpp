@@ -1,0 +1,142 @@
+#include "input/class_table.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include "errors.hpp"
+#include "input/csv_reader.hpp"
+#include "input/text_util.hpp"
+
+namespace shardpack {
+
+namespace {
+
+using namespace input_detail;
+
+bool is_name_column(const std::string& header_cell) {
+    const std::string h = lower_ascii(trim(header_cell));
+    return h == "name" || h == "class" || h == "class_name" || h == "classname";
+}
+
+// The index of the first header cell that is one of `aliases` (lower case), if any.
+std::optional<std::size_t> find_column(const csv_row& header, std::initializer_list<const char*> aliases) {
+    for (std::size_t i = 0; i < header.cells.size(); ++i) {
+        const std::string h = lower_ascii(trim(header.cells[i]));
+        for (const char* a : aliases)
+            if (h == a) return i;
+    }
+    return std::nullopt;
+}
+
+std::string join_cells(const std::vector<std::string>& cells) {
+    std::string out;
+    for (const auto& c : cells) out += (out.empty() ? "" : ", ") + c;
+    return out;
+}
+
+// Names must be unique; remembers where each was first seen.
+class name_registry {
+public:
+    explicit name_registry(const std::string& path) : path_(path) {}
+    void add(const std::string& name, std::size_t line) {
+        if (name.empty()) throw input_error(where(path_, line) + "empty class name");
+        const auto [it, fresh] = lines_.emplace(name, line);
+        if (!fresh)
+            throw input_error(where(path_, line) + "duplicate class name '" + name + "' (first on line " +
+                              std::to_string(it->second) + ")");
+        if (lines_.size() > max_class_count)
+            throw input_error(where(path_, line) + "too many classes: at most " + std::to_string(max_class_count));
+    }
+
+private:
+    const std::string& path_;
+    std::unordered_map<std::string, std::size_t> lines_;
+};
+
+}  // namespace
+
+std::vector<class_entry> load_class_dict(const std::string& path) {
+    const std::vector<csv_row> rows = parse_csv(read_text_file(path), path);
+    if (rows.empty()) throw input_error(path + ": the class dictionary is empty; expected a header row name,r,g,b");
+    const csv_row& header = rows.front();
+    const auto name_col = find_column(header, {"name", "class", "class_name", "classname"});
+    const auto r_col = find_column(header, {"r", "red"});
+    const auto g_col = find_column(header, {"g", "green"});
+    const auto b_col = find_column(header, {"b", "blue"});
+    std::string missing;
+    if (!name_col) missing += " name";
+    if (!r_col) missing += " r";
+    if (!g_col) missing += " g";
+    if (!b_col) missing += " b";
+    if (!missing.empty())
+        throw input_error(where(path, header.line) + "the header row has no column(s)" + missing +
+                          "; a class dictionary needs a header with name,r,g,b (found: " + join_cells(header.cells) + ")");
+    const std::size_t needed = std::max({*name_col, *r_col, *g_col, *b_col}) + 1;
+
+    std::vector<class_entry> classes;
+    name_registry names(path);
+    std::map<std::uint32_t, std::size_t> colour_owner;  // packed rgb -> index into classes
+    std::vector<std::size_t> class_lines;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+        const csv_row& row = rows[i];
+        if (row.cells.size() < needed)
+            throw input_error(where(path, row.line) + "expected at least " + std::to_string(needed) + " columns, found " +
+                              std::to_string(row.cells.size()));
+        class_entry e;
+        e.name = std::string(trim(row.cells[*name_col]));
+        names.add(e.name, row.line);
+        e.has_colour = true;
+        const std::pair<std::size_t, std::uint8_t*> channels[] = {{*r_col, &e.r}, {*g_col, &e.g}, {*b_col, &e.b}};
+        for (const auto& [col, dst] : channels) {
+            const std::string& cell = row.cells[col];
+            const auto v = is_integer(cell) ? integer_value(cell) : std::nullopt;
+            if (!v || *v < 0 || *v > 255)
+                throw input_error(where(path, row.line) + "colour value '" + cell + "' in column '" + header.cells[col] +
+                                  "' of class '" + e.name + "' is not an integer in 0..255");
+            *dst = static_cast<std::uint8_t>(*v);
+        }
+        const std::uint32_t packed = std::uint32_t(e.r) << 16 | std::uint32_t(e.g) << 8 | e.b;
+        const auto [it, fresh] = colour_owner.emplace(packed, classes.size());
+        if (!fresh)
+            throw input_error(where(path, row.line) + "class '" + e.name + "' has colour (" + std::to_string(e.r) + ", " +
+                              std::to_string(e.g) + ", " + std::to_string(e.b) + "), already used by class '" +
+                              classes[it->second].name + "' on line " + std::to_string(class_lines[it->second]) +
+                              "; a mask colour must map to one class");
+        classes.push_back(std::move(e));
+        class_lines.push_back(row.line);
+    }
+    if (classes.empty())
+        throw input_error(where(path, header.line) + "the class dictionary has a header but no classes");
+    return classes;
+}
+
+std::vector<class_entry> load_class_names(const std::string& path) {
+    const std::vector<csv_row> rows = parse_csv(read_text_file(path), path);
+    std::size_t col = 0, first = 0;
+    if (!rows.empty()) {
+        const auto& head = rows.front().cells;
+        const auto it = std::find_if(head.begin(), head.end(), is_name_column);
+        if (it != head.end()) {
+            col = std::size_t(it - head.begin());
+            first = 1;
+        }
+    }
+    std::vector<class_entry> classes;
+    name_registry names(path);
+    for (std::size_t i = first; i < rows.size(); ++i) {
+        const csv_row& row = rows[i];
+        if (row.cells.size() <= col)
+            throw input_error(where(path, row.line) + "expected at least " + std::to_string(col + 1) + " columns, found " +
+                              std::to_string(row.cells.size()));
+        class_entry e;
+        e.name = std::string(trim(row.cells[col]));
+        names.add(e.name, row.line);
+        classes.push_back(std::move(e));
+    }
+    if (classes.empty()) throw input_error(path + ": the class name list is empty");
+    return classes;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,34 @@
+// The class tables: a segmentation class dictionary (name and mask colour per class) or a
+// classification list of class names. A class's id is its position in the file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardpack {
+
+struct class_entry {
+    std::string name;
+    bool has_colour = false;
+    std::uint8_t r = 0, g = 0, b = 0;
+};
+
+// The most classes a dataset can have: ids are stored as uint16 and the largest value is kept
+// for "ignore".
+inline constexpr std::size_t max_class_count = 65535;
+
+// Segmentation: a class_dict.csv (CamVid style). A header row names the columns: name (or
+// class, class_name), r, g, b (or red, green, blue), case-insensitive, in any order; other
+// columns are ignored. One class per following row. Names and numbers are trimmed of spaces.
+// Throws input_error "FILE:LINE: reason" for a missing column, a colour value that is not an
+// integer in 0..255, an empty, duplicate name or duplicate colour (naming both lines), no
+// classes, or more than max_class_count.
+std::vector<class_entry> load_class_dict(const std::string& path);
+
+// Classification: class names, one per line. The file may be a CSV: the name is then its first
+// column, or the column a header row names name/class/class_name (so a class_dict.csv works
+// too, its colours ignored). Throws input_error for empty or duplicate names, no names, or more
+// than max_class_count.
+std::vector<class_entry> load_class_names(const std::string& path);
+
+}  // namespace shardpack

@@ -1,0 +1,283 @@
+#include "input/input_list.hpp"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "errors.hpp"
+#include "input/csv_reader.hpp"
+#include "input/text_util.hpp"
+
+namespace shardpack {
+
+namespace {
+
+using namespace input_detail;
+namespace fs = std::filesystem;
+
+// --image-col / --label-col: an integer is a 0-based index, anything else a header name.
+struct column_spec {
+    const char* option;
+    std::string text;
+    bool by_name = false;
+    std::size_t index = 0;
+};
+
+column_spec parse_column_spec(const char* option, const std::string& text) {
+    column_spec c{option, text};
+    if (trim(text).empty()) throw usage_error(std::string(option) + ": empty; give a header name or a 0-based index");
+    if (!is_integer(text)) {
+        c.by_name = true;
+        return c;
+    }
+    const auto v = integer_value(text);
+    if (!v || *v < 0) throw usage_error(std::string(option) + " " + text + ": a column index must be 0 or more");
+    c.index = static_cast<std::size_t>(*v);
+    return c;
+}
+
+std::string join(const std::vector<std::string>& items, std::size_t limit = 50) {
+    std::string out;
+    for (std::size_t i = 0; i < items.size() && i < limit; ++i) out += (i ? ", " : "") + items[i];
+    if (items.size() > limit) out += ", ... (" + std::to_string(items.size()) + " in all)";
+    return out;
+}
+
+// Exact match first, then case-insensitive (ignoring surrounding spaces) if that is unique.
+std::size_t find_named_column(const column_spec& c, const csv_row& header, const std::string& csv) {
+    const auto& cells = header.cells;
+    if (const auto it = std::find(cells.begin(), cells.end(), c.text); it != cells.end()) return std::size_t(it - cells.begin());
+    std::vector<std::size_t> hits;
+    for (std::size_t i = 0; i < cells.size(); ++i)
+        if (lower_ascii(trim(cells[i])) == lower_ascii(trim(c.text))) hits.push_back(i);
+    if (hits.size() == 1) return hits.front();
+    const std::string where_header = csv + ":" + std::to_string(header.line);
+    if (hits.empty())
+        throw usage_error(std::string(c.option) + ": column '" + c.text + "' not found in header of " + where_header +
+                          "; columns are: " + join(cells));
+    throw usage_error(std::string(c.option) + ": column '" + c.text + "' matches several columns (ignoring case) in header of " +
+                      where_header + "; columns are: " + join(cells) + "; give the exact name or an index");
+}
+
+// Relative paths resolve against `base` (--root, or the CSV's folder); absolute ones are kept.
+// Plain string work: std::filesystem::path costs more than the rest of the list on 1M rows.
+std::string resolve(const std::string& base, const std::string& cell) {
+    if (base.empty() || cell.front() == '/') return cell;
+    std::string out;
+    out.reserve(base.size() + 1 + cell.size());
+    out += base;
+    if (out.back() != '/') out += '/';
+    return out += cell;
+}
+
+bool is_existing_file(const std::string& base, const std::string& cell) {
+    std::error_code ec;
+    return !cell.empty() && fs::is_regular_file(resolve(base, cell), ec);
+}
+
+// A header cell such as "image", "Mask", "image_path" or "class id": only column words,
+// joined by '_', '-' or spaces.
+bool is_column_word(std::string_view cell) {
+    static const std::set<std::string, std::less<>> words = {
+        "image", "images", "img", "imgs", "picture", "photo", "label", "labels", "mask", "masks", "annotation",
+        "annotations", "gt", "ground", "truth", "groundtruth", "target", "targets", "seg", "segmentation", "path",
+        "paths", "file", "files", "filename", "filenames", "fname", "name", "class", "classes", "cls", "category",
+        "categories", "id", "idx", "index", "input", "output", "src", "source", "x", "y", "rel", "relative", "abs",
+        "absolute", "key", "sample", "rgb"};
+    const std::string s = lower_ascii(trim(cell));
+    std::size_t start = 0, tokens = 0;
+    while (start <= s.size()) {
+        const std::size_t end = std::min(s.find_first_of("_- ", start), s.size());
+        if (end > start) {
+            if (!words.count(std::string_view(s).substr(start, end - start))) return false;
+            ++tokens;
+        }
+        start = end + 1;
+    }
+    return tokens > 0;
+}
+
+bool looks_like_data(std::string_view cell) {
+    return cell.find_first_of("/\\.") != std::string_view::npos || is_integer(cell);
+}
+
+// The header rule for header_mode::detect, in order:
+//  1. --image-col or --label-col is a name: there must be a header (the caller handles it).
+//  2. The first row's image cell, resolved, is an existing file: no header.
+//  3. Else the second row's image cell is an existing file: the first row is a header.
+//  4. Else (files not there yet, or a one-row list): a header if the first row looks like one:
+//     its image and label cells are column words ("image", "label", "mask", "path", "file",
+//     "class", or such words joined, e.g. "image_path") and no cell looks like a path or a
+//     number. Otherwise no header; a missing first file is then reported like any other.
+bool detect_header(const std::vector<csv_row>& rows, std::size_t image_col, std::size_t label_col,
+                   const std::string& base) {
+    if (rows.empty() || rows[0].cells.size() <= image_col) return false;
+    const auto& first = rows[0].cells;
+    if (is_existing_file(base, first[image_col])) return false;
+    if (rows.size() > 1 && rows[1].cells.size() > image_col && is_existing_file(base, rows[1].cells[image_col]))
+        return true;
+    if (first.size() <= label_col || !is_column_word(first[image_col]) || !is_column_word(first[label_col])) return false;
+    return std::none_of(first.begin(), first.end(), [](const std::string& c) { return looks_like_data(c); });
+}
+
+bool has_image_extension(std::string_view path) {
+    const std::string p = lower_ascii(path);
+    for (const char* ext : {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm"}) {
+        const std::string_view e(ext);
+        if (p.size() > e.size() && p.compare(p.size() - e.size(), e.size(), e) == 0) return true;
+    }
+    return false;
+}
+
+// Classification ids. With a names list, a label is a name in it or an id in [0, n). Without
+// one, labels are all ids (classes "0".."max") or all names (classes: the sorted unique names).
+std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const input_options& o) {
+    const std::string& csv = o.csv_path;
+    std::vector<class_entry> classes;
+    std::unordered_map<std::string, std::int32_t> id_of;
+    if (!o.classes_path.empty()) {
+        classes = load_class_names(o.classes_path);
+        for (std::size_t i = 0; i < classes.size(); ++i) id_of.emplace(classes[i].name, std::int32_t(i));
+    }
+    const bool from_file = !classes.empty();
+    const sample_row* first_id = nullptr;
+    const sample_row* first_name = nullptr;
+    for (const sample_row& r : rows) {
+        const sample_row*& slot = is_integer(r.label_key) ? first_id : first_name;
+        if (!slot) slot = &r;
+    }
+    if (!from_file && first_id && first_name) {
+        const bool id_later = first_id->csv_line > first_name->csv_line;
+        const sample_row& later = id_later ? *first_id : *first_name;
+        const sample_row& earlier = id_later ? *first_name : *first_id;
+        throw input_error(where(csv, later.csv_line) + "label '" + later.label_key + "' is a class " +
+                          (id_later ? "id" : "name") + " but line " + std::to_string(earlier.csv_line) + " has the class " +
+                          (id_later ? "name" : "id") + " '" + earlier.label_key +
+                          "'; use ids or names throughout, or give --classes with the class names");
+    }
+    if (!from_file && first_name) {
+        std::set<std::string, std::less<>> names;  // std::string's order is byte-wise
+        for (const sample_row& r : rows)
+            if (const auto t = trim(r.label_key); names.find(t) == names.end()) names.emplace(t);
+        if (names.size() > max_class_count)
+            throw input_error(csv + ": " + std::to_string(names.size()) + " distinct class names; at most " +
+                              std::to_string(max_class_count));
+        for (const auto& n : names) {
+            id_of.emplace(n, std::int32_t(classes.size()));
+            classes.push_back({n});
+        }
+    }
+    const std::int64_t id_limit = from_file ? std::int64_t(classes.size()) : std::int64_t(max_class_count);
+    std::int64_t max_id = -1;
+    for (sample_row& row : rows) {
+        const std::string label(trim(row.label_key));
+        const auto named = id_of.find(label);
+        std::optional<std::int64_t> id;
+        if (is_integer(label)) {
+            id = integer_value(label);
+            if (!id || *id < 0 || *id >= id_limit)
+                throw input_error(where(csv, row.csv_line) + "class id '" + label + "' is out of range 0.." +
+                                  std::to_string(id_limit - 1) +
+                                  (from_file ? " (" + o.classes_path + " lists " + std::to_string(classes.size()) + " classes)" : ""));
+            if (named != id_of.end() && named->second != *id)
+                throw input_error(where(csv, row.csv_line) + "label '" + label + "' is ambiguous: it is the class id " + label +
+                                  " and also the name of class " + std::to_string(named->second) + " in " + o.classes_path);
+        } else if (named != id_of.end()) {
+            id = named->second;
+        } else {
+            std::vector<std::string> known;
+            for (const auto& c : classes) known.push_back(c.name);
+            throw input_error(where(csv, row.csv_line) + "label '" + label + "' is not a class in " + o.classes_path +
+                              " (classes: " + join(known, 20) + ")");
+        }
+        row.class_id = static_cast<std::int32_t>(*id);
+        max_id = std::max(max_id, *id);
+    }
+    if (!from_file && !first_name)
+        for (std::int64_t c = 0; c <= max_id; ++c) classes.push_back({std::to_string(c)});
+    return classes;
+}
+
+}  // namespace
+
+input_list load_input_list(const input_options& o) {
+    if (o.csv_path.empty()) throw usage_error("no input list; give --csv LIST");
+    const column_spec image_spec = parse_column_spec("--image-col", o.image_col);
+    const column_spec label_spec = parse_column_spec("--label-col", o.label_col);
+    const bool named = image_spec.by_name || label_spec.by_name;
+    if (named && o.header == header_mode::absent)
+        throw usage_error("--no-header: columns can then only be given by 0-based index, not by name ('" +
+                          (image_spec.by_name ? image_spec.text : label_spec.text) + "')");
+    if (o.task == task_kind::segmentation && o.classes_path.empty())
+        throw usage_error("--task seg needs --classes class_dict.csv (a header row name,r,g,b and one class per row)");
+    if (!o.root.empty()) {
+        std::error_code ec;
+        if (!fs::is_directory(o.root, ec)) throw usage_error("--root " + o.root + ": not a folder");
+    }
+    const std::string& csv = o.csv_path;
+    const std::string base = o.root.empty() ? fs::path(csv).parent_path().string() : o.root;
+
+    input_list list;
+    const std::string text = read_text_file(csv);
+    list.csv_digest = XXH3_64bits(text.data(), text.size());
+    std::vector<csv_row> rows = parse_csv(text, csv);
+
+    if (named && rows.empty())
+        throw input_error(csv + ": the file is empty; expected a header row naming the columns");
+    list.had_header = o.header == header_mode::present || named ||
+                      (o.header == header_mode::detect && detect_header(rows, image_spec.index, label_spec.index, base));
+    const std::size_t image_col = image_spec.by_name ? find_named_column(image_spec, rows[0], csv) : image_spec.index;
+    const std::size_t label_col = label_spec.by_name ? find_named_column(label_spec, rows[0], csv) : label_spec.index;
+    if (image_col == label_col)
+        throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
+                          std::to_string(image_col) + ")");
+
+    const std::size_t needed = std::max(image_col, label_col) + 1;
+    list.rows.reserve(rows.size());
+    for (std::size_t i = list.had_header ? 1 : 0; i < rows.size(); ++i) {
+        csv_row& row = rows[i];
+        if (row.cells.size() < needed)
+            throw input_error(where(csv, row.line) + "expected at least " + std::to_string(needed) + " columns, found " +
+                              std::to_string(row.cells.size()));
+        if (row.cells[image_col].empty())
+            throw input_error(where(csv, row.line) + "empty image path (column " + std::to_string(image_col) + ")");
+        if (trim(row.cells[label_col]).empty())
+            throw input_error(where(csv, row.line) + "empty label (column " + std::to_string(label_col) + ")");
+        sample_row& s = list.rows.emplace_back();
+        s.csv_line = row.line;
+        s.key = std::move(row.cells[image_col]);
+        s.label_key = std::move(row.cells[label_col]);
+    }
+    const auto& samples = list.rows;
+
+    // The task rule for task_kind::automatic: every label an integer -> classification by id;
+    // else the first label is an existing file or has an image extension -> segmentation;
+    // else classification by name. (An empty list counts as classification.)
+    list.task = o.task;
+    if (list.task == task_kind::automatic) {
+        const bool all_ids =
+            std::all_of(samples.begin(), samples.end(), [](const sample_row& r) { return is_integer(r.label_key); });
+        const bool mask_like =
+            !samples.empty() && (is_existing_file(base, samples[0].label_key) || has_image_extension(samples[0].label_key));
+        list.task = !all_ids && mask_like ? task_kind::segmentation : task_kind::classification;
+        if (list.task == task_kind::segmentation && o.classes_path.empty())
+            throw usage_error(where(csv, samples[0].csv_line) + "the label '" + samples[0].label_key +
+                              "' is a mask image, so this is a segmentation list, which needs --classes class_dict.csv "
+                              "(or give --task cls if the labels are class names)");
+    }
+
+    for (sample_row& s : list.rows) {
+        s.image_path = resolve(base, s.key);
+        if (list.task == task_kind::segmentation) s.label_path = resolve(base, s.label_key);
+    }
+    if (list.task == task_kind::segmentation) list.classes = load_class_dict(o.classes_path);
+    else list.classes = assign_class_ids(list.rows, o);
+    return list;
+}
+
+}  // namespace shardpack

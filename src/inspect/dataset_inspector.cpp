@@ -1,0 +1,110 @@
+#include "inspect/dataset_inspector.hpp"
+
+#include <cstdio>
+
+#include "format/dataset_writer.hpp"
+#include "shardpack/reader.hpp"
+
+namespace shardpack {
+using detail::json;
+
+json inspect_dataset(const std::string& dir) {
+    const dataset ds = dataset::open(dir);
+    const json& m = ds.manifest();
+    json out = json::object();
+    out.set("path", dir);
+    out.set("format_version", m.at("format_version"));
+    out.set("records", ds.size());
+    out.set("content_hash", ds.content_hash());
+    out.set("schema", m.at("schema"));
+    out.set("classes", m.at("classes"));
+    std::uint64_t decoded = 0, stored = 0, bytes = 0;
+    json shards = json::array();
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) {
+        const auto& shard = ds.shard(k);
+        std::uint64_t d = 0, s = 0, raw = 0;
+        for (std::size_t i = 0; i < shard.record_count(); ++i) {
+            const auto e = shard.entry(i);
+            d += e.decoded_size;
+            s += e.stored_size;
+            raw += e.codec == detail::codec_raw;
+        }
+        json e = json::object();
+        e.set("file", shard.name());
+        e.set("records", shard.record_count());
+        e.set("first_record", shard.header().first_record);
+        e.set("bytes", shard.size());
+        e.set("decoded_bytes", d);
+        e.set("raw_records", raw);
+        e.set("compression_ratio", s ? double(d) / double(s) : 1.0);
+        shards.push(e);
+        decoded += d;
+        stored += s;
+        bytes += shard.size();
+    }
+    out.set("bytes", bytes);
+    out.set("decoded_bytes", decoded);
+    out.set("compression_ratio", stored ? double(decoded) / double(stored) : 1.0);
+    out.set("shards", shards);
+    out.set("build", m.at("build"));
+    out.set("tool", m.at("tool"));
+    out.set("libraries", m.at("libraries"));
+    return out;
+}
+
+namespace {
+std::string human_bytes(std::uint64_t n) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(n);
+    int u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+}  // namespace
+
+std::string format_inspection(const json& in) {
+    std::string out;
+    char line[512];
+    const json& schema = in.at("schema");
+    const json& image = schema.at("image");
+    const json& label = schema.at("label");
+    std::snprintf(line, sizeof line, "dataset      %s\nformat       shardpack %s\nrecords      %llu\n", in.at("path").as_string().c_str(),
+                  in.at("format_version").as_string().c_str(), static_cast<unsigned long long>(in.at("records").as_u64()));
+    out += line;
+    const std::uint64_t h = image.at("height").as_u64(), w = image.at("width").as_u64();
+    std::snprintf(line, sizeof line, "task         %s\nimage        %s uint8, %s\nlabel        %s (%s)\n",
+                  schema.at("task").as_string().c_str(), image.at("channel_order").as_string().c_str(),
+                  h ? (std::to_string(w) + "x" + std::to_string(h)).c_str() : "size varies",
+                  label.at("layout").as_string().c_str(), label.at("dtype").as_string().c_str());
+    out += line;
+    std::snprintf(line, sizeof line, "size         %s on disk, %s decoded, ratio %.2f\ncontent hash %s\n",
+                  human_bytes(in.at("bytes").as_u64()).c_str(), human_bytes(in.at("decoded_bytes").as_u64()).c_str(),
+                  in.at("compression_ratio").as_double(), in.at("content_hash").as_string().c_str());
+    out += line;
+    const auto& classes = in.at("classes").as_array();
+    std::snprintf(line, sizeof line, "classes      %zu\n", classes.size());
+    out += line;
+    for (std::size_t c = 0; c < classes.size(); ++c) {
+        std::string colour;
+        if (const json* col = classes[c].find("color")) {
+            const auto& a = col->as_array();
+            colour = "(" + std::to_string(a[0].as_u64()) + "," + std::to_string(a[1].as_u64()) + "," + std::to_string(a[2].as_u64()) + ")";
+        }
+        std::snprintf(line, sizeof line, "  %5zu  %-24s %s\n", c, classes[c].at("name").as_string().c_str(), colour.c_str());
+        out += line;
+    }
+    std::snprintf(line, sizeof line, "\n%-32s %10s %12s %12s %8s %6s\n", "shard", "records", "first", "bytes", "ratio", "raw");
+    out += line;
+    for (const auto& s : in.at("shards").as_array()) {
+        std::snprintf(line, sizeof line, "%-32s %10llu %12llu %12s %8.2f %6llu\n", s.at("file").as_string().c_str(),
+                      static_cast<unsigned long long>(s.at("records").as_u64()),
+                      static_cast<unsigned long long>(s.at("first_record").as_u64()), human_bytes(s.at("bytes").as_u64()).c_str(),
+                      s.at("compression_ratio").as_double(), static_cast<unsigned long long>(s.at("raw_records").as_u64()));
+        out += line;
+    }
+    return out;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,36 @@
+// Everything `shardpack build` can be told. The CLI fills it; run_build() consumes it.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "format/record_compressor.hpp"
+#include "image.hpp"
+#include "input/input_list.hpp"
+#include "transform/geometry.hpp"
+#include "transform/label_map.hpp"
+
+namespace shardpack {
+
+enum class error_policy { fail, skip };
+enum class label_layout_option { one_hot, index };
+
+struct build_options {
+    input_options input;
+    std::string out_dir;
+    pixel_layout color = pixel_layout::rgb;
+    geometry_options geometry;
+    label_layout_option label_layout = label_layout_option::one_hot;
+    unknown_colour_policy unknown_label = unknown_colour_policy::error;
+    record_codec codec = record_codec::zstd;
+    int level = 3;
+    std::uint64_t shard_size = std::uint64_t(256) << 20;
+    bool shuffle = false;
+    std::uint64_t seed = 0;
+    error_policy on_error = error_policy::fail;
+    std::uint64_t max_errors = 0;  // 0: no limit (skip mode)
+    unsigned threads = 0;          // 0: all cores
+    std::string report_path;       // extra copy of the report; the dataset folder always gets one
+    bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
+};
+
+}  // namespace shardpack

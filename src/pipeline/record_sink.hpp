@@ -1,0 +1,49 @@
+// Pipeline stage 5 (serial, in order): appends good records to the dataset and notes rejected
+// rows. Kept trivial: the work was done by the parallel stages.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "errors.hpp"
+#include "format/dataset_writer.hpp"
+#include "pipeline/build_options.hpp"
+#include "pipeline/sample_job.hpp"
+
+namespace shardpack {
+
+struct rejected_row {
+    std::size_t csv_line = 0;
+    std::string image, label, reason;
+};
+
+struct build_totals {
+    std::uint64_t rows = 0;           // rows that reached the sink
+    std::uint64_t records = 0;        // written
+    std::uint64_t bytes_in = 0;       // source file bytes of written records
+    std::uint64_t decoded_bytes = 0;  // record payload bytes before compression
+    std::uint64_t stored_bytes = 0;   // after
+    std::uint64_t unknown_pixels = 0;
+    std::vector<std::uint64_t> class_counts;
+    std::vector<rejected_row> rejected;
+};
+
+// Thrown to stop a build: the first bad sample under --on-error fail, or --max-errors reached.
+struct build_stopped : input_error {
+    using input_error::input_error;
+};
+
+class record_sink {
+public:
+    record_sink(dataset_writer& writer, const build_options& options, std::string csv_name, std::size_t classes);
+    void operator()(const sample_job& job);
+    const build_totals& totals() const { return totals_; }
+
+private:
+    dataset_writer& writer_;
+    const build_options& options_;
+    std::string csv_name_;
+    build_totals totals_;
+};
+
+}  // namespace shardpack

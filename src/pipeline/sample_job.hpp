@@ -1,0 +1,34 @@
+// One sample on its way through the build pipeline. Jobs are pooled (one per pipeline token)
+// and reused, so their buffers keep their capacity and the hot path allocates nothing.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "format/stored_record.hpp"
+#include "input/input_list.hpp"
+
+namespace shardpack {
+
+struct sample_job {
+    std::size_t sequence = 0;                 // position in the output order
+    const sample_row* row = nullptr;
+    std::vector<std::uint8_t> image_file;     // the files' bytes, as loaded
+    std::vector<std::uint8_t> label_file;
+    std::vector<unsigned char> decoded;       // the record payload
+    stored_record stored;                     // what goes into the shard
+    std::string error;                        // why the sample is rejected; empty when good
+    std::vector<std::uint64_t> class_counts;  // pixels (segmentation) or 1 (classification) per class
+    std::uint64_t unknown_pixels = 0;         // mapped to the ignore value (--unknown-label ignore)
+
+    void reset(std::size_t seq, const sample_row* r) {
+        sequence = seq;
+        row = r;
+        error.clear();
+        unknown_pixels = 0;
+        std::fill(class_counts.begin(), class_counts.end(), 0);
+    }
+    bool ok() const { return error.empty(); }
+};
+
+}  // namespace shardpack

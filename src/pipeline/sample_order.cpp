@@ -1,0 +1,24 @@
+#include "pipeline/sample_order.hpp"
+
+#include <numeric>
+#include <random>
+
+namespace shardpack {
+
+std::vector<std::size_t> sample_order(std::size_t count, bool shuffle, std::uint64_t seed) {
+    std::vector<std::size_t> order(count);
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    if (!shuffle) return order;
+    std::mt19937_64 rng(seed);
+    for (std::size_t i = count; i > 1; --i) {
+        // Rejection sampling keeps the draw uniform (no modulo bias).
+        const std::uint64_t bound = i, limit = UINT64_MAX - UINT64_MAX % bound;
+        std::uint64_t r;
+        do r = rng();
+        while (r >= limit);
+        std::swap(order[i - 1], order[r % bound]);
+    }
+    return order;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,160 @@
+#include "pipeline/sample_transformer.hpp"
+
+#include <algorithm>
+
+#include "decode/image_decoder.hpp"
+#include "decode/sniff.hpp"
+#include "errors.hpp"
+#include "format/record_encoder.hpp"
+
+namespace shardpack {
+using namespace detail;
+
+schema_record make_schema(const build_options& o, task_kind task, std::size_t class_count) {
+    schema_record s;
+    s.channels = static_cast<std::uint8_t>(channel_count(o.color));
+    s.channel_order = o.color == pixel_layout::gray ? order_code::gray
+                    : o.color == pixel_layout::rgb ? order_code::rgb : order_code::rgba;
+    s.class_count = static_cast<std::uint32_t>(class_count);
+    s.ignore_value = class_count <= 255 ? 255 : 65535;
+    const bool fixed = o.geometry.width != 0 && !(o.geometry.resize == resize_mode::shorter && o.geometry.crop == crop_mode::none) &&
+                       !(o.geometry.resize == resize_mode::none && o.geometry.crop == crop_mode::none);
+    s.fixed_width = fixed ? o.geometry.width : 0;
+    s.fixed_height = fixed ? o.geometry.height : 0;
+    if (task == task_kind::segmentation) {
+        s.task = task_code::segmentation;
+        if (o.label_layout == label_layout_option::one_hot) {
+            s.label_layout = layout_code::one_hot;
+            s.label_dtype_bytes = 1;
+        } else {
+            s.label_layout = layout_code::index;
+            s.label_dtype_bytes = class_count <= 255 ? 1 : 2;
+        }
+    } else {
+        s.task = task_code::classification;
+        s.label_layout = layout_code::class_id;
+        s.label_dtype_bytes = 0;
+    }
+    return s;
+}
+
+unsigned jpeg_scale_eighths(std::uint32_t w, std::uint32_t h, std::uint32_t min_w, std::uint32_t min_h) {
+    for (unsigned m = 1; m < 8; ++m) {
+        const std::uint64_t sw = (std::uint64_t(w) * m + 7) / 8, sh = (std::uint64_t(h) * m + 7) / 8;
+        if (sw >= min_w && sh >= min_h) return m;
+    }
+    return 8;
+}
+
+sample_transformer::sample_transformer(const build_options& options, const schema_record& schema,
+                                       const std::vector<class_entry>& classes)
+    : options_(options), schema_(schema) {
+    if (schema_.task == task_code::segmentation) {
+        std::vector<label_colour> colours;
+        for (const auto& c : classes) colours.push_back({c.r, c.g, c.b});
+        lookup_.emplace(colours);
+    }
+}
+
+void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
+    if (!job.ok()) return;
+    try {
+        transform(job, scratch);
+    } catch (const std::exception& e) {
+        job.error = e.what();
+    }
+}
+
+namespace {
+// Prefixes a decoder's complaint with the file it is about.
+[[noreturn]] void rethrow_for(const std::string& path, const std::exception& e) {
+    throw input_error(path + ": " + e.what());
+}
+}  // namespace
+
+void sample_transformer::transform(sample_job& job, transform_scratch& scratch) const {
+    const sample_row& row = *job.row;
+    const bool segmentation = schema_.task == task_code::segmentation;
+    const auto& img_bytes = job.image_file;
+
+    std::uint32_t width = 0, height = 0;
+    try {
+        read_image_size(img_bytes.data(), img_bytes.size(), width, height);
+    } catch (const std::exception& e) {
+        rethrow_for(row.image_path, e);
+    }
+    std::uint32_t mask_w = 0, mask_h = 0;
+    if (segmentation) {
+        try {
+            read_image_size(job.label_file.data(), job.label_file.size(), mask_w, mask_h);
+        } catch (const std::exception& e) {
+            rethrow_for(row.label_path, e);
+        }
+        if (mask_w != width || mask_h != height)
+            throw input_error(row.label_path + ": mask is " + std::to_string(mask_w) + "x" + std::to_string(mask_h) +
+                              " but its image " + row.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
+    }
+
+    const geometry_plan mask_plan = plan_geometry(width, height, options_.geometry);
+    geometry_plan image_plan = mask_plan;
+    decode_request request;
+    request.layout = options_.color;
+    // A classification JPEG that will be downscaled is decoded at the smallest DCT scale that
+    // still covers the scaled size. Masks keep full resolution so that image and mask share the
+    // exact same box; hence segmentation never takes this path.
+    if (!segmentation && options_.geometry.resize != resize_mode::none &&
+        sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg &&
+        (mask_plan.x.scaled_len < width || mask_plan.y.scaled_len < height)) {
+        const unsigned m = jpeg_scale_eighths(width, height, mask_plan.x.scaled_len, mask_plan.y.scaled_len);
+        if (m < 8) {
+            request.min_width = mask_plan.x.scaled_len;
+            request.min_height = mask_plan.y.scaled_len;
+            image_plan = plan_geometry(static_cast<std::uint32_t>((std::uint64_t(width) * m + 7) / 8),
+                                       static_cast<std::uint32_t>((std::uint64_t(height) * m + 7) / 8), options_.geometry);
+        }
+    }
+    request.max_rows = image_plan.y.src_rows_needed();
+
+    image_u8 decoded;
+    try {
+        decoded = decode_image(img_bytes.data(), img_bytes.size(), request);
+    } catch (const std::exception& e) {
+        rethrow_for(row.image_path, e);
+    }
+    if (decoded.width != image_plan.x.src_len)
+        throw input_error(row.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
+    apply_geometry(decoded, image_plan, options_.geometry.filter, scratch.image, scratch.resample);
+
+    const std::uint16_t* label_ids = nullptr;
+    std::int32_t class_id = -1;
+    if (segmentation) {
+        decode_request mask_request;
+        mask_request.layout = pixel_layout::rgb;
+        mask_request.max_rows = mask_plan.y.src_rows_needed();
+        image_u8 mask;
+        try {
+            mask = decode_image(job.label_file.data(), job.label_file.size(), mask_request);
+        } catch (const std::exception& e) {
+            rethrow_for(row.label_path, e);
+        }
+        unknown_colour_hit first{};
+        std::uint64_t unknown = 0;
+        try {
+            map_mask(mask, mask_plan, *lookup_, options_.unknown_label, static_cast<std::uint16_t>(schema_.ignore_value),
+                     scratch.labels, &first, &unknown);
+        } catch (const std::exception& e) {
+            rethrow_for(row.label_path, e);
+        }
+        job.unknown_pixels = unknown;
+        job.class_counts.resize(schema_.class_count);
+        count_classes(scratch.labels, job.class_counts);
+        label_ids = scratch.labels.ids.data();
+    } else {
+        class_id = row.class_id;
+        job.class_counts.resize(schema_.class_count);
+        job.class_counts[std::size_t(class_id)] += 1;
+    }
+    encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded);
+}
+
+}  // namespace shardpack

@@ -1,0 +1,43 @@
+// Pipeline stage 3 (parallel): decode, crop/resize, convert colour, map the mask's colours to
+// classes and lay the record out. Pure: the same job always gives the same bytes.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "image.hpp"
+#include "input/class_table.hpp"
+#include "pipeline/build_options.hpp"
+#include "pipeline/sample_job.hpp"
+#include "shardpack/detail/format.hpp"
+#include "transform/geometry.hpp"
+#include "transform/label_map.hpp"
+
+namespace shardpack {
+
+// Per-thread buffers, reused from sample to sample.
+struct transform_scratch {
+    image_u8 image;
+    label_plane labels;
+    resample_scratch resample;
+};
+
+// The schema a build with these options writes.
+detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count);
+
+// The smallest libjpeg DCT scale M/8 (M in 1..8) whose output is still at least min_w x min_h.
+unsigned jpeg_scale_eighths(std::uint32_t w, std::uint32_t h, std::uint32_t min_w, std::uint32_t min_h);
+
+class sample_transformer {
+public:
+    sample_transformer(const build_options& options, const detail::schema_record& schema,
+                       const std::vector<class_entry>& classes);
+    void operator()(sample_job& job, transform_scratch& scratch) const;
+
+private:
+    const build_options& options_;
+    detail::schema_record schema_;
+    std::optional<colour_lookup> lookup_;
+    void transform(sample_job& job, transform_scratch& scratch) const;
+};
+
+}  // namespace shardpack

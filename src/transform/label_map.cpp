@@ -1,0 +1,172 @@
+#include "transform/label_map.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "errors.hpp"
+
+namespace shardpack {
+
+namespace {
+
+std::string colour_text(std::uint8_t r, std::uint8_t g, std::uint8_t b) {
+    return "(" + std::to_string(r) + "," + std::to_string(g) + "," + std::to_string(b) + ")";
+}
+
+// Reads the colour of pixel p of a 1-, 3- or 4-channel row as packed 0xRRGGBB.
+template <int C>
+inline std::uint32_t packed_at(const std::uint8_t* row, std::uint32_t x) {
+    const std::uint8_t* p = row + std::size_t(x) * C;
+    if constexpr (C == 1)
+        return colour_lookup::pack(p[0], p[0], p[0]);
+    else
+        return colour_lookup::pack(p[0], p[1], p[2]);
+}
+
+template <int C>
+void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
+              std::uint16_t ignore_value, label_plane& out, const std::vector<std::uint32_t>& xs,
+              unknown_colour_hit& first, std::uint64_t& unknown) {
+    const axis_plan &ax = plan.x, &ay = plan.y;
+    std::uint32_t last_key = 0xFFFFFFFFu;  // never a 24-bit colour
+    std::uint16_t last_id = 0;
+    std::uint32_t prev_sy = 0xFFFFFFFFu;
+    std::uint64_t prev_row_unknown = 0;
+    for (std::uint32_t t = 0; t < ay.content_len; ++t) {
+        const std::uint32_t sy = nearest_source(ay, ay.crop_offset + t);
+        std::uint16_t* dst = out.ids.data() + std::size_t(ay.pad_before + t) * out.width + ax.pad_before;
+        if (sy == prev_sy) {  // upscaling: the same source row again
+            std::memcpy(dst, dst - out.width, std::size_t(ax.content_len) * sizeof(std::uint16_t));
+            unknown += prev_row_unknown;
+            continue;
+        }
+        prev_sy = sy;
+        prev_row_unknown = 0;
+        const std::uint8_t* row = mask.row(sy);
+        for (std::uint32_t i = 0; i < ax.content_len; ++i) {
+            const std::uint32_t key = packed_at<C>(row, xs[i]);
+            if (key != last_key) {
+                const int id = lookup.find_packed(key);
+                if (id < 0) {
+                    const auto r = static_cast<std::uint8_t>(key >> 16), g = static_cast<std::uint8_t>(key >> 8),
+                               b = static_cast<std::uint8_t>(key);
+                    if (policy == unknown_colour_policy::error)
+                        throw input_error("unknown colour " + colour_text(r, g, b) + " at pixel (" +
+                                          std::to_string(xs[i]) + "," + std::to_string(sy) +
+                                          ") \xE2\x80\x94 not in the class dictionary");
+                    if (unknown == 0 && prev_row_unknown == 0) {
+                        first.r = r;
+                        first.g = g;
+                        first.b = b;
+                        first.x = xs[i];
+                        first.y = sy;
+                    }
+                    ++prev_row_unknown;
+                    dst[i] = ignore_value;
+                    continue;  // keep last_key: unknown colours are not cached
+                }
+                last_key = key;
+                last_id = static_cast<std::uint16_t>(id);
+            }
+            dst[i] = last_id;
+        }
+        unknown += prev_row_unknown;
+    }
+}
+
+}  // namespace
+
+colour_lookup::colour_lookup(const std::vector<label_colour>& colours) {
+    if (colours.size() > 65535)
+        throw input_error("the class dictionary has " + std::to_string(colours.size()) +
+                          " classes; at most 65535 are supported");
+    std::uint32_t size = 16;
+    int bits = 4;
+    while (size < colours.size() * 2) {
+        size <<= 1;
+        ++bits;
+    }
+    keys_.assign(size, empty_key);
+    values_.assign(size, -1);
+    mask_ = size - 1;
+    shift_ = 32 - bits;
+    for (std::size_t id = 0; id < colours.size(); ++id) {
+        const label_colour& c = colours[id];
+        const std::uint32_t key = pack(c.r, c.g, c.b);
+        std::uint32_t i = hash(key);
+        while (keys_[i] != empty_key) {
+            if (keys_[i] == key)
+                throw input_error("colour " + colour_text(c.r, c.g, c.b) + " is given to class " +
+                                  std::to_string(values_[i]) + " and to class " + std::to_string(id) +
+                                  " of the class dictionary");
+            i = (i + 1) & mask_;
+        }
+        keys_[i] = key;
+        values_[i] = static_cast<std::int32_t>(id);
+    }
+    count_ = colours.size();
+}
+
+void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
+              std::uint16_t ignore_value, label_plane& out, unknown_colour_hit* first_unknown,
+              std::uint64_t* unknown_count) {
+    const axis_plan &ax = plan.x, &ay = plan.y;
+    for (const axis_plan* a : {&ax, &ay})
+        if (a->src_len == 0 || a->scaled_len == 0 || std::uint64_t(a->crop_offset) + a->content_len > a->scaled_len ||
+            std::uint64_t(a->pad_before) + a->content_len > a->out_len)
+            throw std::invalid_argument("map_mask: inconsistent geometry plan");
+    const std::uint32_t C = mask.channels;
+    if (C != 1 && C != 3 && C != 4)
+        throw input_error("mask has " + std::to_string(C) + " channels; expected 1 (gray), 3 (RGB) or 4 (RGBA)");
+    if (mask.pixels.size() < std::size_t(mask.width) * mask.height * C)
+        throw std::invalid_argument("map_mask: the mask's buffer does not match its size");
+    if (mask.width != ax.src_len)
+        throw input_error("mask is " + std::to_string(mask.width) + " pixels wide but the plan expects " +
+                          std::to_string(ax.src_len));
+    if (ay.content_len && ax.content_len) {
+        const std::uint32_t need = nearest_source(ay, ay.crop_offset + ay.content_len - 1) + 1;
+        if (mask.height < need)
+            throw input_error("mask has " + std::to_string(mask.height) + " rows but " + std::to_string(need) +
+                              " are needed");
+    }
+
+    out.width = ax.out_len;
+    out.height = ay.out_len;
+    out.ids.resize(std::size_t(out.width) * out.height);
+    if (ax.content_len < ax.out_len || ay.content_len < ay.out_len)
+        std::fill(out.ids.begin(), out.ids.end(), ignore_value);
+
+    unknown_colour_hit first{};
+    std::uint64_t unknown = 0;
+    if (ax.content_len && ay.content_len) {
+        thread_local std::vector<std::uint32_t> xs;
+        xs.resize(ax.content_len);
+        for (std::uint32_t i = 0; i < ax.content_len; ++i) xs[i] = nearest_source(ax, ax.crop_offset + i);
+        switch (C) {
+            case 1: map_rows<1>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
+            case 3: map_rows<3>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
+            default: map_rows<4>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
+        }
+    }
+    first.count = unknown;
+    if (first_unknown) *first_unknown = first;
+    if (unknown_count) *unknown_count = unknown;
+}
+
+void expand_one_hot(const std::uint16_t* ids, std::size_t pixels, std::uint32_t classes, std::uint8_t* dst) {
+    if (classes == 0 || pixels == 0) return;
+    std::memset(dst, 0, pixels * classes);
+    for (std::size_t p = 0; p < pixels; ++p, dst += classes)
+        if (ids[p] < classes) dst[ids[p]] = 1;
+}
+
+void count_classes(const label_plane& labels, std::vector<std::uint64_t>& counts) {
+    const std::size_t n = counts.size();
+    std::uint64_t* c = counts.data();
+    for (const std::uint16_t id : labels.ids)
+        if (id < n) ++c[id];
+}
+
+}  // namespace shardpack

@@ -1,0 +1,455 @@
+// The shardpack command line, end to end: build, inspect, verify and export on generated data
+// and on the shared conformance images; exit codes; the report; determinism.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include "decode/image_decoder.hpp"
+#include "decode/jpeg_encoder.hpp"
+#include "decode/png_encoder.hpp"
+#include "shardpack/reader.hpp"
+#include "test_support.hpp"
+
+using namespace shardpack;
+using namespace shardpack::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct cli_result {
+    int code = -1;
+    std::string out, err;
+};
+
+std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+cli_result run_command(const std::string& program, const std::vector<std::string>& args) {
+    static int counter = 0;
+    const std::string base = fs::temp_directory_path().string() + "/shardpack-cli-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(counter++);
+    std::string cmd = shell_quote(program);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    cmd += " >" + base + ".out 2>" + base + ".err </dev/null";
+    const int status = std::system(cmd.c_str());
+    cli_result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_file(base + ".out");
+    r.err = read_file(base + ".err");
+    fs::remove(base + ".out");
+    fs::remove(base + ".err");
+    return r;
+}
+
+cli_result cli(const std::vector<std::string>& args) { return run_command(SHARDPACK_CLI, args); }
+
+void make_samples(const std::string& dir, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {"--out", dir};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = run_command(SHARDPACK_SAMPLE_TOOL, args);
+    REQUIRE(r.code == 0);
+}
+
+image_u8 decode_file(const std::string& path, pixel_layout layout = pixel_layout::rgb) {
+    const std::string bytes = read_file(path);
+    decode_request req;
+    req.layout = layout;
+    return decode_image(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), req);
+}
+
+std::vector<std::string> read_lines(const std::string& path) {
+    std::vector<std::string> lines;
+    std::istringstream in(read_file(path));
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+}
+
+}  // namespace
+
+TEST_CASE("segmentation without resizing round-trips images and masks bit-exactly", "[cli][seg]") {
+    for (bool palette : {false, true}) {
+        temp_dir dir("seg");
+        make_samples(dir / "src", palette ? std::vector<std::string>{"--count", "6", "--palette-masks", "--spaces"}
+                                          : std::vector<std::string>{"--count", "6", "--spaces"});
+        const auto r = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "ds"});
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        auto ds = dataset::open(dir / "ds");
+        REQUIRE(ds.size() == 6);
+        REQUIRE(ds.schema().task == task::segmentation);
+        REQUIRE(ds.classes().size() == 6);
+        REQUIRE(ds.classes()[2].name == "road");
+        const auto lines = read_lines(dir / "src/list.csv");
+        for (std::size_t i = 0; i < 6; ++i) {
+            const auto e = cli({"export", dir / "ds", "--index", std::to_string(i), "--out", dir / ("x" + std::to_string(i))});
+            REQUIRE(e.code == 0);
+            const auto info = detail::json::parse(e.out);
+            const std::string key = info.at("key").as_string();
+            REQUIRE(lines[i + 1].find(key) != std::string::npos);  // CSV order, key as written
+            const image_u8 src = decode_file(dir / ("src/" + key));
+            const image_u8 out = decode_file(info.at("image").as_string());
+            REQUIRE(out.width == src.width);
+            REQUIRE(out.pixels == src.pixels);
+            std::string mask_key = key;
+            mask_key.replace(0, 6, "masks");  // images/... -> masks/...
+            mask_key.replace(mask_key.size() - 4, 4, ".png");
+            const image_u8 src_mask = decode_file(dir / ("src/" + mask_key));
+            const image_u8 out_mask = decode_file(info.at("label").as_string());
+            REQUIRE(out_mask.pixels == src_mask.pixels);  // mapped by colour, drawn back in the dictionary's colours
+        }
+        const auto v = cli({"verify", dir / "ds"});
+        INFO(v.err);
+        REQUIRE(v.code == 0);
+    }
+}
+
+TEST_CASE("resized masks hold only dictionary colours and share the image's box", "[cli][seg]") {
+    temp_dir dir("resize");
+    make_samples(dir / "src", {"--count", "4", "--width", "200", "--height", "150"});
+    for (const std::string mode : {"stretch", "shorter", "fit", "none"}) {
+        for (const std::string filter : {"area", "bilinear", "lanczos"}) {
+            const auto r = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out",
+                                dir / "ds", "--size", "96x64", "--resize", mode, "--filter", filter, "--label-layout", "index"});
+            INFO(mode << " " << filter << ": " << r.err);
+            REQUIRE(r.code == 0);
+            auto ds = dataset::open(dir / "ds");
+            REQUIRE(ds.schema().fixed_width == 96);
+            REQUIRE(ds.schema().fixed_height == 64);
+            for (std::size_t i = 0; i < ds.size(); ++i) {
+                const auto s = ds.at(i);
+                REQUIRE(s.image().shape() == std::array<std::size_t, 3>{64, 96, 3});
+                std::size_t ignored = 0;
+                for (auto v : s.label()) {
+                    REQUIRE((v < 6 || v == 255));
+                    ignored += v == 255;
+                }
+                if (mode == "fit") REQUIRE(ignored > 0);  // 200x150 fit into 96x64 pads the sides
+                if (mode == "fit") REQUIRE(s.image()[0] == 0);  // image padding is 0
+                if (mode != "fit") REQUIRE(ignored == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("classification from JPEGs with spaces in paths; a GIF is refused by name and line", "[cli][cls]") {
+    temp_dir dir("cls");
+    make_samples(dir / "src", {"--task", "cls", "--count", "9", "--jpeg", "--spaces", "--width", "120", "--height", "100"});
+    // A GIF among them, named .jpg: the format is found from the bytes.
+    write_file(dir / "src/images/fake.jpg", "GIF89a\x01\x00\x01\x00\x00\x00\x00;");
+    {
+        std::ofstream list(dir / "src/list.csv", std::ios::app);
+        list << "images/fake.jpg,car\n";
+    }
+    auto r = cli({"build", "--csv", dir / "src/list.csv", "--out", dir / "ds", "--size", "64x64"});
+    REQUIRE(r.code == 1);
+    REQUIRE_THAT(r.err, Catch::Contains("list.csv:11") && Catch::Contains("fake.jpg") && Catch::Contains("GIF"));
+    REQUIRE_FALSE(fs::exists(dir / "ds/manifest.json"));  // nothing published
+
+    r = cli({"build", "--csv", dir / "src/list.csv", "--out", dir / "ds", "--size", "64x64", "--on-error", "skip", "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto report = detail::json::parse(r.out);
+    REQUIRE(report.at("records").as_u64() == 9);
+    REQUIRE(report.at("skipped").as_u64() == 1);
+    REQUIRE(report.at("rejected").as_array()[0].at("line").as_u64() == 11);
+    const auto rejected = read_lines(dir / "ds/rejected.csv");
+    REQUIRE(rejected.size() == 2);
+    REQUIRE_THAT(rejected[1], Catch::StartsWith("11,") && Catch::Contains("GIF"));
+    auto ds = dataset::open(dir / "ds");
+    REQUIRE(ds.schema().task == task::classification);
+    // Names collected from the list, sorted.
+    std::vector<std::string> names;
+    for (const auto& c : ds.classes()) names.push_back(c.name);
+    REQUIRE(std::is_sorted(names.begin(), names.end()));
+    std::uint64_t counted = 0;
+    for (const auto& f : report.at("class_frequencies").as_array()) counted += f.at("samples").as_u64();
+    REQUIRE(counted == 9);
+    for (std::size_t i = 0; i < ds.size(); ++i) {
+        const auto s = ds.at(i);
+        REQUIRE(s.image().shape() == std::array<std::size_t, 3>{64, 64, 3});
+        REQUIRE(s.one_hot()[std::size_t(s.class_id())] == 1);
+    }
+}
+
+TEST_CASE("the output is byte-identical for any thread count, and shuffling is seeded", "[cli][determinism]") {
+    temp_dir dir("det");
+    make_samples(dir / "src", {"--count", "12", "--width", "96", "--height", "64"});
+    auto build = [&](const std::string& out, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv",
+                                         "--out", dir / out, "--shard-size", "64KiB"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = cli(args);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        return detail::json::parse(read_file(dir / (out + "/manifest.json")));
+    };
+    const auto one = build("t1", {"--threads", "1"});
+    const auto two = build("t2", {"--threads", "2"});
+    const auto eight = build("t8", {"--threads", "8"});
+    REQUIRE(one.at("shards").as_array().size() > 1);
+    REQUIRE(one.at("content_hash").as_string() == two.at("content_hash").as_string());
+    REQUIRE(one.at("content_hash").as_string() == eight.at("content_hash").as_string());
+    for (const auto& s : one.at("shards").as_array()) {
+        const std::string name = s.at("file").as_string();
+        REQUIRE(read_file(dir / ("t1/" + name)) == read_file(dir / ("t8/" + name)));
+    }
+    REQUIRE(read_file(dir / "t1/manifest.json") == read_file(dir / "t2/manifest.json"));
+
+    const auto s1 = build("s1", {"--shuffle", "--seed", "7", "--threads", "1"});
+    const auto s2 = build("s2", {"--shuffle", "--seed", "7", "--threads", "2"});
+    const auto s3 = build("s3", {"--shuffle", "--seed", "8"});
+    REQUIRE(s1.at("content_hash").as_string() == s2.at("content_hash").as_string());
+    REQUIRE(s1.at("content_hash").as_string() != s3.at("content_hash").as_string());
+    REQUIRE(s1.at("content_hash").as_string() != one.at("content_hash").as_string());
+    auto a = dataset::open(dir / "s1");
+    std::set<std::string> keys;
+    for (std::size_t i = 0; i < a.size(); ++i) keys.insert(std::string(a.at(i).key()));
+    REQUIRE(keys.size() == 12);  // a permutation: every row once
+}
+
+TEST_CASE("bad input names the file, the CSV line and the reason", "[cli][errors]") {
+    temp_dir dir("bad");
+    make_samples(dir / "src", {"--count", "3", "--width", "40", "--height", "30"});
+    const std::string csv = dir / "src/list.csv", dict = dir / "src/class_dict.csv";
+
+    SECTION("a colour not in the dictionary") {
+        image_u8 mask = decode_file(dir / "src/masks/img_0001.png");
+        mask.pixels[(5 * 40 + 7) * 3] = 1;  // pixel (7,5) becomes (1, g, b)
+        const auto png = encode_png(mask);
+        write_file(dir / "src/masks/img_0001.png", std::string(png.begin(), png.end()));
+        auto r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ds"});
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("list.csv:3") && Catch::Contains("img_0001.png") && Catch::Contains("(7,5)") &&
+                                Catch::Contains("(1,"));
+        r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ds", "--unknown-label", "ignore", "--json",
+                 "--label-layout", "index"});
+        REQUIRE(r.code == 0);
+        REQUIRE(detail::json::parse(r.out).at("unknown_colour_pixels").as_u64() == 1);
+        auto ds = dataset::open(dir / "ds");
+        REQUIRE(ds.at(1).label()[5 * 40 + 7] == 255);
+    }
+    SECTION("an image whose mask has another size") {
+        image_u8 small{20, 10, 3, std::vector<std::uint8_t>(20 * 10 * 3, 128)};
+        const auto png = encode_png(small);
+        write_file(dir / "src/masks/img_0002.png", std::string(png.begin(), png.end()));
+        const auto r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ds"});
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("list.csv:4") && Catch::Contains("20x10") && Catch::Contains("40x30"));
+    }
+    SECTION("a missing file") {
+        fs::remove(dir / "src/images/img_0000.png");
+        const auto r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ds"});
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("list.csv:2") && Catch::Contains("img_0000.png") && Catch::Contains("cannot open"));
+    }
+    SECTION("a truncated JPEG is an error, not a warning") {
+        const std::string jpg = read_file(std::string(SHARDPACK_SHARED_DATA) + "/jpeg/testorig.jpg");
+        write_file(dir / "cut.jpg", jpg.substr(0, jpg.size() / 2));
+        write_file(dir / "cls.csv", "cut.jpg,0\n");
+        const auto r = cli({"build", "--csv", dir / "cls.csv", "--out", dir / "ds"});
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("cls.csv:1") && Catch::Contains("cut.jpg"));
+    }
+    SECTION("--max-errors stops a run gone bad and publishes nothing") {
+        write_file(dir / "many.csv", "a.png,0\nb.png,0\nc.png,0\nd.png,0\n");
+        const auto r = cli({"build", "--csv", dir / "many.csv", "--out", dir / "ds", "--task", "cls", "--on-error", "skip",
+                            "--max-errors", "2"});
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("--max-errors"));
+        REQUIRE_FALSE(fs::exists(dir / "ds/manifest.json"));
+    }
+}
+
+TEST_CASE("exit codes: 2 for bad usage, 1 for bad data, 0 for success", "[cli][usage]") {
+    temp_dir dir("usage");
+    make_samples(dir / "src", {"--count", "2", "--width", "32", "--height", "32"});
+    const std::string csv = dir / "src/list.csv", dict = dir / "src/class_dict.csv";
+    REQUIRE(cli({}).code == 2);
+    REQUIRE(cli({"build"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--bogus"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--size", "12by4"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--resize", "fit"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--filter", "cubic"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--shard-size", "12parsecs"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--max-errors", "3"}).code == 2);
+    REQUIRE(cli({"build", "--csv", csv, "--out", dir / "ds", "--header", "--no-header"}).code == 2);
+    REQUIRE(cli({"build", "--csv", dir / "nope.csv", "--out", dir / "ds"}).code == 1);
+    REQUIRE(cli({"inspect", dir / "nothing-here"}).code == 1);
+    const auto help = cli({"build", "--help"});
+    REQUIRE(help.code == 0);
+    REQUIRE_THAT(help.out, Catch::Contains("--label-layout") && Catch::Contains("--config"));
+    REQUIRE(cli({"--version"}).code == 0);
+    const auto quiet = cli({"-q", "build", "--csv", csv, "--classes", dict, "--out", dir / "ds"});
+    REQUIRE(quiet.code == 0);
+    REQUIRE(quiet.err.empty());  // -q: errors only; and no progress line when stderr is not a terminal
+    const auto loud = cli({"-v", "build", "--csv", csv, "--classes", dict, "--out", dir / "ds"});
+    REQUIRE_THAT(loud.err, Catch::Contains("debug"));
+}
+
+TEST_CASE("inspect, verify and export describe and check a dataset", "[cli][tools]") {
+    temp_dir dir("tools");
+    make_samples(dir / "src", {"--count", "8", "--width", "64", "--height", "48"});
+    REQUIRE(cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "ds",
+                 "--shard-size", "32KiB", "--report", dir / "report.json"})
+                .code == 0);
+    const auto report = detail::json::parse(read_file(dir / "report.json"));
+    REQUIRE(report.at("records").as_u64() == 8);
+    REQUIRE(report.at("compression_ratio").as_double() > 1.0);
+    REQUIRE(report.at("bytes_in").as_u64() > 0);
+    REQUIRE(fs::exists(dir / "ds/report.json"));
+    double fractions = 0;
+    for (const auto& f : report.at("class_frequencies").as_array()) fractions += f.at("fraction").as_double();
+    REQUIRE(fractions == Approx(1.0));
+
+    auto r = cli({"inspect", dir / "ds", "--json"});
+    REQUIRE(r.code == 0);
+    const auto info = detail::json::parse(r.out);
+    REQUIRE(info.at("records").as_u64() == 8);
+    REQUIRE(info.at("shards").as_array().size() > 1);
+    r = cli({"inspect", dir / "ds"});
+    REQUIRE(r.code == 0);
+    REQUIRE_THAT(r.out, Catch::Contains("records      8") && Catch::Contains("pedestrian") && Catch::Contains("shard-00001-"));
+
+    r = cli({"verify", dir / "ds", "--json"});
+    REQUIRE(r.code == 0);
+    REQUIRE(detail::json::parse(r.out).at("ok").as_bool());
+
+    // Damage one record's bytes: verify names the shard and the record.
+    const auto first = info.at("shards").as_array()[1].at("file").as_string();
+    std::string bytes = read_file(dir / ("ds/" + first));
+    detail::shard_file shard(dir / ("ds/" + first), first);
+    bytes[shard.entry(0).offset + 20] ^= 1;
+    write_file(dir / ("ds/" + first), bytes);
+    r = cli({"verify", dir / "ds"});
+    REQUIRE(r.code == 1);
+    REQUIRE_THAT(r.err, Catch::Contains(first) && Catch::Contains("record 0"));
+
+    // An extra shard in the folder is found too.
+    write_file(dir / ("ds/" + first), read_file(dir / ("ds/" + first)));
+    fs::copy_file(dir / ("ds/" + first), dir / "ds/shard-00099-0000000000000000.spk");
+    r = cli({"verify", dir / "ds"});
+    REQUIRE(r.code == 1);
+    REQUIRE_THAT(r.err, Catch::Contains("extra shard shard-00099"));
+
+    r = cli({"export", dir / "ds", "--index", "99", "--out", dir / "x"});
+    REQUIRE(r.code == 1);
+    REQUIRE_THAT(r.err, Catch::Contains("out of range"));
+}
+
+TEST_CASE("colour conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha", "[cli][color]") {
+    temp_dir dir("gray");
+    image_u8 rgba{3, 2, 4, {10, 200, 30, 5, 255, 0, 0, 255, 0, 255, 0, 128, 0, 0, 255, 0, 1, 2, 3, 4, 250, 251, 252, 253}};
+    const auto png = encode_png(rgba);
+    write_file(dir / "a.png", std::string(png.begin(), png.end()));
+    write_file(dir / "list.csv", "a.png,0\n");
+    for (const std::string color : {"gray", "rgb", "rgba"}) {
+        REQUIRE(cli({"build", "--csv", dir / "list.csv", "--out", dir / color, "--color", color}).code == 0);
+        auto ds = dataset::open(dir / color);
+        const auto img = ds.at(0).image();
+        if (color == "gray") {
+            REQUIRE(img.shape()[2] == 1);
+            for (std::size_t p = 0; p < 6; ++p) {
+                const unsigned r = rgba.pixels[p * 4], g = rgba.pixels[p * 4 + 1], b = rgba.pixels[p * 4 + 2];
+                REQUIRE(img[p] == ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16));
+            }
+        } else if (color == "rgb") {
+            for (std::size_t p = 0; p < 6; ++p)
+                for (std::size_t c = 0; c < 3; ++c) REQUIRE(img[p * 3 + c] == rgba.pixels[p * 4 + c]);  // alpha dropped
+        } else {
+            REQUIRE(std::equal(img.begin(), img.end(), rgba.pixels.begin()));
+        }
+    }
+}
+
+TEST_CASE("--config reads options from a file, as cron jobs keep them", "[cli][config]") {
+    temp_dir dir("cfg");
+    make_samples(dir / "src", {"--count", "3", "--width", "64", "--height", "48"});
+    write_file(dir / "job.toml", "csv = \"" + (dir / "src/list.csv") + "\"\nclasses = \"" + (dir / "src/class_dict.csv") +
+                                     "\"\nout = \"" + (dir / "ds") + "\"\nsize = \"32x32\"\nlabel-layout = \"index\"\n");
+    const auto r = cli({"build", "--config", dir / "job.toml"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    auto ds = dataset::open(dir / "ds");
+    REQUIRE(ds.schema().fixed_width == 32);
+    REQUIRE(ds.schema().layout == label_layout::index);
+}
+
+TEST_CASE("input list options: header, columns by name, --root", "[cli][input]") {
+    temp_dir dir("cols");
+    make_samples(dir / "src", {"--count", "3", "--width", "32", "--height", "32"});
+    // Columns swapped and named, paths relative to a root that is not the CSV's folder.
+    std::string csv = "mask,id,image\n";
+    for (int i = 0; i < 3; ++i) {
+        char line[128];
+        std::snprintf(line, sizeof line, "masks/img_%04d.png,%d,images/img_%04d.png\n", i, i, i);
+        csv += line;
+    }
+    fs::create_directories(dir / "lists");
+    write_file(dir / "lists/l.csv", csv);
+    const auto r = cli({"build", "--csv", dir / "lists/l.csv", "--root", dir / "src", "--image-col", "image", "--label-col",
+                        "mask", "--classes", dir / "src/class_dict.csv", "--out", dir / "ds", "--header"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    auto ds = dataset::open(dir / "ds");
+    REQUIRE(ds.size() == 3);
+    REQUIRE(ds.at(2).key() == "images/img_0002.png");
+    // Without --root the paths resolve against the CSV's folder, where they do not exist.
+    const auto missing = cli({"build", "--csv", dir / "lists/l.csv", "--image-col", "image", "--label-col", "mask",
+                              "--classes", dir / "src/class_dict.csv", "--out", dir / "ds2", "--task", "seg"});
+    REQUIRE(missing.code == 1);
+}
+
+TEST_CASE("PngSuite: every corrupt x*.png is refused, every other file packs", "[cli][pngsuite]") {
+    temp_dir dir("suite");
+    const std::string suite = std::string(SHARDPACK_SHARED_DATA) + "/pngsuite";
+    std::string csv;
+    std::size_t corrupt = 0, good = 0;
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(suite))
+        if (e.path().extension() == ".png") names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) {
+        csv += suite + "/" + name + ",0\n";
+        (name[0] == 'x' ? corrupt : good)++;
+    }
+    REQUIRE(corrupt >= 14);
+    write_file(dir / "suite.csv", csv);
+    for (const std::string color : {"rgb", "gray", "rgba"}) {
+        const auto r = cli({"build", "--csv", dir / "suite.csv", "--out", dir / ("ds-" + color), "--on-error", "skip",
+                            "--color", color, "--json", "--task", "cls"});
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const auto report = detail::json::parse(r.out);
+        REQUIRE(report.at("records").as_u64() == good);
+        for (const auto& rej : report.at("rejected").as_array())
+            REQUIRE(fs::path(rej.at("image").as_string()).filename().string()[0] == 'x');
+        REQUIRE(report.at("skipped").as_u64() == corrupt);
+    }
+}
+
+TEST_CASE("libjpeg-turbo's test images: baseline, progressive, arithmetic pack; 12-bit is refused", "[cli][jpeg]") {
+    temp_dir dir("jpeg");
+    const std::string jpeg = std::string(SHARDPACK_SHARED_DATA) + "/jpeg/";
+    write_file(dir / "list.csv", jpeg + "testorig.jpg,0\n" + jpeg + "testimgint.jpg,0\n" + jpeg + "testimgari.jpg,0\n" + jpeg +
+                                     "monkey16.png,0\n" + jpeg + "testorig.png,0\n" + jpeg + "monkey12.jpg,0\n");
+    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "ds", "--on-error", "skip", "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto report = detail::json::parse(r.out);
+    REQUIRE(report.at("records").as_u64() == 5);
+    REQUIRE(report.at("rejected").as_array().size() == 1);
+    REQUIRE_THAT(report.at("rejected").as_array()[0].at("reason").as_string(), Catch::Contains("12-bit"));
+    // The stored baseline JPEG equals a direct decode of it.
+    auto ds = dataset::open(dir / "ds");
+    const image_u8 direct = decode_file(jpeg + "testorig.jpg");
+    const auto img = ds.at(0).image();
+    REQUIRE(std::equal(img.begin(), img.end(), direct.pixels.begin(), direct.pixels.end()));
+}

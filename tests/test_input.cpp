@@ -1,0 +1,645 @@
+// The input side: the CSV parser, the class tables and the input list (header detection,
+// columns, path resolution, task inference, class ids). Every error test checks that the
+// message names the file and the line.
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "errors.hpp"
+#include "input/class_table.hpp"
+#include "input/csv_reader.hpp"
+#include "input/input_list.hpp"
+
+using namespace shardpack;
+using Catch::Contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh folder under /tmp per test, removed afterwards.
+class scratch_dir {
+public:
+    scratch_dir() {
+        static std::atomic<int> counter{0};
+        path_ = fs::temp_directory_path() /
+                ("shardpack-input-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+        fs::remove_all(path_);
+        fs::create_directories(path_);
+    }
+    ~scratch_dir() {
+        std::error_code ec;
+        fs::remove_all(path_, ec);
+    }
+    scratch_dir(const scratch_dir&) = delete;
+    scratch_dir& operator=(const scratch_dir&) = delete;
+
+    std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
+    std::string str() const { return path_.string(); }
+
+    // Writes `bytes` to `rel` (creating folders) and returns the full path.
+    std::string write(const std::string& rel, const std::string& bytes) const {
+        const fs::path p = path_ / rel;
+        fs::create_directories(p.parent_path());
+        std::ofstream out(p, std::ios::binary | std::ios::trunc);
+        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        return p.string();
+    }
+    std::string touch(const std::string& rel) const { return write(rel, "not really an image"); }
+
+private:
+    fs::path path_;
+};
+
+std::vector<std::vector<std::string>> cells_of(const std::vector<csv_row>& rows) {
+    std::vector<std::vector<std::string>> out;
+    for (const auto& r : rows) out.push_back(r.cells);
+    return out;
+}
+
+std::vector<std::size_t> lines_of(const std::vector<csv_row>& rows) {
+    std::vector<std::size_t> out;
+    for (const auto& r : rows) out.push_back(r.line);
+    return out;
+}
+
+using cells = std::vector<std::vector<std::string>>;
+using lines = std::vector<std::size_t>;
+
+const char* const class_dict_text = "name,r,g,b\nsky,128,128,128\nroad,128,64,128\ncar,64,0,128\n";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// CSV parser
+
+TEST_CASE("csv: plain rows, with or without a trailing newline", "[input][csv]") {
+    CHECK(cells_of(parse_csv("a,b\nc,d\n", "t.csv")) == cells{{"a", "b"}, {"c", "d"}});
+    CHECK(cells_of(parse_csv("a,b\nc,d", "t.csv")) == cells{{"a", "b"}, {"c", "d"}});
+    CHECK(lines_of(parse_csv("a,b\nc,d", "t.csv")) == lines{1, 2});
+    CHECK(parse_csv("", "t.csv").empty());
+    CHECK(parse_csv("\n\n", "t.csv").empty());
+}
+
+TEST_CASE("csv: empty fields and a trailing comma", "[input][csv]") {
+    CHECK(cells_of(parse_csv("a,,c\n,\nx,\n\"\",y\n", "t.csv")) ==
+          cells{{"a", "", "c"}, {"", ""}, {"x", ""}, {"", "y"}});
+    CHECK(cells_of(parse_csv("a,", "t.csv")) == cells{{"a", ""}});
+}
+
+TEST_CASE("csv: quoted commas, doubled quotes and spaces are kept", "[input][csv]") {
+    const auto rows = parse_csv("\"a,b\",\"say \"\"hi\"\"\",\" padded \"\n\"\"\"\",plain text\n", "t.csv");
+    CHECK(cells_of(rows) == cells{{"a,b", "say \"hi\"", " padded "}, {"\"", "plain text"}});
+}
+
+TEST_CASE("csv: newlines inside quotes are kept and counted", "[input][csv]") {
+    const auto rows = parse_csv("\"one\ntwo\",x\n\"three\r\nfour\",y\r\n\"five\rsix\",z\nlast,w\n", "t.csv");
+    CHECK(cells_of(rows) == cells{{"one\ntwo", "x"}, {"three\r\nfour", "y"}, {"five\rsix", "z"}, {"last", "w"}});
+    CHECK(lines_of(rows) == lines{1, 3, 5, 7});
+}
+
+TEST_CASE("csv: CRLF and lone CR line ends", "[input][csv]") {
+    CHECK(cells_of(parse_csv("a,b\r\nc,d\r\n", "t.csv")) == cells{{"a", "b"}, {"c", "d"}});
+    const auto cr = parse_csv("a,b\rc,d\r\re,f", "t.csv");
+    CHECK(cells_of(cr) == cells{{"a", "b"}, {"c", "d"}, {"e", "f"}});
+    CHECK(lines_of(cr) == lines{1, 2, 4});
+}
+
+TEST_CASE("csv: a UTF-8 BOM is dropped", "[input][csv]") {
+    const auto rows = parse_csv("\xEF\xBB\xBFimage,label\r\na.png,1\r\n", "t.csv");
+    CHECK(cells_of(rows) == cells{{"image", "label"}, {"a.png", "1"}});
+    CHECK(lines_of(rows) == lines{1, 2});
+    CHECK(cells_of(parse_csv("\xEF\xBB\xBF\"q\",x", "t.csv")) == cells{{"q", "x"}});
+}
+
+TEST_CASE("csv: blank and whitespace-only lines are skipped but counted", "[input][csv]") {
+    const auto rows = parse_csv("\n\na,b\n\n  \t\nc,d\r\n\r\ne,f\n\n", "t.csv");
+    CHECK(cells_of(rows) == cells{{"a", "b"}, {"c", "d"}, {"e", "f"}});
+    CHECK(lines_of(rows) == lines{3, 6, 8});
+}
+
+TEST_CASE("csv: an unterminated quoted field names the line it opens on", "[input][csv]") {
+    REQUIRE_THROWS_AS(parse_csv("a,b\nc,\"d\n\ne,f\n", "list.csv"), input_error);
+    REQUIRE_THROWS_WITH(parse_csv("a,b\nc,\"d\n\ne,f\n", "list.csv"),
+                        Contains("list.csv:2: unterminated quoted field starting here"));
+    REQUIRE_THROWS_WITH(parse_csv("\"abc", "list.csv"), Contains("list.csv:1: unterminated quoted field"));
+}
+
+TEST_CASE("csv: a quote inside an unquoted field is an error", "[input][csv]") {
+    REQUIRE_THROWS_AS(parse_csv("a,b\nsay \"hi\",c\n", "list.csv"), input_error);
+    REQUIRE_THROWS_WITH(parse_csv("a,b\nsay \"hi\",c\n", "list.csv"), Contains("list.csv:2: unexpected character '\"'"));
+    // A space before the opening quote makes the field unquoted.
+    REQUIRE_THROWS_WITH(parse_csv("a, \"b\"\n", "list.csv"), Contains("list.csv:1: unexpected character"));
+}
+
+TEST_CASE("csv: text after a closing quote is an error", "[input][csv]") {
+    REQUIRE_THROWS_AS(parse_csv("x,y\n\"a\"b,c\n", "list.csv"), input_error);
+    REQUIRE_THROWS_WITH(parse_csv("x,y\n\"a\"b,c\n", "list.csv"),
+                        Contains("list.csv:2: unexpected character after closing quote"));
+    REQUIRE_THROWS_WITH(parse_csv("\"a\" ,c\n", "list.csv"), Contains("list.csv:1: unexpected character after closing quote"));
+}
+
+TEST_CASE("csv: an error after a multi-line quoted record names its own line", "[input][csv]") {
+    const std::string text = "image,label\n\"multi\nline\r\nvalue\",1\n\nok.png,2\nbad\"x,3\n";
+    REQUIRE_THROWS_WITH(parse_csv(text, "list.csv"), Contains("list.csv:7: unexpected character"));
+    // An error inside the multi-line field itself names the physical line of the character.
+    REQUIRE_THROWS_WITH(parse_csv("a,b\n\"one\ntwo\"x,b\n", "list.csv"),
+                        Contains("list.csv:3: unexpected character after closing quote"));
+}
+
+TEST_CASE("csv: NUL bytes and UTF-16 are refused", "[input][csv]") {
+    const std::string nul_plain("a,b\nc\0d,e\n", 10);
+    REQUIRE_THROWS_WITH(parse_csv(nul_plain, "list.csv"), Contains("list.csv:2: NUL byte"));
+    const std::string nul_quoted("a,b\n\n\"c\0\",e\n", 12);
+    REQUIRE_THROWS_WITH(parse_csv(nul_quoted, "list.csv"), Contains("list.csv:3: NUL byte"));
+    REQUIRE_THROWS_WITH(parse_csv(std::string("\xFF\xFEi\0m\0", 6), "list.csv"), Contains("list.csv:1: the file is UTF-16"));
+}
+
+TEST_CASE("csv: read_text_file reads bytes and names the path on failure", "[input][csv]") {
+    scratch_dir dir;
+    const std::string bytes("x\0y\r\n", 5);
+    CHECK(read_text_file(dir.write("f.csv", bytes)) == bytes);
+    CHECK(read_text_file(dir.write("empty.csv", "")).empty());
+    REQUIRE_THROWS_AS(read_text_file(dir / "missing.csv"), input_error);
+    REQUIRE_THROWS_WITH(read_text_file(dir / "missing.csv"),
+                        Contains("cannot read " + (dir / "missing.csv") + ": No such file or directory"));
+    REQUIRE_THROWS_WITH(read_text_file(dir.str()), Contains("cannot read " + dir.str() + ": Is a directory"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Class tables
+
+TEST_CASE("class dict: CamVid layout, ids in file order", "[input][classes]") {
+    scratch_dir dir;
+    const auto classes = load_class_dict(dir.write("class_dict.csv", class_dict_text));
+    REQUIRE(classes.size() == 3);
+    CHECK(classes[0].name == "sky");
+    CHECK(classes[1].name == "road");
+    CHECK(classes[2].name == "car");
+    CHECK(classes[1].has_colour);
+    CHECK((int(classes[1].r) == 128 && int(classes[1].g) == 64 && int(classes[1].b) == 128));
+}
+
+TEST_CASE("class dict: extra columns, any order, any case, name aliases", "[input][classes]") {
+    scratch_dir dir;
+    const auto classes = load_class_dict(dir.write(
+        "d.csv", "\xEF\xBB\xBF" "class_id,B,description,G,Class_Name,R\r\n7,3,\"blue, mostly\",2, water ,1\r\n8,0,x,0,void,0\r\n"));
+    REQUIRE(classes.size() == 2);
+    CHECK(classes[0].name == "water");
+    CHECK((int(classes[0].r) == 1 && int(classes[0].g) == 2 && int(classes[0].b) == 3));
+    CHECK(classes[1].name == "void");
+    const auto spaced = load_class_dict(dir.write("s.csv", "class, red, green, blue\nsky, 10, 20, 30\n"));
+    CHECK((spaced[0].name == "sky" && int(spaced[0].r) == 10 && int(spaced[0].b) == 30));
+}
+
+TEST_CASE("class dict: missing columns name the file and the header line", "[input][classes]") {
+    scratch_dir dir;
+    const std::string path = dir.write("class_dict.csv", "\nname,r,g\nsky,1,2\n");
+    REQUIRE_THROWS_AS(load_class_dict(path), input_error);
+    REQUIRE_THROWS_WITH(load_class_dict(path), Contains(path + ":2:") && Contains("no column(s) b"));
+    const std::string headerless = dir.write("h.csv", "sky,128,128,128\n");
+    REQUIRE_THROWS_WITH(load_class_dict(headerless), Contains(headerless + ":1:") && Contains("name r g b"));
+}
+
+TEST_CASE("class dict: bad colour values", "[input][classes]") {
+    scratch_dir dir;
+    const std::string big = dir.write("big.csv", "name,r,g,b\nsky,1,2,3\nroad,1,256,3\n");
+    REQUIRE_THROWS_WITH(load_class_dict(big), Contains(big + ":3:") && Contains("'256'") && Contains("0..255"));
+    const std::string neg = dir.write("neg.csv", "name,r,g,b\nsky,-1,2,3\n");
+    REQUIRE_THROWS_WITH(load_class_dict(neg), Contains(neg + ":2:") && Contains("'-1'"));
+    const std::string word = dir.write("word.csv", "name,r,g,b\nsky,1,2,blue\n");
+    REQUIRE_THROWS_WITH(load_class_dict(word), Contains(word + ":2:") && Contains("'blue' in column 'b'"));
+    const std::string frac = dir.write("frac.csv", "name,r,g,b\nsky,1.5,2,3\n");
+    REQUIRE_THROWS_WITH(load_class_dict(frac), Contains(frac + ":2:"));
+    const std::string short_row = dir.write("short.csv", "name,r,g,b\nsky,1,2,3\nroad,1,2\n");
+    REQUIRE_THROWS_WITH(load_class_dict(short_row), Contains(short_row + ":3: expected at least 4 columns, found 3"));
+}
+
+TEST_CASE("class dict: duplicates name both lines", "[input][classes]") {
+    scratch_dir dir;
+    const std::string colour = dir.write("c.csv", "name,r,g,b\nsky,1,2,3\n\nroad,4,5,6\ncar,1,2,3\n");
+    REQUIRE_THROWS_AS(load_class_dict(colour), input_error);
+    REQUIRE_THROWS_WITH(load_class_dict(colour), Contains(colour + ":5:") && Contains("'car'") &&
+                                                     Contains("class 'sky' on line 2"));
+    const std::string name = dir.write("n.csv", "name,r,g,b\nsky,1,2,3\nroad,4,5,6\nsky,7,8,9\n");
+    REQUIRE_THROWS_WITH(load_class_dict(name), Contains(name + ":4: duplicate class name 'sky' (first on line 2)"));
+}
+
+TEST_CASE("class dict: empty names, no classes, too many classes", "[input][classes]") {
+    scratch_dir dir;
+    const std::string empty_name = dir.write("e.csv", "name,r,g,b\nsky,1,2,3\n  ,4,5,6\n");
+    REQUIRE_THROWS_WITH(load_class_dict(empty_name), Contains(empty_name + ":3: empty class name"));
+    const std::string none = dir.write("none.csv", "name,r,g,b\n\n");
+    REQUIRE_THROWS_WITH(load_class_dict(none), Contains(none + ":1:") && Contains("no classes"));
+    const std::string blank = dir.write("blank.csv", "");
+    REQUIRE_THROWS_WITH(load_class_dict(blank), Contains(blank) && Contains("empty"));
+
+    std::string many = "name,r,g,b\n";
+    for (int i = 0; i <= 65535; ++i)
+        many += "c" + std::to_string(i) + "," + std::to_string(i >> 16) + "," + std::to_string((i >> 8) & 255) + "," +
+                std::to_string(i & 255) + "\n";
+    const std::string too_many = dir.write("many.csv", many);
+    REQUIRE_THROWS_WITH(load_class_dict(too_many), Contains(too_many + ":65537: too many classes"));
+    const std::string limit = dir.write("limit.csv", many.substr(0, many.rfind("c65535,")));
+    CHECK(load_class_dict(limit).size() == 65535);
+}
+
+TEST_CASE("class names: one per line, or a CSV with an optional header", "[input][classes]") {
+    scratch_dir dir;
+    const auto plain = load_class_names(dir.write("a.txt", "cat\r\n\r\ndog\n bird \n"));
+    REQUIRE(plain.size() == 3);
+    CHECK((plain[0].name == "cat" && plain[1].name == "dog" && plain[2].name == "bird"));
+    CHECK_FALSE(plain[0].has_colour);
+    const auto header = load_class_names(dir.write("b.csv", "Name,description\ncat,\"small, furry\"\ndog,loyal\n"));
+    REQUIRE(header.size() == 2);
+    CHECK(header[0].name == "cat");
+    // A class_dict.csv works as a names list; its name column need not come first.
+    const auto dict = load_class_names(dir.write("c.csv", "class_id,name,r,g,b\n0,sky,1,2,3\n1,road,4,5,6\n"));
+    REQUIRE(dict.size() == 2);
+    CHECK(dict[1].name == "road");
+}
+
+TEST_CASE("class names: errors", "[input][classes]") {
+    scratch_dir dir;
+    const std::string dup = dir.write("dup.txt", "cat\ndog\n\ncat\n");
+    REQUIRE_THROWS_AS(load_class_names(dup), input_error);
+    REQUIRE_THROWS_WITH(load_class_names(dup), Contains(dup + ":4: duplicate class name 'cat' (first on line 1)"));
+    const std::string empty_cell = dir.write("e.csv", "name\ncat\n\"\"\n");
+    REQUIRE_THROWS_WITH(load_class_names(empty_cell), Contains(empty_cell + ":3: empty class name"));
+    const std::string none = dir.write("none.txt", "\n\n");
+    REQUIRE_THROWS_WITH(load_class_names(none), Contains(none) && Contains("empty"));
+    const std::string short_row = dir.write("s.csv", "id,name\n0,cat\n1\n");
+    REQUIRE_THROWS_WITH(load_class_names(short_row), Contains(short_row + ":3: expected at least 2 columns, found 1"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input list: header detection and columns
+
+namespace {
+input_options options_for(const std::string& csv) {
+    input_options o;
+    o.csv_path = csv;
+    return o;
+}
+}  // namespace
+
+TEST_CASE("input: a header is detected when the second row's file exists", "[input][header]") {
+    scratch_dir dir;
+    dir.touch("images/a.png");
+    dir.touch("images/b.png");
+    const auto csv = dir.write("list.csv", "file,category\nimages/a.png,1\nimages/b.png,0\n");
+    const auto list = load_input_list(options_for(csv));
+    CHECK(list.had_header);
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[0].csv_line == 2);
+    CHECK(list.rows[0].key == "images/a.png");
+}
+
+TEST_CASE("input: no header when the first row's file exists", "[input][header]") {
+    scratch_dir dir;
+    dir.touch("image");  // a file really called "image" is data, not a header word
+    dir.touch("b.png");
+    const auto csv = dir.write("list.csv", "image,1\nb.png,0\n");
+    const auto list = load_input_list(options_for(csv));
+    CHECK_FALSE(list.had_header);
+    CHECK(list.rows.size() == 2);
+    CHECK(list.rows[0].csv_line == 1);
+}
+
+TEST_CASE("input: with no files on disk, header words decide", "[input][header]") {
+    scratch_dir dir;
+    const auto words = load_input_list(options_for(dir.write("a.csv", "Image Path,label,split\nx/a.png,cat\n")));
+    CHECK(words.had_header);
+    CHECK(words.rows.size() == 1);
+    const auto only_header = load_input_list(options_for(dir.write("b.csv", "image,mask\n")));
+    CHECK(only_header.had_header);
+    CHECK(only_header.rows.empty());
+    const auto data = load_input_list(options_for(dir.write("c.csv", "x/a.png,cat\nx/b.png,dog\n")));
+    CHECK_FALSE(data.had_header);
+    CHECK(data.rows.size() == 2);
+    // Column words but a path-like cell: data.
+    const auto pathy = load_input_list(options_for(dir.write("d.csv", "image,label,img/x.png\na.png,cat,q\n")));
+    CHECK_FALSE(pathy.had_header);
+}
+
+TEST_CASE("input: --header and --no-header override detection", "[input][header]") {
+    scratch_dir dir;
+    dir.touch("a.png");
+    dir.touch("b.png");
+    auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
+    o.header = header_mode::present;
+    auto list = load_input_list(o);
+    CHECK(list.had_header);
+    REQUIRE(list.rows.size() == 1);
+    CHECK(list.rows[0].key == "b.png");
+
+    o = options_for(dir.write("words.csv", "image,label\nb.png,dog\n"));
+    o.header = header_mode::absent;
+    list = load_input_list(o);
+    CHECK_FALSE(list.had_header);
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[0].key == "image");
+    CHECK(list.rows[0].label_key == "label");
+}
+
+TEST_CASE("input: columns by name, exact then case-insensitive", "[input][columns]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "id,Label,notes,Image\n1,cat,x,a.png\n2,dog,y,b.png\n");
+    auto o = options_for(csv);
+    o.image_col = "image";
+    o.label_col = "Label";
+    const auto list = load_input_list(o);
+    CHECK(list.had_header);
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[1].key == "b.png");
+    CHECK(list.rows[1].label_key == "dog");
+
+    // An exact match wins over a case-insensitive one.
+    const auto both = dir.write("both.csv", "path,PATH,label\nwrong.png,right.png,cat\n");
+    o = options_for(both);
+    o.image_col = "PATH";
+    o.label_col = "2";
+    CHECK(load_input_list(o).rows[0].key == "right.png");
+    o.image_col = "Path";
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(both + ":1") && Contains("several columns"));
+}
+
+TEST_CASE("input: an unknown column name lists the header", "[input][columns]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "\nimage,label\na.png,1\n");
+    auto o = options_for(csv);
+    o.label_col = "mask";
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("column 'mask' not found in header of " + csv + ":2; columns are: image, label"));
+    o.header = header_mode::absent;
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("--no-header") && Contains("'mask'"));
+    const auto empty = dir.write("empty.csv", "");
+    o = options_for(empty);
+    o.image_col = "image";
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(empty) && Contains("empty"));
+}
+
+TEST_CASE("input: columns by index", "[input][columns]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "3,x,a.png\n4,y,b.png\n");
+    auto o = options_for(csv);
+    o.image_col = "2";
+    o.label_col = "0";
+    const auto list = load_input_list(o);
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[0].key == "a.png");
+    CHECK(list.rows[0].class_id == 3);
+
+    const auto short_csv = dir.write("short.csv", "a.png,1,x\n\nb.png,2\n");
+    o = options_for(short_csv);
+    o.label_col = "2";
+    REQUIRE_THROWS_AS(load_input_list(o), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(short_csv + ":3: expected at least 3 columns, found 2"));
+
+    o.label_col = "-1";
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    o.label_col = "0";
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("same column"));
+}
+
+TEST_CASE("input: empty image or label cells name the line", "[input][columns]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "image,label\na.png,1\n\n\"\",2\n");
+    REQUIRE_THROWS_AS(load_input_list(options_for(csv)), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(options_for(csv)), Contains(csv + ":4: empty image path"));
+    const auto label = dir.write("label.csv", "image,label\na.png,1\nb.png, \n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(label)), Contains(label + ":3: empty label"));
+}
+
+TEST_CASE("input: an error after a multi-line quoted record names the right line", "[input][columns]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "image,label,note\na.png,1,\"two\nlines\"\nb.png\n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(csv)), Contains(csv + ":4: expected at least 2 columns, found 1"));
+    const auto unterminated = dir.write("u.csv", "image,label\na.png,1\n\"b.png,2\nc.png,3\n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(unterminated)),
+                        Contains(unterminated + ":3: unterminated quoted field starting here"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input list: paths
+
+TEST_CASE("input: relative paths resolve against the CSV's folder, absolute ones are kept", "[input][paths]") {
+    scratch_dir dir;
+    const std::string abs_image = dir.touch("elsewhere/abs.png");
+    dir.touch("lists/images/a.png");  // so that detection sees a data row, not a header
+    const auto csv = dir.write("lists/list.csv", "images/a.png,0\n" + abs_image + ",1\n");
+    const auto list = load_input_list(options_for(csv));
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[0].key == "images/a.png");
+    CHECK(list.rows[0].image_path == (fs::path(dir / "lists") / "images/a.png").string());
+    CHECK(list.rows[1].image_path == abs_image);
+}
+
+TEST_CASE("input: --root replaces the CSV's folder", "[input][paths]") {
+    scratch_dir dir;
+    const std::string text = "images/a.png,0\n";
+    const auto csv = dir.write("lists/list.csv", text);
+    fs::create_directories(dir / "data");
+    auto o = options_for(csv);
+    o.root = dir / "data";
+    const auto list = load_input_list(o);
+    CHECK(list.rows[0].image_path == (fs::path(dir / "data") / "images/a.png").string());
+    CHECK(list.csv_digest == XXH3_64bits(text.data(), text.size()));
+
+    o.root = dir / "no-such-folder";
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("--root " + (dir / "no-such-folder")));
+}
+
+TEST_CASE("input: a CSV in the working folder keeps relative paths as written", "[input][paths]") {
+    scratch_dir dir;
+    dir.write("list.csv", "a.png,0\n");
+    const auto old = fs::current_path();
+    fs::current_path(dir.str());
+    input_list list;
+    try {
+        list = load_input_list(options_for("list.csv"));
+    } catch (...) {
+        fs::current_path(old);
+        throw;
+    }
+    fs::current_path(old);
+    CHECK(list.rows[0].image_path == "a.png");
+}
+
+TEST_CASE("input: quoted paths with spaces, commas and quotes", "[input][paths]") {
+    scratch_dir dir;
+    dir.touch("my images/a, b.png");
+    dir.touch("my images/say \"hi\".png");
+    const auto csv = dir.write("list.csv", "image,label\n\"my images/a, b.png\",cat\n\"my images/say \"\"hi\"\".png\",dog\n");
+    const auto list = load_input_list(options_for(csv));
+    CHECK(list.had_header);
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[0].key == "my images/a, b.png");
+    CHECK(fs::exists(list.rows[0].image_path));
+    CHECK(list.rows[1].key == "my images/say \"hi\".png");
+    CHECK(fs::exists(list.rows[1].image_path));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input list: tasks and classes
+
+TEST_CASE("input: integer labels infer classification by id", "[input][task]") {
+    scratch_dir dir;
+    const auto list = load_input_list(options_for(dir.write("list.csv", "a.png,3\nb.png, 0\nc.png,007\n")));
+    CHECK(list.task == task_kind::classification);
+    REQUIRE(list.classes.size() == 8);
+    CHECK(list.classes[0].name == "0");
+    CHECK(list.classes[7].name == "7");
+    CHECK(list.rows[0].class_id == 3);
+    CHECK(list.rows[1].class_id == 0);
+    CHECK(list.rows[1].label_key == " 0");
+    CHECK(list.rows[2].class_id == 7);
+    CHECK(list.rows[0].label_path.empty());
+}
+
+TEST_CASE("input: labels that are existing files infer segmentation", "[input][task]") {
+    scratch_dir dir;
+    dir.touch("img/a.png");
+    dir.touch("lbl/a_mask");
+    const auto classes = dir.write("class_dict.csv", class_dict_text);
+    auto o = options_for(dir.write("list.csv", "image,mask\nimg/a.png,lbl/a_mask\nimg/b.png,lbl/b_mask\n"));
+    o.classes_path = classes;
+    const auto list = load_input_list(o);
+    CHECK(list.had_header);
+    CHECK(list.task == task_kind::segmentation);
+    REQUIRE(list.classes.size() == 3);
+    CHECK(list.classes[2].name == "car");
+    REQUIRE(list.rows.size() == 2);
+    CHECK(list.rows[1].label_key == "lbl/b_mask");
+    CHECK(list.rows[1].label_path == (fs::path(dir.str()) / "lbl/b_mask").string());
+    CHECK(list.rows[1].class_id == -1);
+
+    // An image extension is enough even when the first mask is missing.
+    o.csv_path = dir.write("ext.csv", "img/a.png,gone/a.PNG\n");
+    CHECK(load_input_list(o).task == task_kind::segmentation);
+}
+
+TEST_CASE("input: name labels infer classification with sorted names", "[input][task]") {
+    scratch_dir dir;
+    const auto list = load_input_list(
+        options_for(dir.write("list.csv", "a.png,zebra\nb.png,Zebra\nc.png,\xC3\xA4pfel\nd.png,apple\ne.png, zebra\n")));
+    CHECK(list.task == task_kind::classification);
+    REQUIRE(list.classes.size() == 4);
+    // Byte-wise: upper case before lower case before UTF-8 multibyte.
+    CHECK(list.classes[0].name == "Zebra");
+    CHECK(list.classes[1].name == "apple");
+    CHECK(list.classes[2].name == "zebra");
+    CHECK(list.classes[3].name == "\xC3\xA4pfel");
+    CHECK(list.rows[0].class_id == 2);
+    CHECK(list.rows[1].class_id == 0);
+    CHECK(list.rows[2].class_id == 3);
+    CHECK(list.rows[4].class_id == 2);
+}
+
+TEST_CASE("input: segmentation needs a class dictionary", "[input][task]") {
+    scratch_dir dir;
+    dir.touch("m.png");
+    const auto csv = dir.write("list.csv", "\na.png,m.png\n");
+    REQUIRE_THROWS_AS(load_input_list(options_for(csv)), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(options_for(csv)), Contains(csv + ":2:") && Contains("--classes"));
+    auto o = options_for(csv);
+    o.task = task_kind::segmentation;
+    REQUIRE_THROWS_AS(load_input_list(o), usage_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("--task seg needs --classes"));
+    // A bad dictionary reports its own file and line.
+    o.classes_path = dir.write("class_dict.csv", "name,r,g,b\nsky,1,2,3\nsky,4,5,6\n");
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.classes_path + ":3: duplicate class name"));
+}
+
+TEST_CASE("input: a forced task overrides inference", "[input][task]") {
+    scratch_dir dir;
+    auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
+    o.task = task_kind::segmentation;
+    o.classes_path = dir.write("class_dict.csv", class_dict_text);
+    auto list = load_input_list(o);
+    CHECK(list.task == task_kind::segmentation);
+    CHECK(list.rows[0].label_path == (fs::path(dir.str()) / "1").string());
+
+    dir.touch("m.png");
+    o = options_for(dir.write("cls.csv", "a.png,m.png\n"));
+    o.task = task_kind::classification;
+    list = load_input_list(o);
+    CHECK(list.task == task_kind::classification);
+    REQUIRE(list.classes.size() == 1);
+    CHECK(list.classes[0].name == "m.png");
+    CHECK(list.rows[0].label_path.empty());
+}
+
+TEST_CASE("input: a names file maps names and ids by position", "[input][task]") {
+    scratch_dir dir;
+    auto o = options_for(dir.write("list.csv", "a.png,dog\nb.png,0\nc.png,bird\nd.png,2\n"));
+    o.classes_path = dir.write("names.txt", "cat\ndog\nbird\n");
+    const auto list = load_input_list(o);
+    CHECK(list.task == task_kind::classification);
+    REQUIRE(list.classes.size() == 3);
+    CHECK(list.classes[0].name == "cat");
+    CHECK(list.rows[0].class_id == 1);
+    CHECK(list.rows[1].class_id == 0);
+    CHECK(list.rows[2].class_id == 2);
+    CHECK(list.rows[3].class_id == 2);
+
+    // Integer labels with a names file: classes come from the file, ids must be below its size.
+    o.csv_path = dir.write("ids.csv", "a.png,0\nb.png,1\n\nc.png,3\n");
+    REQUIRE_THROWS_AS(load_input_list(o), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.csv_path + ":4: class id '3' is out of range 0..2") &&
+                                                Contains(o.classes_path));
+    o.csv_path = dir.write("unknown.csv", "a.png,cat\nb.png,fish\n");
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.csv_path + ":2: label 'fish' is not a class in " + o.classes_path));
+}
+
+TEST_CASE("input: numeric class names that contradict ids are refused", "[input][task]") {
+    scratch_dir dir;
+    auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
+    o.classes_path = dir.write("names.txt", "2\n1\n0\n");  // "1" is id 1 either way; "2" is not
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.csv_path + ":2: label '2' is ambiguous"));
+    o.classes_path = dir.write("same.txt", "0\n1\n2\n");
+    CHECK(load_input_list(o).rows[1].class_id == 2);
+}
+
+TEST_CASE("input: class id range without a names file", "[input][task]") {
+    scratch_dir dir;
+    const auto big = dir.write("big.csv", "a.png,1\nb.png,65535\n");
+    REQUIRE_THROWS_AS(load_input_list(options_for(big)), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(options_for(big)), Contains(big + ":2: class id '65535' is out of range 0..65534"));
+    const auto neg = dir.write("neg.csv", "a.png,1\n\nb.png,-1\n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(neg)), Contains(neg + ":3: class id '-1' is out of range"));
+    const auto huge = dir.write("huge.csv", "a.png,99999999999999999999999\n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(huge)), Contains(huge + ":1: class id"));
+    const auto top = load_input_list(options_for(dir.write("top.csv", "a.png,65534\n")));
+    CHECK(top.classes.size() == 65535);
+    CHECK(top.classes.back().name == "65534");
+}
+
+TEST_CASE("input: mixed ids and names without a names file", "[input][task]") {
+    scratch_dir dir;
+    const auto csv = dir.write("list.csv", "image,label\na.png,1\nb.png,2\n\nc.png,cat\n");
+    REQUIRE_THROWS_AS(load_input_list(options_for(csv)), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(options_for(csv)),
+                        Contains(csv + ":5: label 'cat' is a class name but line 2 has the class id '1'"));
+    const auto names_first = dir.write("nf.csv", "a.png,cat\nb.png,3\n");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(names_first)),
+                        Contains(names_first + ":2: label '3' is a class id but line 1 has the class name 'cat'"));
+}
+
+TEST_CASE("input: a missing list or names file names the path", "[input][task]") {
+    scratch_dir dir;
+    REQUIRE_THROWS_AS(load_input_list(options_for(dir / "nope.csv")), input_error);
+    REQUIRE_THROWS_WITH(load_input_list(options_for(dir / "nope.csv")), Contains("cannot read " + (dir / "nope.csv")));
+    auto o = options_for(dir.write("list.csv", "a.png,cat\n"));
+    o.classes_path = dir / "names.txt";
+    REQUIRE_THROWS_WITH(load_input_list(o), Contains("cannot read " + (dir / "names.txt")));
+    REQUIRE_THROWS_AS(load_input_list(input_options{}), usage_error);
+}

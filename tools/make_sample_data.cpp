@@ -1,0 +1,226 @@
+// make_sample_data: writes a small synthetic dataset to pack: images, colour-coded masks (as RGB
+// or as palette PNGs whose palette order differs from the class dictionary's), a class_dict.csv
+// with an extra column, and the CSV list. Used by the demo, the tests and the benchmark.
+//
+//   make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H]
+//                    [--seed S] [--palette-masks] [--jpeg] [--spaces]
+#include <png.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "decode/jpeg_encoder.hpp"
+#include "decode/png_encoder.hpp"
+#include "image.hpp"
+
+namespace {
+
+using shardpack::image_u8;
+
+struct sample_class {
+    const char* name;
+    std::uint8_t r, g, b;
+    const char* description;
+};
+
+// Colours picked like CamVid's: distinct, with no order relation to their ids.
+const sample_class classes[] = {
+    {"sky", 128, 128, 128, "open sky"},        {"building", 128, 0, 0, "walls, roofs"},
+    {"road", 128, 64, 128, "drivable surface"}, {"tree", 128, 128, 0, "vegetation"},
+    {"car", 64, 0, 128, "vehicles"},            {"pedestrian", 64, 64, 0, "people"},
+};
+constexpr int class_count = sizeof classes / sizeof classes[0];
+
+struct options {
+    std::string out, task = "seg";
+    int count = 24, width = 320, height = 240;
+    unsigned seed = 1;
+    bool palette_masks = false, jpeg = false, spaces = false;
+};
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+// A palette PNG with the palette in reverse dictionary order, so that a reader that maps
+// palette indices instead of colours gets every class wrong.
+void write_palette_png(const std::string& path, const std::vector<std::uint8_t>& ids, int w, int h) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f) throw std::runtime_error("cannot write " + path);
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+    png_infop info = png_create_info_struct(png);
+    std::vector<png_byte> row(static_cast<std::size_t>(w));  // before setjmp: longjmp must skip no destructor
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        std::fclose(f);
+        throw std::runtime_error("libpng failed writing " + path);
+    }
+    png_init_io(png, f);
+    png_set_IHDR(png, info, png_uint_32(w), png_uint_32(h), 8, PNG_COLOR_TYPE_PALETTE, PNG_INTERLACE_NONE,
+                 PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_color palette[class_count];
+    for (int c = 0; c < class_count; ++c) {
+        const auto& k = classes[class_count - 1 - c];
+        palette[c] = {k.r, k.g, k.b};
+    }
+    png_set_PLTE(png, info, palette, class_count);
+    png_write_info(png, info);
+    for (int y = 0; y < h; ++y) {
+        for (int x = 0; x < w; ++x) row[std::size_t(x)] = png_byte(class_count - 1 - ids[std::size_t(y * w + x)]);
+        png_write_row(png, row.data());
+    }
+    png_write_end(png, nullptr);
+    png_destroy_write_struct(&png, &info);
+    std::fclose(f);
+}
+
+// A street-like scene: sky, buildings, road, trees, cars and people as simple shapes, with
+// texture so the images compress like photos rather than like flat colour.
+void make_scene(std::mt19937& rng, int w, int h, image_u8& image, std::vector<std::uint8_t>& ids) {
+    ids.assign(std::size_t(w) * h, 0);
+    auto fill = [&](int x0, int y0, int x1, int y1, std::uint8_t id) {
+        for (int y = std::max(0, y0); y < std::min(h, y1); ++y)
+            for (int x = std::max(0, x0); x < std::min(w, x1); ++x) ids[std::size_t(y * w + x)] = id;
+    };
+    const int horizon = h * 2 / 5 + int(rng() % unsigned(h / 5 + 1));
+    fill(0, horizon, w, h, 2);  // road
+    for (int b = 0; b < 4; ++b) {
+        const int bw = w / 8 + int(rng() % unsigned(w / 5 + 1)), bx = int(rng() % unsigned(w));
+        fill(bx, horizon - int(rng() % unsigned(horizon + 1)), bx + bw, horizon, 1);
+    }
+    for (int t = 0; t < 3; ++t) {
+        const int cx = int(rng() % unsigned(w)), cy = horizon - h / 10, r = h / 12 + int(rng() % unsigned(h / 10 + 1));
+        for (int y = cy - r; y < cy + r; ++y)
+            for (int x = cx - r; x < cx + r; ++x)
+                if ((x - cx) * (x - cx) + (y - cy) * (y - cy) < r * r) fill(x, y, x + 1, y + 1, 3);
+    }
+    for (int c = 0; c < 3; ++c) {
+        const int cw = w / 6, ch = h / 8, cx = int(rng() % unsigned(w)), cy = horizon + int(rng() % unsigned(h - horizon));
+        fill(cx, cy - ch, cx + cw, cy, 4);
+    }
+    for (int p = 0; p < 2; ++p) {
+        const int px = int(rng() % unsigned(w)), py = horizon + int(rng() % unsigned(h - horizon));
+        fill(px, py - h / 6, px + w / 40 + 2, py, 5);
+    }
+    image.width = std::uint32_t(w);
+    image.height = std::uint32_t(h);
+    image.channels = 3;
+    image.pixels.resize(std::size_t(w) * h * 3);
+    std::normal_distribution<float> noise(0.0f, 6.0f);
+    for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x) {
+            const auto& k = classes[ids[std::size_t(y * w + x)]];
+            const float shade = 0.75f + 0.25f * std::sin(float(x) * 0.05f) * std::cos(float(y) * 0.04f);
+            const std::uint8_t base[3] = {k.r, k.g, k.b};
+            for (int c = 0; c < 3; ++c) {
+                const float v = float(base[c]) * shade + 40.0f + noise(rng);
+                image.pixels[(std::size_t(y) * w + x) * 3 + c] = std::uint8_t(std::clamp(v, 0.0f, 255.0f));
+            }
+        }
+}
+
+int run(const options& o) {
+    namespace fs = std::filesystem;
+    fs::create_directories(o.out + "/images");
+    std::mt19937 rng(o.seed);
+    std::ofstream list(o.out + "/list.csv");
+    if (o.task == "seg") {
+        fs::create_directories(o.out + "/masks");
+        std::ofstream dict(o.out + "/class_dict.csv");
+        dict << "name,r,g,b,description\n";
+        for (const auto& k : classes) dict << k.name << "," << int(k.r) << "," << int(k.g) << "," << int(k.b) << "," << k.description << "\n";
+        list << "image,mask\n";
+    } else {
+        list << "image,label\n";
+    }
+    image_u8 image, mask;
+    std::vector<std::uint8_t> ids;
+    for (int i = 0; i < o.count; ++i) {
+        char stem[64];
+        std::snprintf(stem, sizeof stem, o.spaces && i % 3 == 1 ? "img %04d" : "img_%04d", i);
+        int w = o.width, h = o.height;
+        if (o.task == "cls") {  // varied sizes and aspect ratios, like a photo collection
+            w = o.width * (70 + int(rng() % 61)) / 100;
+            h = o.height * (70 + int(rng() % 61)) / 100;
+        }
+        make_scene(rng, w, h, image, ids);
+        const std::string ext = o.jpeg ? ".jpg" : ".png";
+        const std::string image_rel = std::string("images/") + stem + ext;
+        write_bytes(o.out + "/" + image_rel, o.jpeg ? shardpack::encode_jpeg(image, 90) : shardpack::encode_png(image));
+        if (o.task == "seg") {
+            const std::string mask_rel = std::string("masks/") + stem + ".png";
+            if (o.palette_masks) {
+                write_palette_png(o.out + "/" + mask_rel, ids, w, h);
+            } else {
+                mask.width = std::uint32_t(w);
+                mask.height = std::uint32_t(h);
+                mask.channels = 3;
+                mask.pixels.resize(std::size_t(w) * h * 3);
+                for (std::size_t p = 0; p < ids.size(); ++p) {
+                    mask.pixels[p * 3] = classes[ids[p]].r;
+                    mask.pixels[p * 3 + 1] = classes[ids[p]].g;
+                    mask.pixels[p * 3 + 2] = classes[ids[p]].b;
+                }
+                write_bytes(o.out + "/" + mask_rel, shardpack::encode_png(mask));
+            }
+            list << '"' << image_rel << "\",\"" << mask_rel << "\"\n";
+        } else {
+            // The class of a scene: what covers most of its lower half, by name.
+            std::vector<int> votes(class_count, 0);
+            for (std::size_t p = ids.size() / 2; p < ids.size(); ++p) ++votes[ids[p]];
+            votes[2] = 0;  // every scene has road
+            const int best = int(std::max_element(votes.begin(), votes.end()) - votes.begin());
+            list << '"' << image_rel << "\"," << classes[best].name << "\n";
+        }
+    }
+    std::printf("%s: %d %s samples\n", o.out.c_str(), o.count, o.task.c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
+            return argv[++i];
+        };
+        try {
+            if (a == "--out") o.out = value();
+            else if (a == "--task") o.task = value();
+            else if (a == "--count") o.count = std::stoi(value());
+            else if (a == "--width") o.width = std::stoi(value());
+            else if (a == "--height") o.height = std::stoi(value());
+            else if (a == "--seed") o.seed = unsigned(std::stoul(value()));
+            else if (a == "--palette-masks") o.palette_masks = true;
+            else if (a == "--jpeg") o.jpeg = true;
+            else if (a == "--spaces") o.spaces = true;
+            else throw std::runtime_error("unknown option " + a);
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "make_sample_data: %s\n", e.what());
+            return 2;
+        }
+    }
+    if (o.out.empty() || (o.task != "seg" && o.task != "cls") || o.count < 1 || o.width < 16 || o.height < 16) {
+        std::fprintf(stderr, "usage: make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H] "
+                             "[--seed S] [--palette-masks] [--jpeg] [--spaces]\n");
+        return 2;
+    }
+    try {
+        return run(o);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "make_sample_data: %s\n", e.what());
+        return 1;
+    }
+}
