@@ -369,7 +369,7 @@ TEST_CASE("colour conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha",
     }
 }
 
-TEST_CASE("--config reads options from a file, as cron jobs keep them", "[cli][config]") {
+TEST_CASE("build --config reads options from a file, as cron jobs keep them", "[cli][config]") {
     temp_dir dir("cfg");
     make_samples(dir / "src", {"--count", "3", "--width", "64", "--height", "48"});
     write_file(dir / "job.toml", "csv = \"" + (dir / "src/list.csv") + "\"\nclasses = \"" + (dir / "src/class_dict.csv") +

@@ -14,6 +14,7 @@ namespace shardpack {
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     CLI::App* b = app.add_subcommand("build", "Pack the images and labels a CSV lists into a dataset folder");
+    b->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated option: the last wins
     // Read by expand_build_config() before parsing; declared here for --help and validation.
     b->add_option("--config", o.config, "Read options from a TOML/INI file (keys are long option names, e.g. size = \"512x512\"); the command line wins")
         ->check(CLI::ExistingFile);
@@ -53,6 +54,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--threads", o.threads, "Worker threads; 0 = all cores")->capture_default_str();
     b->add_option("--report", o.report, "Also write the JSON build report here (the dataset folder always gets report.json)");
     b->add_flag("--json", o.json, "Print the build report as JSON to stdout");
+    b->add_flag("--full", o.full, "Decode every row again instead of taking unchanged rows back from the previous build");
     return b;
 }
 
@@ -131,6 +133,7 @@ build_options to_build_options(const build_command_options& o) {
     if (b.max_errors && b.on_error != error_policy::skip) throw usage_error("--max-errors needs --on-error skip");
     b.threads = o.threads;
     b.report_path = o.report;
+    b.full = o.full;
     return b;
 }
 
@@ -177,8 +180,9 @@ int run_build_command(const build_command_options& o, bool progress) {
         return 128 + r.interrupted_by;
     }
     const auto& t = r.totals;
-    spdlog::info("{}: {} records in {} shard(s), {} bytes (ratio {:.2f}), {} skipped, {:.2f} s, {:.1f} samples/s", b.out_dir,
-                 t.records, r.manifest.at("shards").as_array().size(), manifest_bytes(r.manifest),
+    spdlog::info("{}: {} records ({} decoded, {} unchanged) in {} shard(s) ({} rewritten), {} bytes (ratio {:.2f}), "
+                 "{} skipped, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
+                 r.manifest.at("shards").as_array().size(), r.report.at("shards_written").as_u64(), manifest_bytes(r.manifest),
                  r.report.at("compression_ratio").as_double(), t.rejected.size(), r.seconds,
                  r.report.at("samples_per_second").as_double());
     for (const auto& row : t.rejected) spdlog::warn("skipped line {}: {}", row.csv_line, row.reason);

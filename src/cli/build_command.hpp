@@ -25,6 +25,7 @@ struct build_command_options {
     unsigned threads = 0;
     std::string report, config;
     bool json = false;
+    bool full = false;
 };
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);

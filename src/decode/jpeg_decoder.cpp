@@ -7,7 +7,6 @@
 
 // jpeglib.h needs FILE and size_t declared before it.
 #include <cstdio>
-#include <cstring>
 #include <csetjmp>
 #include <stdexcept>
 #include <string>

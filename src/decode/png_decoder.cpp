@@ -56,8 +56,9 @@ struct png_session {
     bool keep_warnings = false;
     char warning[160] = {};
 
+    pixel_layout layout = pixel_layout::rgb;  // wanted output, read by the transforms body
+
     // Set by the header body.
-    pixel_layout layout = pixel_layout::rgb;
     png_uint_32 width = 0, height = 0;
     int bit_depth = 0, color_type = 0, interlace = 0;
     std::uint32_t source_channels = 0;  // samples per pixel in the file (2 for gray+alpha...)

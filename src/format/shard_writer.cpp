@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "errors.hpp"
+#include "shardpack/detail/endian.hpp"
 
 namespace shardpack {
 using namespace detail;
@@ -20,29 +21,35 @@ void append_section(std::vector<unsigned char>& h, std::uint32_t type, std::uint
 }
 }  // namespace
 
+std::vector<unsigned char> build_shard_header(const schema_record& schema, const std::vector<class_record>& classes,
+                                             const shard_identity& id, const std::vector<extra_section>& extra) {
+    std::vector<unsigned char> header(fixed_header_size, 0);
+    std::memcpy(header.data(), shard_magic, 8);
+    store_u16(header.data() + 8, version_major);
+    store_u16(header.data() + 10, version_minor);
+    store_u64(header.data() + 16, id.uses_zstd ? feature_zstd_records : 0);
+    store_u64(header.data() + 24, 0);
+    store_u32(header.data() + 32, static_cast<std::uint32_t>(2 + extra.size()));
+    store_u32(header.data() + 36, record_alignment);
+    store_u64(header.data() + 40, id.shard_number);
+    store_u64(header.data() + 48, id.first_record);
+    unsigned char schema_bytes[schema_payload_size];
+    encode_schema(schema, schema_bytes);
+    append_section(header, section_schema, section_flag_required, schema_bytes, sizeof schema_bytes);
+    const auto class_bytes = encode_classes(classes);
+    append_section(header, section_classes, section_flag_required, class_bytes.data(), class_bytes.size());
+    for (const auto& e : extra) append_section(header, e.type, e.flags, e.payload.data(), e.payload.size());
+    store_u32(header.data() + 12, static_cast<std::uint32_t>(header.size()));
+    return header;
+}
+
 shard_writer::shard_writer(const std::string& path, const schema_record& schema,
                            const std::vector<class_record>& classes, const shard_identity& id,
                            const std::vector<extra_section>& extra)
-    : file_(path), hash_(XXH3_createState()), uses_zstd_(id.uses_zstd) {
+    : file_(path), hash_(XXH3_createState()), header_(build_shard_header(schema, classes, id, extra)),
+      uses_zstd_(id.uses_zstd) {
     if (!hash_) throw std::bad_alloc();
     XXH3_64bits_reset(hash_);
-    header_.resize(fixed_header_size, 0);
-    std::memcpy(header_.data(), shard_magic, 8);
-    store_u16(header_.data() + 8, version_major);
-    store_u16(header_.data() + 10, version_minor);
-    store_u64(header_.data() + 16, id.uses_zstd ? feature_zstd_records : 0);
-    store_u64(header_.data() + 24, 0);
-    store_u32(header_.data() + 32, static_cast<std::uint32_t>(2 + extra.size()));
-    store_u32(header_.data() + 36, record_alignment);
-    store_u64(header_.data() + 40, id.shard_number);
-    store_u64(header_.data() + 48, id.first_record);
-    unsigned char schema_bytes[schema_payload_size];
-    encode_schema(schema, schema_bytes);
-    append_section(header_, section_schema, section_flag_required, schema_bytes, sizeof schema_bytes);
-    const auto class_bytes = encode_classes(classes);
-    append_section(header_, section_classes, section_flag_required, class_bytes.data(), class_bytes.size());
-    for (const auto& e : extra) append_section(header_, e.type, e.flags, e.payload.data(), e.payload.size());
-    store_u32(header_.data() + 12, static_cast<std::uint32_t>(header_.size()));
     put(header_.data(), header_.size());
 }
 
@@ -62,21 +69,12 @@ void shard_writer::put_zeros(std::size_t count) {
     }
 }
 
-void shard_writer::add(const stored_record& r) {
+void shard_writer::add(const record_view& r) {
     if (r.codec == codec_zstd && !uses_zstd_) throw std::logic_error("zstd record in a shard declared raw");
     const std::uint64_t offset = align_up(file_.position(), record_alignment);
     put_zeros(static_cast<std::size_t>(offset - file_.position()));
-    put(r.bytes.data(), r.bytes.size());
-    index_.push_back({offset, r.bytes.size(), r.decoded_size, r.checksum, r.codec});
-}
-
-std::uint64_t shard_writer::projected_size() const {
-    return align_up(file_.position(), record_alignment) + index_.size() * index_entry_size + trailer_size;
-}
-
-std::uint64_t shard_writer::projected_size_with(const stored_record& next) const {
-    return align_up(align_up(file_.position(), record_alignment) + next.bytes.size(), record_alignment) +
-           (index_.size() + 1) * index_entry_size + trailer_size;
+    put(r.data, static_cast<std::size_t>(r.stored_size));
+    index_.push_back({offset, r.stored_size, r.decoded_size, r.checksum, r.codec});
 }
 
 std::uint64_t shard_writer::finish() {

@@ -25,6 +25,37 @@ struct shard_identity {
     bool uses_zstd = true;  // sets the required zstd feature bit
 };
 
+// The byte arithmetic of a shard being filled: where the next record goes and how large the
+// file would be if it ended now. Shared by the writer and by the dataset writer's planning of
+// shards it may not need to write at all.
+class shard_extent {
+public:
+    explicit shard_extent(std::uint64_t header_length = 0) : position_(header_length) {}
+    std::uint64_t add(std::uint64_t stored_size) {  // returns the record's offset
+        const std::uint64_t offset = detail::align_up(position_, detail::record_alignment);
+        position_ = offset + stored_size;
+        ++count_;
+        return offset;
+    }
+    std::uint64_t projected_size() const {
+        return detail::align_up(position_, detail::record_alignment) + count_ * detail::index_entry_size + detail::trailer_size;
+    }
+    std::uint64_t projected_size_with(std::uint64_t stored_size) const {
+        return detail::align_up(detail::align_up(position_, detail::record_alignment) + stored_size, detail::record_alignment) +
+               (count_ + 1) * detail::index_entry_size + detail::trailer_size;
+    }
+    std::uint64_t count() const { return count_; }
+
+private:
+    std::uint64_t position_;
+    std::uint64_t count_ = 0;
+};
+
+// The header (fixed part and sections) of a shard; its size does not depend on `id`.
+std::vector<unsigned char> build_shard_header(const detail::schema_record& schema,
+                                             const std::vector<detail::class_record>& classes, const shard_identity& id,
+                                             const std::vector<extra_section>& extra);
+
 class shard_writer {
 public:
     shard_writer(const std::string& path, const detail::schema_record& schema,
@@ -32,10 +63,8 @@ public:
                  const std::vector<extra_section>& extra = {});
     ~shard_writer();
 
-    void add(const stored_record& record);
-    // Bytes the file will have if closed now (the index and trailer included).
-    std::uint64_t projected_size() const;
-    std::uint64_t projected_size_with(const stored_record& next) const;
+    void add(const record_view& record);
+    void add(const stored_record& record) { add(view_of(record)); }
     std::uint64_t record_count() const { return index_.size(); }
     // Writes index and trailer, fsyncs and closes. Returns XXH3-64 of the whole file.
     std::uint64_t finish();

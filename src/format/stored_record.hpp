@@ -14,4 +14,17 @@ struct stored_record {
     std::uint32_t codec = 0;     // detail::codec_raw or detail::codec_zstd
 };
 
+// A stored record's bytes wherever they lie: in a stored_record, or in a previous build's shard.
+struct record_view {
+    const unsigned char* data = nullptr;
+    std::uint64_t stored_size = 0;
+    std::uint64_t decoded_size = 0;
+    std::uint64_t checksum = 0;
+    std::uint32_t codec = 0;
+};
+
+inline record_view view_of(const stored_record& r) {
+    return {r.bytes.data(), r.bytes.size(), r.decoded_size, r.checksum, r.codec};
+}
+
 }  // namespace shardpack

@@ -30,6 +30,7 @@ struct build_options {
     std::uint64_t max_errors = 0;  // 0: no limit (skip mode)
     unsigned threads = 0;          // 0: all cores
     std::string report_path;       // extra copy of the report; the dataset folder always gets one
+    bool full = false;             // ignore the previous build: decode every row again
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
 };
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -13,9 +15,12 @@
 #include "errors.hpp"
 #include "format/dataset_writer.hpp"
 #include "format/output_file.hpp"
+#include "format/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/library_versions.hpp"
+#include "pipeline/previous_build.hpp"
+#include "shardpack/detail/xxhash.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
 
@@ -88,12 +93,16 @@ std::string rejected_csv(const std::vector<rejected_row>& rows) {
 }
 
 json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
-                 const json& manifest, unsigned threads) {
+                 const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused) {
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
     r.set("rows", input.rows.size());
     r.set("records", t.records);
+    r.set("reused_records", t.reused);
+    r.set("decoded_records", t.records - t.reused);
+    r.set("shards_written", shards_written);
+    r.set("shards_reused", shards_reused);
     r.set("skipped", t.rejected.size());
     json rejected = json::array();
     for (const auto& row : t.rejected) {
@@ -127,6 +136,30 @@ json make_report(const build_options& o, const input_list& input, const build_to
     r.set("class_frequencies", freq);
     if (seg) r.set("unknown_colour_pixels", t.unknown_pixels);
     return r;
+}
+
+// Everything besides a row's own files that shapes its record's bytes. A previous build's
+// records are taken back only when this matches; shard size and order do not enter into it.
+std::string record_options_digest(const build_options& o, const detail::schema_record& schema,
+                                  const std::vector<detail::class_record>& classes, const json& libraries) {
+    json d = json::object();
+    d.set("color", name_of(o.color));
+    d.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
+    d.set("resize", name_of(o.geometry.resize));
+    d.set("crop", name_of(o.geometry.crop));
+    d.set("filter", name_of(o.geometry.filter));
+    d.set("unknown_label", o.unknown_label == unknown_colour_policy::error ? "error" : "ignore");
+    d.set("compression", o.codec == record_codec::zstd ? "zstd" : "none");
+    d.set("level", o.level);
+    d.set("tool", SHARDPACK_VERSION);
+    d.set("libraries", libraries);
+    std::string bytes = d.dump(-1);
+    unsigned char s[detail::schema_payload_size];
+    detail::encode_schema(schema, s);
+    bytes.append(reinterpret_cast<const char*>(s), sizeof s);
+    const auto c = detail::encode_classes(classes);
+    bytes.append(reinterpret_cast<const char*>(c.data()), c.size());
+    return hex64(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
 }  // namespace
@@ -165,6 +198,8 @@ build_result run_build(const build_options& options) {
     const auto started = std::chrono::steady_clock::now();
     const input_list input = load_input_list(options.input);
     if (input.rows.empty()) throw input_error(options.input.csv_path + ": the list has no rows");
+    // Before anything is written: one build at a time per output folder.
+    const output_lock lock(options.out_dir);
 
     const unsigned threads = options.threads ? options.threads : unsigned(tbb::info::default_concurrency());
     const detail::schema_record schema = make_schema(options, input.task, input.classes.size());
@@ -178,12 +213,18 @@ build_result run_build(const build_options& options) {
     wo.build = effective_options_json(options, input.task);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);
+    wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries);
+    std::unique_ptr<previous_build> previous;
+    if (!options.full) {
+        previous = previous_build::load(options.out_dir, wo.options_digest);
+        spdlog::debug("{} records of the previous build can be taken back", previous->size());
+    }
     dataset_writer writer(wo);
 
     const std::vector<std::size_t> order = sample_order(input.rows.size(), options.shuffle, options.seed);
     const std::size_t tokens = std::max<std::size_t>(4, std::size_t(threads) * 4);
     std::vector<sample_job> jobs(tokens);
-    const file_loader loader;
+    const file_loader loader(previous.get());
     const sample_transformer transformer(options, schema, input.classes);
     tbb::enumerable_thread_specific<transform_scratch> scratch;
     tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level);
@@ -217,7 +258,7 @@ build_result run_build(const build_options& options) {
                     [&](sample_job* job) { transformer(*job, scratch.local()); return job; }) &
                 tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
                     [&](sample_job* job) {
-                        if (job->ok()) compressors.local().compress(job->decoded, job->stored);
+                        if (job->ok() && !job->reuse) compressors.local().compress(job->decoded, job->stored);
                         return job;
                     }) &
                 tbb::make_filter<sample_job*, void>(tbb::filter_mode::serial_in_order,
@@ -237,9 +278,11 @@ build_result run_build(const build_options& options) {
                             " rejected); nothing was published");
 
     result.manifest = writer.publish();
+    previous.reset();  // unmaps the shards the new manifest no longer names
     result.totals = sink.totals();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads);
+    result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
+                                writer.shards_written(), writer.shards_reused());
     const std::string report_text = result.report.dump();
     write_file_atomically(options.out_dir + "/report.json", report_text);
     if (!options.report_path.empty()) write_file_atomically(options.report_path, report_text);

@@ -1,5 +1,8 @@
 #include "pipeline/file_loader.hpp"
 
+#include "pipeline/previous_build.hpp"
+#include "shardpack/detail/xxhash.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +12,7 @@
 
 namespace shardpack {
 
-std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out) {
+std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
     struct stat st {};
@@ -31,18 +34,66 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
     }
     ::close(fd);
     if (out.empty()) return "empty file";
+    if (stamp) {
+        stamp->size = out.size();
+        stamp->mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+        stamp->hash = XXH3_64bits(out.data(), out.size());
+    }
     return {};
 }
 
+namespace {
+bool same_file(const file_stamp& now, const file_stamp& before) {
+    return now.size == before.size && now.mtime_ns == before.mtime_ns;
+}
+// A record taken back must still be intact.
+bool intact(const previous_record& p) {
+    return XXH3_64bits(p.origin.shard->bytes() + p.entry.offset, static_cast<std::size_t>(p.entry.stored_size)) == p.entry.checksum;
+}
+}  // namespace
+
 void file_loader::operator()(sample_job& job) const {
-    std::string why = read_file_into(job.row->image_path, job.image_file);
+    const sample_row& row = *job.row;
+    record_fingerprint& fp = job.fingerprint;
+    fp.key = row.key;
+    fp.label_key = row.label_key;
+    fp.class_id = row.class_id;
+    fp.image = {};
+    fp.label = {};
+    job.key_hash = XXH3_64bits(row.key.data(), row.key.size());
+    const bool has_label = !row.label_path.empty();
+    const previous_record* previous = previous_ ? previous_->find(row.key, row.label_key) : nullptr;
+    if (previous && previous->fingerprint->class_id == row.class_id) {
+        const auto image = stat_file(row.image_path);
+        const auto label = has_label ? stat_file(row.label_path) : std::optional<file_stamp>(file_stamp{});
+        if (image && label && same_file(*image, previous->fingerprint->image) &&
+            (!has_label || same_file(*label, previous->fingerprint->label)) && intact(*previous)) {
+            job.reuse = previous;
+            fp = *previous->fingerprint;
+            return;
+        }
+    }
+
+    std::string why = read_file_into(row.image_path, job.image_file, &fp.image);
     if (!why.empty()) {
         job.error = job.row->image_path + ": " + why;
         return;
     }
-    if (!job.row->label_path.empty()) {
-        why = read_file_into(job.row->label_path, job.label_file);
-        if (!why.empty()) job.error = job.row->label_path + ": " + why;
+    if (has_label) {
+        why = read_file_into(row.label_path, job.label_file, &fp.label);
+        if (!why.empty()) {
+            job.error = row.label_path + ": " + why;
+            return;
+        }
+    }
+    // Touched but not changed: the content hashes still match.
+    if (previous && previous->fingerprint->class_id == row.class_id && fp.image.hash == previous->fingerprint->image.hash &&
+        fp.image.size == previous->fingerprint->image.size &&
+        (!has_label || (fp.label.hash == previous->fingerprint->label.hash && fp.label.size == previous->fingerprint->label.size)) &&
+        intact(*previous)) {
+        job.reuse = previous;
+        fp.unknown_pixels = previous->fingerprint->unknown_pixels;
+        fp.class_counts = previous->fingerprint->class_counts;
     }
 }
 

@@ -1,5 +1,7 @@
 #include "pipeline/record_sink.hpp"
 
+#include "pipeline/previous_build.hpp"
+
 namespace shardpack {
 
 record_sink::record_sink(dataset_writer& writer, const build_options& options, std::string csv_name, std::size_t classes)
@@ -18,14 +20,17 @@ void record_sink::operator()(const sample_job& job) {
                                 " rejected rows (--max-errors); the last: " + where + job.error);
         return;
     }
-    writer_.add(job.stored);
+    const record_fingerprint& fp = job.fingerprint;
+    const record_view view = job.reuse ? job.reuse->view() : view_of(job.stored);
+    writer_.add(view, job.key_hash, fp, job.reuse ? job.reuse->origin : record_origin{});
     ++totals_.records;
-    totals_.bytes_in += job.image_file.size() + (job.row->label_path.empty() ? 0 : job.label_file.size());
-    totals_.decoded_bytes += job.stored.decoded_size;
-    totals_.stored_bytes += job.stored.bytes.size();
-    totals_.unknown_pixels += job.unknown_pixels;
-    for (std::size_t c = 0; c < job.class_counts.size() && c < totals_.class_counts.size(); ++c)
-        totals_.class_counts[c] += job.class_counts[c];
+    totals_.reused += job.reuse != nullptr;
+    totals_.bytes_in += fp.image.size + fp.label.size;
+    totals_.decoded_bytes += view.decoded_size;
+    totals_.stored_bytes += view.stored_size;
+    totals_.unknown_pixels += fp.unknown_pixels;
+    for (const auto& [c, n] : fp.class_counts)
+        if (c < totals_.class_counts.size()) totals_.class_counts[c] += n;
 }
 
 }  // namespace shardpack

@@ -20,6 +20,7 @@ struct rejected_row {
 struct build_totals {
     std::uint64_t rows = 0;           // rows that reached the sink
     std::uint64_t records = 0;        // written
+    std::uint64_t reused = 0;         // of which taken back unchanged from the previous build
     std::uint64_t bytes_in = 0;       // source file bytes of written records
     std::uint64_t decoded_bytes = 0;  // record payload bytes before compression
     std::uint64_t stored_bytes = 0;   // after

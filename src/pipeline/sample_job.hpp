@@ -1,14 +1,18 @@
 // One sample on its way through the build pipeline. Jobs are pooled (one per pipeline token)
 // and reused, so their buffers keep their capacity and the hot path allocates nothing.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "format/input_fingerprints.hpp"
 #include "format/stored_record.hpp"
 #include "input/input_list.hpp"
 
 namespace shardpack {
+
+struct previous_record;
 
 struct sample_job {
     std::size_t sequence = 0;                 // position in the output order
@@ -20,12 +24,19 @@ struct sample_job {
     std::string error;                        // why the sample is rejected; empty when good
     std::vector<std::uint64_t> class_counts;  // pixels (segmentation) or 1 (classification) per class
     std::uint64_t unknown_pixels = 0;         // mapped to the ignore value (--unknown-label ignore)
+    const previous_record* reuse = nullptr;   // unchanged since the previous build: its bytes are taken back
+    record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
+    std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
 
     void reset(std::size_t seq, const sample_row* r) {
         sequence = seq;
         row = r;
         error.clear();
         unknown_pixels = 0;
+        reuse = nullptr;
+        key_hash = 0;
+        fingerprint.class_counts.clear();
+        fingerprint.unknown_pixels = 0;
         std::fill(class_counts.begin(), class_counts.end(), 0);
     }
     bool ok() const { return error.empty(); }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "decode/image_decoder.hpp"
+#include "decode/jpeg_decoder.hpp"
 #include "decode/sniff.hpp"
 #include "errors.hpp"
 #include "format/record_encoder.hpp"
@@ -38,14 +39,6 @@ schema_record make_schema(const build_options& o, task_kind task, std::size_t cl
     return s;
 }
 
-unsigned jpeg_scale_eighths(std::uint32_t w, std::uint32_t h, std::uint32_t min_w, std::uint32_t min_h) {
-    for (unsigned m = 1; m < 8; ++m) {
-        const std::uint64_t sw = (std::uint64_t(w) * m + 7) / 8, sh = (std::uint64_t(h) * m + 7) / 8;
-        if (sw >= min_w && sh >= min_h) return m;
-    }
-    return 8;
-}
-
 sample_transformer::sample_transformer(const build_options& options, const schema_record& schema,
                                        const std::vector<class_entry>& classes)
     : options_(options), schema_(schema) {
@@ -57,12 +50,17 @@ sample_transformer::sample_transformer(const build_options& options, const schem
 }
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
-    if (!job.ok()) return;
+    if (!job.ok() || job.reuse) return;
     try {
         transform(job, scratch);
     } catch (const std::exception& e) {
         job.error = e.what();
+        return;
     }
+    // What the report needs of this record, kept for rebuilds that take it back.
+    job.fingerprint.unknown_pixels = job.unknown_pixels;
+    for (std::uint32_t c = 0; c < job.class_counts.size(); ++c)
+        if (job.class_counts[c]) job.fingerprint.class_counts.emplace_back(c, job.class_counts[c]);
 }
 
 namespace {
@@ -105,7 +103,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     if (!segmentation && options_.geometry.resize != resize_mode::none &&
         sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg &&
         (mask_plan.x.scaled_len < width || mask_plan.y.scaled_len < height)) {
-        const unsigned m = jpeg_scale_eighths(width, height, mask_plan.x.scaled_len, mask_plan.y.scaled_len);
+        const unsigned m = jpeg_dct_scale_eighths(width, height, mask_plan.x.scaled_len, mask_plan.y.scaled_len);
         if (m < 8) {
             request.min_width = mask_plan.x.scaled_len;
             request.min_height = mask_plan.y.scaled_len;

@@ -24,9 +24,6 @@ struct transform_scratch {
 // The schema a build with these options writes.
 detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count);
 
-// The smallest libjpeg DCT scale M/8 (M in 1..8) whose output is still at least min_w x min_h.
-unsigned jpeg_scale_eighths(std::uint32_t w, std::uint32_t h, std::uint32_t min_w, std::uint32_t min_h);
-
 class sample_transformer {
 public:
     sample_transformer(const build_options& options, const detail::schema_record& schema,

@@ -5,8 +5,22 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "errors.hpp"
+
+// SSE2 kernels on x86-64 (always present there); portable scalar code elsewhere or when built
+// with -DSHARDPACK_TRANSFORM_SSE2=0. Both give the same bytes.
+#ifndef SHARDPACK_TRANSFORM_SSE2
+#if defined(__SSE2__) || defined(_M_X64)
+#define SHARDPACK_TRANSFORM_SSE2 1
+#else
+#define SHARDPACK_TRANSFORM_SSE2 0
+#endif
+#endif
+#if SHARDPACK_TRANSFORM_SSE2
+#include <emmintrin.h>
+#endif
 
 namespace shardpack {
 
@@ -17,9 +31,6 @@ constexpr std::uint32_t max_axis_len = std::uint32_t(1) << 30;
 // Fixed point of the coefficients: 1.0 == 1 << coeff_bits.
 constexpr int coeff_bits = 14;
 constexpr std::int32_t coeff_one = std::int32_t(1) << coeff_bits;
-// The vertical pass keeps 8 fractional bits for the horizontal pass (value * 256, 0..65280).
-constexpr int mid_bits = 8;
-constexpr std::int32_t mid_max = 255 << mid_bits;
 
 // ---------------------------------------------------------------------------------------------
 // Planning
@@ -123,8 +134,10 @@ void pixel_weights(std::uint32_t src, std::uint32_t scaled, std::uint32_t c, ker
     while (e > b && weights[e - 1] == 0.0) --e;
     while (b < e && weights[b] == 0.0) ++b;
     if (b == e) {  // cannot happen for sane sizes; fall back to nearest
-        first = std::min(static_cast<std::uint32_t>((std::uint64_t(2 * std::uint64_t(c) + 1) * src) / (2 * std::uint64_t(scaled))),
-                         src - 1);
+        axis_plan a;
+        a.src_len = src;
+        a.scaled_len = scaled;
+        first = nearest_source(a, c);
         weights.assign(1, 1.0);
         return;
     }
@@ -136,38 +149,43 @@ void pixel_weights(std::uint32_t src, std::uint32_t scaled, std::uint32_t c, ker
 }
 
 // Quantises normalised weights to coefficients summing to exactly coeff_one (so a constant
-// image stays constant), the rounding residue going to the largest weight.
+// image stays constant): each coefficient is the step between rounded running sums, which
+// spreads the rounding evenly (no coefficient is off by 1 or more) and keeps non-negative
+// weights non-negative.
 void quantise(const std::vector<double>& weights, std::int16_t* out, std::int64_t& abs_sum) {
-    std::int32_t total = 0;
-    std::size_t largest = 0;
-    for (std::size_t i = 0; i < weights.size(); ++i) {
-        const auto q = static_cast<std::int32_t>(std::lround(weights[i] * coeff_one));
-        out[i] = static_cast<std::int16_t>(q);
-        total += q;
-        if (std::fabs(weights[i]) > std::fabs(weights[largest])) largest = i;
-    }
-    out[largest] = static_cast<std::int16_t>(out[largest] + (coeff_one - total));
+    double running = 0.0;
+    std::int32_t prev = 0;
     abs_sum = 0;
-    for (std::size_t i = 0; i < weights.size(); ++i) abs_sum += std::abs(std::int32_t(out[i]));
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+        running += weights[i];
+        const std::int32_t r =
+            i + 1 == weights.size() ? coeff_one : static_cast<std::int32_t>(std::lround(running * coeff_one));
+        out[i] = static_cast<std::int16_t>(r - prev);
+        abs_sum += std::abs(r - prev);
+        prev = r;
+    }
 }
 
-void build_table(resample_axis_table& t, const axis_plan& a, resample_filter f) {
-    if (t.valid && t.filter == f && t.plan == a) return;
+// fixed_window: every output pixel reads exactly `taps` source pixels, all inside the source
+// (windows near the end are moved back, their coefficients padded with zeros): the horizontal
+// pass then runs a loop of constant length.
+void build_table(resample_axis_table& t, const axis_plan& a, resample_filter f, bool fixed_window) {
+    if (t.valid && t.filter == f && t.plan == a && t.fixed_window == fixed_window) return;
+    t.fixed_window = fixed_window;
     t.valid = false;
     t.plan = a;
     t.filter = f;
-    const kernel k = kernel_for(f, a.src_len, a.scaled_len);
+    const kernel kern = kernel_for(f, a.src_len, a.scaled_len);
     const std::uint32_t n = a.content_len;
     t.first.resize(n);
     t.count.resize(n);
     std::vector<double> w;
-    // First pass: windows, to size the fixed stride.
+    // Windows first, to size the fixed stride.
     std::uint32_t taps = 1;
-    std::vector<std::vector<double>> all;  // only for the (rare) rebuild; n is the output size
-    all.resize(n);
+    std::vector<std::vector<double>> all(n);
     for (std::uint32_t j = 0; j < n; ++j) {
         std::uint32_t first = 0;
-        pixel_weights(a.src_len, a.scaled_len, a.crop_offset + j, k, first, w);
+        pixel_weights(a.src_len, a.scaled_len, a.crop_offset + j, kern, first, w);
         t.first[j] = first;
         t.count[j] = static_cast<std::uint32_t>(w.size());
         taps = std::max(taps, t.count[j]);
@@ -181,118 +199,216 @@ void build_table(resample_axis_table& t, const axis_plan& a, resample_filter f) 
     t.span_end = 0;
     for (std::uint32_t j = 0; j < n; ++j) {
         std::int64_t s = 0;
-        quantise(all[j], t.coeffs.data() + std::size_t(j) * taps, s);
+        std::int16_t* q = t.coeffs.data() + std::size_t(j) * taps;
+        quantise(all[j], q, s);
+        if (fixed_window) {
+            if (t.first[j] + taps > a.src_len) {
+                const std::uint32_t shift = t.first[j] + taps - a.src_len;
+                std::copy_backward(q, q + t.count[j], q + t.count[j] + shift);
+                std::fill(q, q + shift, std::int16_t(0));
+                t.first[j] -= shift;
+            }
+            t.count[j] = taps;
+        }
         max_abs = std::max(max_abs, s);
-        for (std::uint32_t k = 0; k < taps; ++k) t.has_negative |= t.coeffs[std::size_t(j) * taps + k] < 0;
+        for (std::uint32_t k2 = 0; k2 < taps; ++k2) t.has_negative |= q[k2] < 0;
         t.span_first = std::min(t.span_first, t.first[j]);
         t.span_end = std::max(t.span_end, t.first[j] + t.count[j]);
     }
-    // The second (horizontal) pass multiplies values up to mid_max: keep it inside int32.
-    t.wide_accumulator = max_abs * mid_max + (std::int64_t(1) << (coeff_bits + mid_bits)) > INT32_MAX;
+    if (fixed_window) {
+        const std::uint32_t pairs = (taps + 1) / 2;
+        t.coeff_pairs.assign(std::size_t(n) * pairs, 0);
+        for (std::uint32_t j = 0; j < n; ++j)
+            for (std::uint32_t k = 0; k < taps; ++k) {
+                const auto lane = std::uint32_t(std::uint16_t(t.coeffs[std::size_t(j) * taps + k])) << (16 * (k & 1));
+                auto& slot = t.coeff_pairs[std::size_t(j) * pairs + k / 2];
+                slot = static_cast<std::int32_t>(std::uint32_t(slot) | lane);
+            }
+    } else {
+        t.coeff_pairs.clear();
+    }
+    // The horizontal pass multiplies int16 values: keep its sums inside int32.
+    t.wide_accumulator = max_abs * 32768 + (std::int64_t(1) << (coeff_bits + 7)) > INT32_MAX;
     t.valid = true;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Kernels
+//
+// Vertical pass first (rows are contiguous: SIMD over the bytes of a row), over the columns the
+// horizontal pass reads, into an int16 row with 7 (6 for lanczos) fractional bits; then the
+// horizontal pass per output pixel. Pixel arithmetic is all integer (SIMD and scalar paths give the same
+// bytes); only the coefficient tables are computed in double.
+
+// Combines `count` source rows with coefficients w over n bytes: acc = sum rows[k][i] * w[k]
+// (coefficients with coeff_bits), then (acc + round) >> shift saturated to int16 into mid, or
+// (ToU8, shift == coeff_bits) clamped to 0..255 into out8.
+template <bool ToU8>
+void vertical_row(const std::uint8_t* const* rows, const std::int16_t* w, std::uint32_t count, std::size_t n, int shift,
+                  std::int16_t* mid, std::uint8_t* out8) {
+    const std::int32_t round = std::int32_t(1) << (shift - 1);
+    std::size_t i = 0;
+#if SHARDPACK_TRANSFORM_SSE2
+    const __m128i zero = _mm_setzero_si128();
+    const __m128i vround = _mm_set1_epi32(round);
+    const __m128i vshift = _mm_cvtsi32_si128(shift);
+    for (; i + 16 <= n; i += 16) {
+        __m128i s0 = vround, s1 = vround, s2 = vround, s3 = vround;
+        std::uint32_t k = 0;
+        for (; k + 1 < count; k += 2) {
+            const auto pair = static_cast<std::int32_t>(std::uint32_t(std::uint16_t(w[k])) |
+                                                        (std::uint32_t(std::uint16_t(w[k + 1])) << 16));
+            const __m128i c = _mm_set1_epi32(pair);
+            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i));
+            const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k + 1] + i));
+            const __m128i alo = _mm_unpacklo_epi8(a, zero), ahi = _mm_unpackhi_epi8(a, zero);
+            const __m128i blo = _mm_unpacklo_epi8(b, zero), bhi = _mm_unpackhi_epi8(b, zero);
+            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi16(alo, blo), c));
+            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi16(alo, blo), c));
+            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi16(ahi, bhi), c));
+            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi16(ahi, bhi), c));
+        }
+        if (k < count) {
+            const __m128i c = _mm_set1_epi32(std::int32_t(std::uint16_t(w[k])));
+            const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[k] + i));
+            const __m128i alo = _mm_unpacklo_epi8(a, zero), ahi = _mm_unpackhi_epi8(a, zero);
+            s0 = _mm_add_epi32(s0, _mm_madd_epi16(_mm_unpacklo_epi16(alo, zero), c));
+            s1 = _mm_add_epi32(s1, _mm_madd_epi16(_mm_unpackhi_epi16(alo, zero), c));
+            s2 = _mm_add_epi32(s2, _mm_madd_epi16(_mm_unpacklo_epi16(ahi, zero), c));
+            s3 = _mm_add_epi32(s3, _mm_madd_epi16(_mm_unpackhi_epi16(ahi, zero), c));
+        }
+        const __m128i m0 = _mm_packs_epi32(_mm_sra_epi32(s0, vshift), _mm_sra_epi32(s1, vshift));
+        const __m128i m1 = _mm_packs_epi32(_mm_sra_epi32(s2, vshift), _mm_sra_epi32(s3, vshift));
+        if constexpr (ToU8) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out8 + i), _mm_packus_epi16(m0, m1));
+        } else {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(mid + i), m0);
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(mid + i + 8), m1);
+        }
+    }
+#endif
+    for (; i < n; ++i) {
+        std::int32_t acc = round;
+        for (std::uint32_t k = 0; k < count; ++k) acc += std::int32_t(rows[k][i]) * w[k];
+        std::int32_t v = acc >> shift;
+        v = v < -32768 ? -32768 : v > 32767 ? 32767 : v;
+        if constexpr (ToU8)
+            out8[i] = static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
+        else
+            mid[i] = static_cast<std::int16_t>(v);
+    }
+}
 
 template <typename T>
-inline T clamp_to(std::int64_t v, std::int64_t hi) {
-    return static_cast<T>(v < 0 ? 0 : v > hi ? hi : v);
+inline std::uint8_t to_u8(T v) {
+    return static_cast<std::uint8_t>(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-// Vertical pass for one output row: acc[i] = sum_k rows[first + k][col0 * C + i] * coeff[k].
-void vertical_accumulate(const image_u8& src, const resample_axis_table& ty, std::uint32_t j, std::size_t col_byte0,
-                         std::size_t n, std::int32_t* acc) {
-    const std::uint32_t first = ty.first[j], count = ty.count[j];
-    const std::int16_t* w = ty.coeffs.data() + std::size_t(j) * ty.taps;
-    {
-        const std::uint8_t* r = src.row(first) + col_byte0;
-        const std::int32_t c = w[0];
-        for (std::size_t i = 0; i < n; ++i) acc[i] = std::int32_t(r[i]) * c;
-    }
-    std::uint32_t k = 1;
-    for (; k + 1 < count; k += 2) {
-        const std::uint8_t* r0 = src.row(first + k) + col_byte0;
-        const std::uint8_t* r1 = src.row(first + k + 1) + col_byte0;
-        const std::int32_t c0 = w[k], c1 = w[k + 1];
-        for (std::size_t i = 0; i < n; ++i) acc[i] += std::int32_t(r0[i]) * c0 + std::int32_t(r1[i]) * c1;
-    }
-    if (k < count) {
-        const std::uint8_t* r = src.row(first + k) + col_byte0;
-        const std::int32_t c = w[k];
-        for (std::size_t i = 0; i < n; ++i) acc[i] += std::int32_t(r[i]) * c;
-    }
-}
-
-void acc_to_mid(const std::int32_t* acc, std::size_t n, std::uint16_t* mid) {
-    constexpr std::int32_t half = 1 << (coeff_bits - mid_bits - 1);
-    for (std::size_t i = 0; i < n; ++i) {
-        std::int32_t v = (acc[i] + half) >> (coeff_bits - mid_bits);
-        v = v < 0 ? 0 : v > mid_max ? mid_max : v;
-        mid[i] = static_cast<std::uint16_t>(v);
-    }
-}
-
-void acc_to_u8(const std::int32_t* acc, std::size_t n, std::uint8_t* out) {
-    constexpr std::int32_t half = 1 << (coeff_bits - 1);
-    for (std::size_t i = 0; i < n; ++i) {
-        std::int32_t v = (acc[i] + half) >> coeff_bits;
-        v = v < 0 ? 0 : v > 255 ? 255 : v;
-        out[i] = static_cast<std::uint8_t>(v);
-    }
-}
-
-// Horizontal pass for one row. `in` points at source pixel `base`; values carry `frac` fractional
-// bits (0 for u8 input, mid_bits for the vertical pass's output).
-template <int C, typename In, typename Acc>
-void horizontal_row(const In* in, std::uint32_t base, const resample_axis_table& tx, int frac, std::uint8_t* out,
-                    std::uint32_t channels) {
-    const int shift = coeff_bits + frac;
+// Horizontal pass for one row: `in` holds source pixels from tx.span_first on, with C channels;
+// the sums are shifted right by `shift` (coeff_bits + the input's fractional bits). The table
+// has fixed windows of tx.taps pixels (T when T > 0).
+template <int C, int T, typename In, typename Acc>
+void horizontal_row(const In* in, const resample_axis_table& tx, int shift, std::uint8_t* out) {
     const Acc half = Acc(1) << (shift - 1);
-    const std::uint32_t n = tx.plan.content_len, taps = tx.taps;
-    const std::uint32_t ch = C > 0 ? std::uint32_t(C) : channels;
-    for (std::uint32_t j = 0; j < n; ++j) {
-        const In* p = in + std::size_t(tx.first[j] - base) * ch;
-        const std::int16_t* w = tx.coeffs.data() + std::size_t(j) * taps;
-        const std::uint32_t cnt = tx.count[j];
-        if constexpr (C > 0) {
-            Acc a[C];
-            for (int c = 0; c < C; ++c) a[c] = half;
-            for (std::uint32_t k = 0; k < cnt; ++k) {
-                const Acc wk = w[k];
-                for (int c = 0; c < C; ++c) a[c] += Acc(p[k * C + c]) * wk;
-            }
-            for (int c = 0; c < C; ++c) out[c] = clamp_to<std::uint8_t>(std::int64_t(a[c] >> shift), 255);
-            out += C;
-        } else {
-            for (std::uint32_t c = 0; c < ch; ++c) {
-                Acc a = half;
-                for (std::uint32_t k = 0; k < cnt; ++k) a += Acc(p[k * ch + c]) * Acc(w[k]);
-                out[c] = clamp_to<std::uint8_t>(std::int64_t(a >> shift), 255);
-            }
-            out += ch;
+    const std::uint32_t n = tx.plan.content_len, base = tx.span_first;
+    const std::uint32_t taps = T > 0 ? std::uint32_t(T) : tx.taps;
+    const std::uint32_t* first = tx.first.data();
+    const std::int16_t* w = tx.coeffs.data();
+    for (std::uint32_t j = 0; j < n; ++j, w += taps, out += C) {
+        const In* p = in + std::size_t(first[j] - base) * C;
+        Acc a0 = half, a1 = half, a2 = half, a3 = half;
+        for (std::uint32_t k = 0; k < taps; ++k, p += C) {
+            const Acc wk = w[k];
+            a0 += Acc(p[0]) * wk;
+            if constexpr (C > 1) a1 += Acc(p[1]) * wk;
+            if constexpr (C > 2) a2 += Acc(p[2]) * wk;
+            if constexpr (C > 3) a3 += Acc(p[3]) * wk;
         }
+        out[0] = to_u8(a0 >> shift);
+        if constexpr (C > 1) out[1] = to_u8(a1 >> shift);
+        if constexpr (C > 2) out[2] = to_u8(a2 >> shift);
+        if constexpr (C > 3) out[3] = to_u8(a3 >> shift);
+    }
+}
+
+template <int C, typename In, typename Acc>
+void horizontal_taps(const In* in, const resample_axis_table& tx, int shift, std::uint8_t* out) {
+    switch (tx.taps) {
+        case 1: horizontal_row<C, 1, In, Acc>(in, tx, shift, out); break;
+        case 2: horizontal_row<C, 2, In, Acc>(in, tx, shift, out); break;
+        case 3: horizontal_row<C, 3, In, Acc>(in, tx, shift, out); break;
+        case 4: horizontal_row<C, 4, In, Acc>(in, tx, shift, out); break;
+        case 5: horizontal_row<C, 5, In, Acc>(in, tx, shift, out); break;
+        case 6: horizontal_row<C, 6, In, Acc>(in, tx, shift, out); break;
+        default: horizontal_row<C, 0, In, Acc>(in, tx, shift, out); break;
     }
 }
 
 template <typename In, typename Acc>
-void horizontal_dispatch(const In* in, std::uint32_t base, const resample_axis_table& tx, int frac, std::uint8_t* out,
+void horizontal_dispatch(const In* in, const resample_axis_table& tx, int shift, std::uint8_t* out,
                          std::uint32_t channels) {
     switch (channels) {
-        case 1: horizontal_row<1, In, Acc>(in, base, tx, frac, out, channels); break;
-        case 3: horizontal_row<3, In, Acc>(in, base, tx, frac, out, channels); break;
-        case 4: horizontal_row<4, In, Acc>(in, base, tx, frac, out, channels); break;
-        default: horizontal_row<0, In, Acc>(in, base, tx, frac, out, channels); break;
+        case 1: horizontal_taps<1, In, Acc>(in, tx, shift, out); break;
+        case 3: horizontal_taps<3, In, Acc>(in, tx, shift, out); break;
+        case 4: horizontal_taps<4, In, Acc>(in, tx, shift, out); break;
+        default: throw std::invalid_argument("apply_geometry: images have 1, 3 or 4 channels");
     }
 }
 
+#if SHARDPACK_TRANSFORM_SSE2
+// Horizontal pass over int16 pixels of C = 3 or 4 channels, two taps per step: the two taps'
+// pixels are interleaved channel by channel ([r0 r1 g0 g1 b0 b1 . .]) and multiplied-added with
+// the coefficient pair. Reads up to one int16 past the last pixel of a window (the caller pads
+// the row). Same integer results as horizontal_row (sums fit int32: !tx.wide_accumulator).
+template <int C>
+void horizontal_row_sse2(const std::int16_t* in, const resample_axis_table& tx, int shift, std::uint8_t* out) {
+    const std::uint32_t n = tx.plan.content_len, base = tx.span_first, pairs = (tx.taps + 1) / 2;
+    const std::uint32_t* first = tx.first.data();
+    const std::int32_t* wp = tx.coeff_pairs.data();
+    const __m128i vround = _mm_set1_epi32(std::int32_t(1) << (shift - 1));
+    const __m128i vshift = _mm_cvtsi32_si128(shift);
+    for (std::uint32_t j = 0; j < n; ++j, wp += pairs, out += C) {
+        const std::int16_t* p = in + std::size_t(first[j] - base) * C;
+        __m128i acc = vround;
+        for (std::uint32_t m = 0; m < pairs; ++m, p += 2 * C) {
+            const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+            const __m128i b = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + C));
+            acc = _mm_add_epi32(acc, _mm_madd_epi16(_mm_unpacklo_epi16(a, b), _mm_set1_epi32(wp[m])));
+        }
+        const __m128i v = _mm_sra_epi32(acc, vshift);
+        const __m128i packed = _mm_packus_epi16(_mm_packs_epi32(v, v), _mm_setzero_si128());
+        const auto bytes = static_cast<std::uint32_t>(_mm_cvtsi128_si32(packed));
+        std::memcpy(out, &bytes, C);  // little-endian: channel c in byte c
+    }
+}
+#endif
+
 template <typename In>
-void horizontal(const In* in, std::uint32_t base, const resample_axis_table& tx, int frac, std::uint8_t* out,
-                std::uint32_t channels) {
+void horizontal(const In* in, const resample_axis_table& tx, int shift, std::uint8_t* out, std::uint32_t channels) {
+#if SHARDPACK_TRANSFORM_SSE2
+    if constexpr (std::is_same_v<In, std::int16_t>) {
+        if (!tx.wide_accumulator && (channels == 3 || channels == 4)) {
+            if (channels == 3)
+                horizontal_row_sse2<3>(in, tx, shift, out);
+            else
+                horizontal_row_sse2<4>(in, tx, shift, out);
+            return;
+        }
+    }
+#endif
     if (tx.wide_accumulator)
-        horizontal_dispatch<In, std::int64_t>(in, base, tx, frac, out, channels);
+        horizontal_dispatch<In, std::int64_t>(in, tx, shift, out, channels);
     else
-        horizontal_dispatch<In, std::int32_t>(in, base, tx, frac, out, channels);
+        horizontal_dispatch<In, std::int32_t>(in, tx, shift, out, channels);
+}
+
+// The rows of output row t of the y table, offset to byte col0.
+const std::uint8_t* const* row_pointers(const image_u8& src, const resample_axis_table& ty, std::uint32_t t,
+                                        std::size_t col0, std::vector<const std::uint8_t*>& rows) {
+    const std::uint32_t first = ty.first[t], count = ty.count[t];
+    rows.resize(std::max<std::size_t>(rows.size(), count));
+    for (std::uint32_t k = 0; k < count; ++k) rows[k] = src.row(first + k) + col0;
+    return rows.data();
 }
 
 void check_plan(const axis_plan& a, const char* axis) {
@@ -420,7 +536,7 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
         if (ay.copy()) {
             rows_needed = ay.crop_offset + ay.content_len;
         } else {
-            build_table(scratch.y, ay, filter);
+            build_table(scratch.y, ay, filter, false);
             rows_needed = scratch.y.span_end;
         }
     }
@@ -445,43 +561,39 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
             std::memcpy(out.row(ay.pad_before + t) + out_x0, src.row(ay.crop_offset + t) + src_x0, content_bytes);
         return;
     }
-    if (ay.copy()) {  // horizontal only
-        build_table(scratch.x, ax, filter);
+    if (ay.copy()) {  // horizontal only, straight from the source rows
+        build_table(scratch.x, ax, filter, true);
+        const std::size_t col0 = std::size_t(scratch.x.span_first) * C;
         for (std::uint32_t t = 0; t < ay.content_len; ++t)
-            horizontal<std::uint8_t>(src.row(ay.crop_offset + t), 0, scratch.x, 0, out.row(ay.pad_before + t) + out_x0, C);
+            horizontal<std::uint8_t>(src.row(ay.crop_offset + t) + col0, scratch.x, coeff_bits,
+                                     out.row(ay.pad_before + t) + out_x0, C);
         return;
     }
     const resample_axis_table& ty = scratch.y;
     if (ax.copy()) {  // vertical only, straight to bytes
-        const std::size_t src_x0 = std::size_t(ax.crop_offset) * C;
-        scratch.acc.resize(content_bytes);
+        const std::size_t col0 = std::size_t(ax.crop_offset) * C;
         for (std::uint32_t t = 0; t < ay.content_len; ++t) {
-            vertical_accumulate(src, ty, t, src_x0, content_bytes, scratch.acc.data());
-            acc_to_u8(scratch.acc.data(), content_bytes, out.row(ay.pad_before + t) + out_x0);
+            const auto* rows = row_pointers(src, ty, t, col0, scratch.rows);
+            vertical_row<true>(rows, ty.coeffs.data() + std::size_t(t) * ty.taps, ty.count[t], content_bytes, coeff_bits,
+                               nullptr, out.row(ay.pad_before + t) + out_x0);
         }
         return;
     }
     // Both axes: vertical pass over the columns the horizontal pass reads, then horizontal.
-    build_table(scratch.x, ax, filter);
+    build_table(scratch.x, ax, filter, true);
     const resample_axis_table& tx = scratch.x;
     const std::size_t col0 = std::size_t(tx.span_first) * C;
     const std::size_t ncols = std::size_t(tx.span_end - tx.span_first) * C;
-    scratch.acc.resize(ncols);
-    if (ty.has_negative) {
-        // Lanczos: the vertical result can leave 0..255; it goes on unclamped at full precision
-        // (64-bit second pass), so the output is the exact separable filter, clamped once.
-        for (std::uint32_t t = 0; t < ay.content_len; ++t) {
-            vertical_accumulate(src, ty, t, col0, ncols, scratch.acc.data());
-            horizontal_dispatch<std::int32_t, std::int64_t>(scratch.acc.data(), tx.span_first, tx, coeff_bits,
-                                                            out.row(ay.pad_before + t) + out_x0, C);
-        }
-        return;
-    }
-    scratch.mid.resize(ncols);
+    // Non-negative weights keep values in 0..255: 7 fractional bits fit int16. Lanczos overshoots
+    // (unclamped until the end, so the result is the exact separable filter): 6 bits.
+    const int frac = ty.has_negative ? 6 : 7;
+    scratch.mid.resize(ncols + 8);  // the SIMD horizontal pass reads a little past a window
+    std::fill(scratch.mid.begin() + static_cast<std::ptrdiff_t>(ncols), scratch.mid.end(), std::int16_t(0));
     for (std::uint32_t t = 0; t < ay.content_len; ++t) {
-        vertical_accumulate(src, ty, t, col0, ncols, scratch.acc.data());
-        acc_to_mid(scratch.acc.data(), ncols, scratch.mid.data());
-        horizontal<std::uint16_t>(scratch.mid.data(), tx.span_first, tx, mid_bits, out.row(ay.pad_before + t) + out_x0, C);
+        const auto* rows = row_pointers(src, ty, t, col0, scratch.rows);
+        vertical_row<false>(rows, ty.coeffs.data() + std::size_t(t) * ty.taps, ty.count[t], ncols, coeff_bits - frac,
+                            scratch.mid.data(), nullptr);
+        horizontal<std::int16_t>(scratch.mid.data(), tx, coeff_bits + frac, out.row(ay.pad_before + t) + out_x0, C);
     }
 }
 

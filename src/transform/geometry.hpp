@@ -15,6 +15,12 @@ namespace shardpack {
 
 enum class resize_mode { none, stretch, shorter, fit };
 enum class crop_mode { center, topleft, none };
+// Image filters (masks always use nearest, see label_map.hpp). Per axis, Pillow-style
+// convolution with centre (c + 0.5) * src / scaled and the support widened by the scale when
+// downscaling (antialiasing):
+//   area     downscaling: exact pixel-area coverage (OpenCV INTER_AREA); upscaling: bilinear
+//   bilinear triangle, support 1
+//   lanczos  Lanczos3, support 3 (the result is the exact separable filter, clamped once)
 enum class resample_filter { area, bilinear, lanczos };
 
 struct geometry_options {
@@ -62,12 +68,14 @@ struct resample_axis_table {
     axis_plan plan{};
     resample_filter filter = resample_filter::area;
     bool valid = false;
+    bool fixed_window = false;           // every pixel reads `taps` pixels (see geometry.cpp)
     std::uint32_t taps = 0;              // coefficients per output pixel (fixed stride)
     std::uint32_t span_first = 0;        // first source pixel any output pixel reads
     std::uint32_t span_end = 0;          // one past the last source pixel read
     std::vector<std::uint32_t> first;    // per content pixel: first source pixel, absolute
     std::vector<std::uint32_t> count;    // per content pixel: number of taps used
     std::vector<std::int16_t> coeffs;    // per content pixel: `taps` coefficients, sum = 1 << 14
+    std::vector<std::int32_t> coeff_pairs;  // fixed_window: coeffs as (even, odd) int16 pairs, odd taps padded
     bool wide_accumulator = false;       // sum of |coeffs| too large for a 32-bit second pass
     bool has_negative = false;           // some coefficient < 0 (lanczos)
 };
@@ -76,8 +84,8 @@ struct resample_axis_table {
 // or filter changes) and row buffers. Not shared between threads.
 struct resample_scratch {
     resample_axis_table x, y;
-    std::vector<std::int32_t> acc;   // vertical accumulator, one row
-    std::vector<std::uint16_t> mid;  // vertical pass result (value * 256), one row
+    std::vector<std::int16_t> mid;                // vertical pass result, one row (fixed point)
+    std::vector<const std::uint8_t*> rows;        // source rows of one output row
 };
 
 // Applies the plan to an image (1, 3 or 4 channels; the output has the same channels). Crop and

@@ -163,10 +163,18 @@ void expand_one_hot(const std::uint16_t* ids, std::size_t pixels, std::uint32_t 
 }
 
 void count_classes(const label_plane& labels, std::vector<std::uint64_t>& counts) {
+    // Labels come in long runs: count a run at a time (no store-to-load chain on one counter).
     const std::size_t n = counts.size();
     std::uint64_t* c = counts.data();
-    for (const std::uint16_t id : labels.ids)
-        if (id < n) ++c[id];
+    const std::uint16_t* p = labels.ids.data();
+    const std::uint16_t* const end = p + labels.ids.size();
+    while (p != end) {
+        const std::uint16_t id = *p;
+        const std::uint16_t* q = p + 1;
+        while (q != end && *q == id) ++q;
+        if (id < n) c[id] += static_cast<std::uint64_t>(q - p);
+        p = q;
+    }
 }
 
 }  // namespace shardpack

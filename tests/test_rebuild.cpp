@@ -1,0 +1,308 @@
+// Cron-safe rebuilds: atomic publish under kill -9 and signals, the output lock, incremental and
+// resumed builds that equal a full build byte for byte, and disk-full / I/O errors.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "format/output_lock.hpp"
+#include "inspect/dataset_verifier.hpp"
+#include "shardpack/reader.hpp"
+#include "test_support.hpp"
+
+using namespace shardpack;
+using namespace shardpack::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct child {
+    pid_t pid = -1;
+    std::string out, err;  // paths of its captured output
+};
+
+// Starts the CLI with `args`; `env` entries are added to its environment.
+child spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    static int counter = 0;
+    child c;
+    const std::string base = fs::temp_directory_path().string() + "/shardpack-rb-" + std::to_string(::getpid()) + "-" +
+                             std::to_string(counter++);
+    c.out = base + ".out";
+    c.err = base + ".err";
+    std::fflush(stdout);  // or the child would write the parent's buffered output again
+    std::fflush(stderr);
+    c.pid = ::fork();
+    REQUIRE(c.pid >= 0);
+    if (c.pid == 0) {
+        std::freopen(c.out.c_str(), "w", stdout);
+        std::freopen(c.err.c_str(), "w", stderr);
+        for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
+        std::vector<char*> argv;
+        argv.push_back(const_cast<char*>(SHARDPACK_CLI));
+        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+        argv.push_back(nullptr);
+        ::execv(SHARDPACK_CLI, argv.data());
+        std::_Exit(127);
+    }
+    return c;
+}
+
+// Waits; returns the exit code, or 128 + the signal that killed it.
+int wait_for(const child& c) {
+    int status = 0;
+    ::waitpid(c.pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+struct run_result {
+    int code;
+    std::string out, err;
+};
+
+run_result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    const child c = spawn_cli(args, env);
+    run_result r{wait_for(c), read_file(c.out), read_file(c.err)};
+    fs::remove(c.out);
+    fs::remove(c.err);
+    return r;
+}
+
+std::string content_hash(const std::string& dir) { return dataset::open(dir).content_hash(); }
+
+std::vector<std::string> temporaries(const std::string& dir) {
+    std::vector<std::string> found;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.path().filename().string().find(".tmp-") != std::string::npos) found.push_back(e.path().string());
+    return found;
+}
+
+struct fixture {
+    temp_dir dir{"rebuild"};
+    fixture(int count = 30, int width = 160, int height = 120) {
+        const std::string tool = SHARDPACK_SAMPLE_TOOL;
+        const std::string cmd = tool + " --out " + (dir / "src") + " --count " + std::to_string(count) + " --width " +
+                                std::to_string(width) + " --height " + std::to_string(height) + " >/dev/null";
+        REQUIRE(std::system(cmd.c_str()) == 0);
+    }
+    std::vector<std::string> build_args(const std::string& out, std::vector<std::string> extra = {}) const {
+        std::vector<std::string> a = {"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv",
+                                      "--out", out, "--shard-size", "96KiB", "--size", "64x48"};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    }
+};
+
+detail::json report_of(const run_result& r) { return detail::json::parse(r.out); }
+
+}  // namespace
+
+TEST_CASE("a rebuild with no change decodes nothing and equals the full build byte for byte", "[rebuild]") {
+    fixture f;
+    const std::string out = f.dir / "ds";
+    auto r = run_cli(f.build_args(out, {"--json"}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(report_of(r).at("decoded_records").as_u64() == 30);
+    const auto first = read_file(out + "/manifest.json");
+    std::map<std::string, fs::file_time_type> written;
+    for (const auto& e : fs::directory_iterator(out)) written[e.path().filename().string()] = fs::last_write_time(e);
+
+    r = run_cli(f.build_args(out, {"--json"}));
+    REQUIRE(r.code == 0);
+    const auto again = report_of(r);
+    REQUIRE(again.at("decoded_records").as_u64() == 0);
+    REQUIRE(again.at("reused_records").as_u64() == 30);
+    REQUIRE(again.at("shards_written").as_u64() == 0);
+    REQUIRE(read_file(out + "/manifest.json") == first);
+    for (const auto& e : fs::directory_iterator(out)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("shard-", 0) == 0) REQUIRE(fs::last_write_time(e) == written.at(name));  // not rewritten
+    }
+    // Class frequencies survive being taken back.
+    REQUIRE(again.at("class_frequencies").dump() == report_of(run_cli(f.build_args(f.dir / "full", {"--json"}))).at("class_frequencies").dump());
+}
+
+TEST_CASE("a rebuild after one changed row rewrites only its shard and equals a full build", "[rebuild]") {
+    fixture f(40);
+    const std::string out = f.dir / "ds";
+    REQUIRE(run_cli(f.build_args(out)).code == 0);
+    const auto before = dataset::open(out).manifest().at("shards").dump();
+
+    // Replace one image with another of the same size (a real content change).
+    fs::copy_file(f.dir / "src/images/img_0003.png", f.dir / "src/images/img_0020.png", fs::copy_options::overwrite_existing);
+    auto r = run_cli(f.build_args(out, {"--json"}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto report = report_of(r);
+    REQUIRE(report.at("decoded_records").as_u64() == 1);
+    const std::uint64_t shards = dataset::open(out).shard_count();
+    REQUIRE(shards >= 4);
+    REQUIRE(report.at("shards_written").as_u64() <= 2);
+
+    REQUIRE(run_cli(f.build_args(f.dir / "full", {"--full"})).code == 0);
+    REQUIRE(content_hash(out) == content_hash(f.dir / "full"));
+    REQUIRE(read_file(out + "/manifest.json") == read_file(f.dir / "full/manifest.json"));
+
+    // Touching a file without changing it costs a read and a hash, never a decode.
+    fs::last_write_time(f.dir / "src/images/img_0005.png", fs::file_time_type::clock::now());
+    r = run_cli(f.build_args(out, {"--json"}));
+    REQUIRE(report_of(r).at("decoded_records").as_u64() == 0);
+    // Other options: nothing can be taken back.
+    r = run_cli(f.build_args(out, {"--json", "--filter", "lanczos"}));
+    REQUIRE(report_of(r).at("decoded_records").as_u64() == 40);
+    // --full decodes everything.
+    r = run_cli(f.build_args(out, {"--json", "--filter", "lanczos", "--full"}));
+    REQUIRE(report_of(r).at("decoded_records").as_u64() == 40);
+    REQUIRE(verify_dataset(out).ok());
+    (void)before;
+}
+
+TEST_CASE("SIGTERM and SIGINT stop a build cleanly; the next build resumes from its finished shards", "[rebuild][signals]") {
+    fixture f(60, 480, 360);
+    const std::string out = f.dir / "ds";
+    REQUIRE(run_cli(f.build_args(out, {"--size", "40x30"})).code == 0);
+    const std::string old_hash = content_hash(out);
+
+    for (int sig : {SIGTERM, SIGINT}) {
+        const auto args = f.build_args(out, {"--filter", "lanczos", "--size", "200x150", "--threads", "1", "--shard-size", "256KiB"});
+        const child c = spawn_cli(args);
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        ::kill(c.pid, sig);
+        const int code = wait_for(c);
+        INFO(read_file(c.err));
+        if (code == 0) continue;  // finished before the signal: nothing to check here
+        REQUIRE(code == 128 + sig);
+        REQUIRE_THAT(read_file(c.err), Catch::Contains("interrupted"));
+        REQUIRE(content_hash(out) == old_hash);  // the old dataset, untouched
+        REQUIRE(verify_dataset(out).ok());
+        REQUIRE(temporaries(out).empty());
+    }
+    // The next run takes back what the interrupted ones finished, and still equals a full build.
+    auto r = run_cli(f.build_args(out, {"--filter", "lanczos", "--size", "200x150", "--shard-size", "256KiB", "--json"}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(report_of(r).at("reused_records").as_u64() > 0);
+    REQUIRE(run_cli(f.build_args(f.dir / "full", {"--filter", "lanczos", "--size", "200x150", "--shard-size", "256KiB"})).code == 0);
+    REQUIRE(content_hash(out) == content_hash(f.dir / "full"));
+    REQUIRE_FALSE(fs::exists(out + "/.partial"));
+}
+
+TEST_CASE("kill -9 at 20 random moments of a build leaves the old dataset verifying", "[rebuild][kill]") {
+    fixture f(48, 320, 240);
+    const std::string out = f.dir / "ds";
+    REQUIRE(run_cli(f.build_args(out)).code == 0);
+    const std::string old_hash = content_hash(out);
+    const auto args = f.build_args(out, {"--filter", "lanczos", "--size", "160x120", "--full", "--shard-size", "128KiB"});
+    // How long an uninterrupted build takes, to spread the kills over it.
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(run_cli(f.build_args(f.dir / "timing", {"--filter", "lanczos", "--size", "160x120", "--full", "--shard-size", "128KiB"})).code == 0);
+    const auto span = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    const std::string new_hash = content_hash(f.dir / "timing");
+    REQUIRE(new_hash != old_hash);
+    std::mt19937 rng(2026);
+    int killed = 0;
+    for (int i = 0; i < 20; ++i) {
+        const child c = spawn_cli(args);
+        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % std::uint64_t(span + 1)));
+        ::kill(c.pid, SIGKILL);
+        const int code = wait_for(c);
+        // Either the old dataset or, if the kill came after the manifest's rename, the complete
+        // new one: never a mix.
+        const std::string now = content_hash(out);
+        INFO("attempt " << i << ", exit " << code);
+        REQUIRE((now == old_hash || now == new_hash));
+        killed += now == old_hash;
+        const auto v = verify_dataset(out);
+        for (const auto& p : v.problems) UNSCOPED_INFO(p);
+        REQUIRE(v.ok());
+        if (now == new_hash) REQUIRE(run_cli(f.build_args(out, {"--full"})).code == 0);  // the old one back, for the next try
+    }
+    REQUIRE(killed >= 5);  // kills landed before the switch, not only after
+    // The next build cleans up what the killed ones left.
+    REQUIRE(run_cli(args).code == 0);
+    REQUIRE(temporaries(out).empty());
+    REQUIRE_FALSE(fs::exists(out + "/.partial"));
+    REQUIRE(verify_dataset(out).ok());
+}
+
+TEST_CASE("a second build into the same output exits 1 naming the holder; a stale lock does not block", "[rebuild][lock]") {
+    fixture f(4);
+    const std::string out = f.dir / "ds";
+    REQUIRE(run_cli(f.build_args(out)).code == 0);
+    const std::string old_hash = content_hash(out);
+    {
+        output_lock held(out);  // as a running build holds it
+        const auto t0 = std::chrono::steady_clock::now();
+        const auto r = run_cli(f.build_args(out, {"--full"}));
+        REQUIRE(r.code == 1);
+        REQUIRE_THAT(r.err, Catch::Contains("being built by another shardpack process") &&
+                                Catch::Contains("pid " + std::to_string(::getpid())));
+        REQUIRE(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));  // at once, no waiting
+        REQUIRE(content_hash(out) == old_hash);
+    }
+    // A lock file left by a process that died holds no lock.
+    write_file(out + "/" + output_lock::file_name, "pid 999999 on nowhere since 2001-01-01T00:00:00Z");
+    REQUIRE(run_cli(f.build_args(out, {"--full"})).code == 0);
+
+    // Two builds started together: one wins, the other is refused; the result verifies.
+    const child a = spawn_cli(f.build_args(out, {"--full"}));
+    const child b = spawn_cli(f.build_args(out, {"--full"}));
+    const int ca = wait_for(a), cb = wait_for(b);
+    REQUIRE((ca == 0 || cb == 0));
+    REQUIRE((ca == 0 || ca == 1));
+    REQUIRE((cb == 0 || cb == 1));
+    REQUIRE(verify_dataset(out).ok());
+}
+
+TEST_CASE("disk full, I/O errors: exit 1, a clear error, no temporaries, the old dataset intact", "[rebuild][io]") {
+    fixture f(12);
+    const std::string out = f.dir / "ds";
+    REQUIRE(run_cli(f.build_args(out)).code == 0);
+    const std::string old_hash = content_hash(out);
+    const std::string preload = std::string("LD_PRELOAD=") + SHARDPACK_WRITE_FAULT;
+    // Budgets that fail in the first shard, in a later shard, and while writing the manifest.
+    for (const char* budget : {"0", "1000", "60000", "150000"}) {
+        for (const char* err : {"28", "5", "30"}) {  // ENOSPC, EIO, EROFS
+            const auto r = run_cli(f.build_args(out, {"--full", "--size", "60x44"}),
+                                   {preload, std::string("SHARDPACK_FAULT_BUDGET=") + budget,
+                                    std::string("SHARDPACK_FAULT_ERRNO=") + err, "ASAN_OPTIONS=verify_asan_link_order=0"});
+            INFO("budget " << budget << " errno " << err << ": " << r.err);
+            if (r.code == 0) continue;  // the budget outlasted the build
+            REQUIRE(r.code == 1);
+            const char* why = std::string(err) == "28" ? "No space left on device"
+                            : std::string(err) == "5" ? "Input/output error" : "Read-only file system";
+            REQUIRE_THAT(r.err, Catch::Contains(why));
+            REQUIRE(temporaries(out).empty());
+            REQUIRE(content_hash(out) == old_hash);
+            REQUIRE(verify_dataset(out).ok());
+        }
+    }
+}
+
+TEST_CASE("a real full disk: a tiny tmpfs", "[rebuild][io][tmpfs]") {
+    fixture f(12);
+    const std::string mnt = f.dir / "tiny";
+    fs::create_directories(mnt);
+    if (::geteuid() != 0 || ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0) {
+        WARN("cannot mount a tmpfs here (needs root and CAP_SYS_ADMIN); the LD_PRELOAD test covers ENOSPC");
+        return;
+    }
+    const std::string out = mnt + "/ds";
+    auto r = run_cli(f.build_args(out, {"--size", "16x12", "--compression", "none"}));
+    REQUIRE(r.code == 0);
+    const std::string old_hash = content_hash(out);
+    r = run_cli(f.build_args(out, {"--size", "160x120", "--compression", "none", "--full"}));
+    const bool intact = content_hash(out) == old_hash && verify_dataset(out).ok() && temporaries(out).empty();
+    ::umount2(mnt.c_str(), MNT_DETACH);
+    INFO(r.err);
+    REQUIRE(r.code == 1);
+    REQUIRE_THAT(r.err, Catch::Contains("No space left on device"));
+    REQUIRE(intact);
+}
