@@ -453,3 +453,63 @@ TEST_CASE("libjpeg-turbo's test images: baseline, progressive, arithmetic pack; 
     const auto img = ds.at(0).image();
     REQUIRE(std::equal(img.begin(), img.end(), direct.pixels.begin(), direct.pixels.end()));
 }
+
+TEST_CASE("crop placement, --no-header, --task seg, --compression none and --level", "[cli][options]") {
+    temp_dir dir("opts");
+    make_samples(dir / "src", {"--count", "3", "--width", "40", "--height", "30"});
+    // A list with no header row, so the first row is data.
+    const auto lines = read_lines(dir / "src/list.csv");
+    std::string body;
+    for (std::size_t i = 1; i < lines.size(); ++i) body += lines[i] + "\n";
+    write_file(dir / "src/nohead.csv", body);
+    const std::string dict = dir / "src/class_dict.csv";
+    auto build = [&](const std::string& out, std::vector<std::string> extra) {
+        std::vector<std::string> args = {"build", "--csv", dir / "src/nohead.csv", "--classes", dict, "--out", dir / out,
+                                         "--no-header", "--task", "seg"};
+        args.insert(args.end(), extra.begin(), extra.end());
+        const auto r = cli(args);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        return dataset::open(dir / out);
+    };
+    const image_u8 src = decode_file(dir / "src/images/img_0000.png");
+    // Crop without resizing: a 20x10 window, centred ((40-20)/2, (30-10)/2) or at the top left.
+    for (const std::string crop : {"center", "topleft"}) {
+        auto ds = build("crop-" + crop, {"--size", "20x10", "--resize", "none", "--crop", crop});
+        REQUIRE(ds.size() == 3);  // --no-header: the first row is a sample
+        const auto img = ds.at(0).image();
+        const std::size_t x0 = crop == "center" ? 10 : 0, y0 = crop == "center" ? 10 : 0;
+        for (std::size_t y = 0; y < 10; ++y)
+            for (std::size_t x = 0; x < 20; ++x)
+                for (std::size_t c = 0; c < 3; ++c)
+                    REQUIRE(img[(y * 20 + x) * 3 + c] == src.pixels[((y0 + y) * 40 + x0 + x) * 3 + c]);
+    }
+    // Padding without resizing (tf crop_or_pad): the 40x30 image centred in 50x40, zeros around,
+    // ignored mask pixels around.
+    {
+        auto ds = build("pad", {"--size", "50x40", "--resize", "none", "--label-layout", "index"});
+        const auto s = ds.at(0);
+        REQUIRE(s.image()[0] == 0);
+        REQUIRE(s.image()[((5 * 50) + 5) * 3] == src.pixels[0]);
+        REQUIRE(s.label()[0] == 255);
+        REQUIRE(s.label()[5 * 50 + 5] < 6);
+    }
+    // shorter with --crop none keeps the whole scaled image: 30 high -> 20 high, 40 wide -> 27.
+    {
+        auto ds = build("nocrop", {"--size", "20x20", "--resize", "shorter", "--crop", "none"});
+        REQUIRE(ds.schema().fixed_width == 0);
+        REQUIRE(ds.at(0).image().shape() == std::array<std::size_t, 3>{20, 27, 3});
+    }
+    // Stored raw: every record raw, the same pixels as with zstd at any level.
+    auto raw = build("raw", {"--compression", "none"});
+    auto z1 = build("z1", {"--level", "1"});
+    auto z19 = build("z19", {"--level", "19"});
+    for (std::size_t i = 0; i < 3; ++i) {
+        REQUIRE(raw.shard(0).entry(i).codec == detail::codec_raw);
+        REQUIRE(z19.shard(0).entry(i).codec == detail::codec_zstd);
+        REQUIRE(z19.shard(0).entry(i).stored_size <= z1.shard(0).entry(i).stored_size);
+        const auto a = raw.at(i).image(), b = z19.at(i).image();
+        REQUIRE(std::equal(a.begin(), a.end(), b.begin()));
+    }
+    REQUIRE(z1.manifest().at("build").at("level").as_i64() == 1);
+}

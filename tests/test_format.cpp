@@ -392,6 +392,25 @@ TEST_CASE("optional sections a reader does not know are skipped; required ones a
     }
 }
 
+TEST_CASE("a repeated schema section and an unknown label layout are refused", "[format][version]") {
+    {
+        temp_dir dir("dup");
+        synthetic_options o;
+        o.records = 1;
+        std::vector<unsigned char> schema(detail::schema_payload_size);
+        detail::encode_schema(synthetic_schema(o), schema.data());
+        o.extra = {{detail::section_schema, detail::section_flag_required, schema}};
+        write_synthetic(dir.str(), o);
+        REQUIRE_THROWS_WITH(dataset::open(dir.str()), Catch::Contains("two schema sections"));
+    }
+    detail::schema_record s = synthetic_schema({});
+    s.label_layout = static_cast<detail::layout_code>(4);
+    REQUIRE_THAT(detail::schema_problem(s), Catch::Contains("one-hot or index"));
+    s = synthetic_schema({});
+    s.ignore_value = 0;  // ignored pixels would read back as class 0
+    REQUIRE_THAT(detail::schema_problem(s), Catch::Contains("ignore value"));
+}
+
 TEST_CASE("the manifest and the shards must agree", "[format][manifest]") {
     temp_dir dir("man");
     synthetic_options o;

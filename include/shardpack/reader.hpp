@@ -354,7 +354,8 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
             if (shard->record_count() != e.at("records").as_u64())
                 throw error(name + ": holds " + std::to_string(shard->record_count()) + " records, the manifest says " +
                             std::to_string(e.at("records").as_u64()));
-            if (shard->header().shard_number != k || shard->header().first_record != total)
+            if (shard->header().shard_number != k || shard->header().first_record != total ||
+                e.at("first_record").as_u64() != total)
                 throw error(name + ": is shard " + std::to_string(shard->header().shard_number) + " starting at record " +
                             std::to_string(shard->header().first_record) + ", but the manifest lists it as shard " +
                             std::to_string(k) + " starting at record " + std::to_string(total));

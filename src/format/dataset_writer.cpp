@@ -118,6 +118,9 @@ dataset_writer::dataset_writer(dataset_writer_options options)
         append_durably(list, header);
     }
     header_length_ = build_shard_header(opt_.schema, opt_.classes, {}, opt_.extra_sections).size();
+    if (header_length_ > detail::max_header_bytes)
+        throw input_error("the class table makes a shard header of " + std::to_string(header_length_) +
+                          " bytes, over the format's 64 MiB limit");
     extent_ = shard_extent(header_length_);
 }
 

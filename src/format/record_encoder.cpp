@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace shardpack {
 using namespace detail;
@@ -10,8 +11,14 @@ void encode_record(const schema_record& schema, std::string_view key, const imag
                    const std::uint16_t* label_ids, std::int32_t class_id, std::vector<unsigned char>& out) {
     if (image.channels != schema.channels) throw std::logic_error("encode_record: image channels differ from the schema");
     if (key.size() > max_key_bytes) throw std::length_error("record key is longer than 65536 bytes");
+    if (image.width == 0 || image.height == 0 || image.width > max_side || image.height > max_side)
+        throw std::length_error("image is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
+                                "; a record holds 1 to 65536 pixels a side");
     const record_layout r = make_record_layout(schema, image.height, image.width, class_id,
                                                static_cast<std::uint32_t>(key.size()));
+    if (r.total_bytes > max_record_bytes)
+        throw std::length_error("the record would be " + std::to_string(r.total_bytes) +
+                                " bytes decoded, over the format's 4 GiB limit (try --label-layout index or a --size)");
     // assign() rather than resize(): padding must be zero whatever the buffer held before.
     out.assign(static_cast<std::size_t>(r.total_bytes), 0);
     unsigned char* p = out.data();

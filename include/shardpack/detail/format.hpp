@@ -1,6 +1,6 @@
 // The shardpack v1 on-disk format: constants, the parsed forms of its structures, and the
 // checks that turn untrusted bytes into them. formats/shardpack-v1.md is the normative text;
-// every constant here has a section there, and tests/test_golden.cpp pins both together.
+// every constant here has a section there, and tests/test_format.cpp pins both together.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -150,7 +150,10 @@ inline std::string schema_problem(const schema_record& s) {
         if (s.class_count > limit) return "too many classes for the index dtype";
         if (s.ignore_value != limit) return "ignore value must be the dtype's maximum";
     }
-    if (seg && s.label_layout == layout_code::class_id) return "segmentation needs a one-hot or index layout";
+    if (seg && s.label_layout != layout_code::one_hot && s.label_layout != layout_code::index)
+        return "segmentation needs a one-hot or index layout";
+    if (seg && s.label_layout == layout_code::one_hot && s.ignore_value != (s.class_count <= 255 ? 255u : 65535u))
+        return "ignore value must be 255 (up to 255 classes) or 65535";
     if (!seg && (s.label_layout != layout_code::class_id || s.label_dtype_bytes != 0))
         return "classification needs the class id layout";
     return {};

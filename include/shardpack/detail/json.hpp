@@ -1,6 +1,6 @@
 // A small JSON value with a strict parser and a deterministic printer: enough for the manifest
 // and the reports, and no dependency for the reader's users. Objects keep insertion order, so
-// the same value always prints to the same bytes (the manifest is hashed).
+// the same value always prints to the same bytes (builds are byte-identical, manifests included).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -123,6 +123,7 @@ private:
     void parse_sections(const unsigned char* p) {
         std::uint64_t at = fixed_header_size;
         bool have_schema = false, have_classes = false;
+        std::string schema_payload, classes_payload;
         for (std::uint32_t i = 0; i < header_.section_count; ++i) {
             if (header_.header_length - at < section_header_size) throw error("section " + std::to_string(i) + " runs past the header");
             const std::uint32_t type = load_u32(p + at);
@@ -132,21 +133,23 @@ private:
             if (length > header_.header_length - at) throw error("section " + std::to_string(i) + " runs past the header");
             const unsigned char* payload = p + at;
             if (type == section_schema) {
+                if (have_schema) throw error("two schema sections");
                 schema_ = decode_schema(payload, length);
-                schema_bytes_.assign(reinterpret_cast<const char*>(payload), length);
+                schema_payload.assign(reinterpret_cast<const char*>(payload), length);
                 have_schema = true;
             } else if (type == section_classes) {
+                if (have_classes) throw error("two classes sections");
                 classes_ = decode_classes(payload, length);
-                schema_bytes_.append(reinterpret_cast<const char*>(payload), length);
+                classes_payload.assign(reinterpret_cast<const char*>(payload), length);
                 have_classes = true;
             } else if (flags & section_flag_required) {
                 throw error("unknown required section type " + std::to_string(type) + "; a newer shardpack reader is needed");
             }  // else: an unknown optional section, skipped
             at = align_up(at + length, 8);
         }
-        if (at > header_.header_length) throw error("sections run past the header");
         if (!have_schema) throw error("no schema section");
         if (!have_classes) throw error("no classes section");
+        schema_bytes_ = schema_payload + classes_payload;
         if (classes_.size() != schema_.class_count)
             throw error("schema declares " + std::to_string(schema_.class_count) + " classes but the class table has " +
                         std::to_string(classes_.size()));
