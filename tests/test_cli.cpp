@@ -513,3 +513,21 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
     }
     REQUIRE(z1.manifest().at("build").at("level").as_i64() == 1);
 }
+
+TEST_CASE("a progress line with rate and ETA on a terminal, none otherwise", "[cli][progress]") {
+    if (std::system("command -v script >/dev/null 2>&1") != 0) {
+        WARN("util-linux 'script' is missing; cannot give the CLI a terminal");
+        return;
+    }
+    temp_dir dir("tty");
+    make_samples(dir / "src", {"--count", "4", "--width", "32", "--height", "32"});
+    const std::string build = shell_quote(SHARDPACK_CLI) + " build --csv " + shell_quote(dir / "src/list.csv") + " --classes " +
+                              shell_quote(dir / "src/class_dict.csv") + " --out " + shell_quote(dir / "ds");
+    // `script` runs the command on a pseudo-terminal and copies what it shows to the typescript.
+    const std::string cmd = "script -qec " + shell_quote(build) + " " + shell_quote(dir / "typescript") + " >/dev/null 2>&1";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const std::string shown = read_file(dir / "typescript");
+    REQUIRE_THAT(shown, Catch::Contains("4/4 rows") && Catch::Contains("samples/s") && Catch::Contains("ETA"));
+    const auto piped = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "ds"});
+    REQUIRE_THAT(piped.err, !Catch::Contains("ETA"));
+}
