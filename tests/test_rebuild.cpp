@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "format/output_lock.hpp"
 #include "inspect/dataset_verifier.hpp"
@@ -25,7 +26,14 @@ namespace {
 
 struct child {
     pid_t pid = -1;
-    std::string out, err;  // paths of its captured output
+    std::string out, err;  // paths of its captured output, removed with the object
+    child() = default;
+    child(child&& other) noexcept : pid(other.pid), out(std::exchange(other.out, {})), err(std::exchange(other.err, {})) {}
+    ~child() {
+        std::error_code ec;
+        if (!out.empty()) fs::remove(out, ec);
+        if (!err.empty()) fs::remove(err, ec);
+    }
 };
 
 // Starts the CLI with `args`; `env` entries are added to its environment.
@@ -68,10 +76,7 @@ struct run_result {
 
 run_result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
     const child c = spawn_cli(args, env);
-    run_result r{wait_for(c), read_file(c.out), read_file(c.err)};
-    fs::remove(c.out);
-    fs::remove(c.err);
-    return r;
+    return {wait_for(c), read_file(c.out), read_file(c.err)};
 }
 
 std::string content_hash(const std::string& dir) { return dataset::open(dir).content_hash(); }
