@@ -30,11 +30,17 @@ namespace {
 
 }  // namespace
 
-image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+void decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out, decoded_info* info) {
     const file_format format = sniff_format(data, size);
-    if (format == file_format::png) return decode_png(data, size, req, info);
-    if (format == file_format::jpeg) return decode_jpeg(data, size, req, info);
+    if (format == file_format::png) return decode_png(data, size, req, out, info);
+    if (format == file_format::jpeg) return decode_jpeg(data, size, req, out, info);
     throw_unsupported(format, data, size);
+}
+
+image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+    image_u8 out;
+    decode_image(data, size, req, out, info);
+    return out;
 }
 
 bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height) {

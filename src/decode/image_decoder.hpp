@@ -14,6 +14,9 @@ namespace shardpack {
 // GIF/BMP/WebP/TIFF, "unrecognised image data ..." (with the first bytes in hex) for anything
 // else, "empty file" for no bytes, and the decoders' messages for corrupt files.
 image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+// The same, into `out`, whose pixel buffer is reused: the packer's hot path allocates nothing.
+void decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                  decoded_info* info = nullptr);
 
 // Reads the full (unscaled) size from the header only: PNG's IHDR, JPEG's SOF via
 // jpeg_read_header. Returns true on success; throws decode_error, with the same messages as

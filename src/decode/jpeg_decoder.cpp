@@ -208,7 +208,8 @@ unsigned jpeg_dct_scale_eighths(std::uint32_t width, std::uint32_t height, std::
     return 8;
 }
 
-image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                decoded_info* info) {
     const std::uint32_t want = channel_count(req.layout);
     if (want != 1 && want != 3 && want != 4) throw std::invalid_argument("decode_jpeg: bad pixel layout");
 
@@ -255,7 +256,6 @@ image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_re
     check_decoded_size("JPEG", cinfo.output_width, rows, want);
     if (!jpeg_guarded(s, start_body)) throw_jpeg_error(s);
 
-    image_u8 out;
     out.width = cinfo.output_width;
     out.height = rows;
     out.channels = want;
@@ -268,6 +268,11 @@ image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_re
     s.rows = rows;
     s.scratch = scratch.empty() ? nullptr : scratch.data();
     if (!jpeg_guarded(s, read_rows_body)) throw_jpeg_error(s);
+}
+
+image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+    image_u8 out;
+    decode_jpeg(data, size, req, out, info);
     return out;
 }
 

@@ -22,6 +22,9 @@ namespace shardpack {
 // lost sync, bad progression); 12-bit files get "12-bit JPEG is not supported (only 8-bit
 // precision)". Extraneous bytes between a complete scan and the next marker are tolerated.
 image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+// The same, into `out`, whose pixel buffer is reused (no allocation when it is large enough).
+void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                decoded_info* info = nullptr);
 
 // The DCT scale decode_jpeg uses for req.min_width/min_height: the smallest M in 1..8 with
 // ceil(width*M/8) >= min_width and ceil(height*M/8) >= min_height (a 0 minimum constrains

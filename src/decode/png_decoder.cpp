@@ -176,7 +176,8 @@ void open_png(png_session& s, const std::uint8_t* data, std::size_t size) {
 
 }  // namespace
 
-image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+               decoded_info* info) {
     const std::uint32_t want = channel_count(req.layout);
     if (want != 1 && want != 3 && want != 4) throw std::invalid_argument("decode_png: bad pixel layout");
 
@@ -205,7 +206,6 @@ image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_req
     const std::uint32_t buffer_channels = interlaced ? s.channels : want;
     check_decoded_size("PNG", s.width, rows, buffer_channels);
 
-    image_u8 out;
     out.width = s.width;
     out.height = rows;
     out.channels = want;
@@ -224,8 +224,12 @@ image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_req
         const std::size_t pixels = std::size_t(s.width) * rows;
         rgb_to_gray_pil(out.pixels.data(), out.pixels.data(), pixels);
         out.pixels.resize(pixels);
-        out.pixels.shrink_to_fit();
     }
+}
+
+image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
+    image_u8 out;
+    decode_png(data, size, req, out, info);
     return out;
 }
 

@@ -19,6 +19,9 @@ namespace shardpack {
 // Throws decode_error "PNG: <libpng's reason>" on any corruption, including bad CRCs in any
 // chunk, truncation anywhere up to and including IEND, and on oversized images.
 image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
+// The same, into `out`, whose pixel buffer is reused (no allocation when it is large enough).
+void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+               decoded_info* info = nullptr);
 
 // Reads the size from the header (signature, IHDR and the chunks before IDAT) without
 // decoding pixels. Throws decode_error on a bad header.

@@ -113,9 +113,9 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     }
     request.max_rows = image_plan.y.src_rows_needed();
 
-    image_u8 decoded;
+    image_u8& decoded = scratch.decoded;
     try {
-        decoded = decode_image(img_bytes.data(), img_bytes.size(), request);
+        decode_image(img_bytes.data(), img_bytes.size(), request, decoded);
     } catch (const std::exception& e) {
         rethrow_for(row.image_path, e);
     }
@@ -129,9 +129,9 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         decode_request mask_request;
         mask_request.layout = pixel_layout::rgb;
         mask_request.max_rows = mask_plan.y.src_rows_needed();
-        image_u8 mask;
+        image_u8& mask = scratch.mask;
         try {
-            mask = decode_image(job.label_file.data(), job.label_file.size(), mask_request);
+            decode_image(job.label_file.data(), job.label_file.size(), mask_request, mask);
         } catch (const std::exception& e) {
             rethrow_for(row.label_path, e);
         }

@@ -16,7 +16,9 @@ namespace shardpack {
 
 // Per-thread buffers, reused from sample to sample.
 struct transform_scratch {
-    image_u8 image;
+    image_u8 decoded;  // the source image, as decoded
+    image_u8 mask;     // the source mask, as decoded
+    image_u8 image;    // the record's image
     label_plane labels;
     resample_scratch resample;
 };
