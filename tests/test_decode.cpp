@@ -26,6 +26,8 @@
 #include "decode/jpeg_decoder.hpp"
 #include "decode/png_decoder.hpp"
 #include "decode/png_encoder.hpp"
+#include "decode/png_decoder.hpp"
+#include "decode/png_fast_decoder.hpp"
 #include "decode/sniff.hpp"
 #include "errors.hpp"
 
@@ -1002,4 +1004,48 @@ TEST_CASE("1080p decode timing", "[.perf]") {
     const double enc_ms = time_ms([&] { encode_png(img); });
     WARN("1080p PNG (" << png.size() << " B) decode " << png_ms << " ms; JPEG (" << jpg.size() << " B) decode " << jpg_ms
                        << " ms; PNG encode " << enc_ms << " ms");
+}
+
+TEST_CASE("the libdeflate fast path gives libpng's pixels, and takes the common PNGs", "[png][fast]") {
+    int taken = 0;
+    auto compare = [&](const bytes& file, const std::string& what) {
+        for (pixel_layout layout : all_layouts) {
+            for (std::uint32_t rows : {0u, 1u, 7u}) {
+                INFO(what << " layout " << channel_count(layout) << " rows " << rows);
+                image_u8 fast, slow;
+                const bool took = decode_png_fast(file.data(), file.size(), request(layout, rows), fast, nullptr);
+                if (!took) continue;
+                ++taken;
+                decode_png_libpng(file.data(), file.size(), request(layout, rows), slow);
+                REQUIRE(fast.width == slow.width);
+                REQUIRE(fast.height == slow.height);
+                REQUIRE(fast.channels == slow.channels);
+                REQUIRE(fast.pixels == slow.pixels);
+            }
+        }
+    };
+    for (const auto& name : pngsuite_files())
+        if (!is_corrupt_sample(name)) compare(load_png(name), name);
+    // Generated noisy images exercise every filter type libpng's encoder picks.
+    std::mt19937 rng(7);
+    for (std::uint32_t channels : {1u, 3u, 4u}) {
+        image_u8 img{67, 41, channels, {}};
+        img.pixels.resize(67 * 41 * channels);
+        for (std::size_t i = 0; i < img.pixels.size(); ++i)
+            img.pixels[i] = static_cast<std::uint8_t>((i % 7 == 0) ? rng() : (i / channels) % 251);
+        compare(encode_png(img), "generated " + std::to_string(channels));
+    }
+#if SHARDPACK_HAVE_LIBDEFLATE
+    REQUIRE(taken > 100);
+    // Damage is never accepted by the fast path: a flipped byte anywhere sends the file to
+    // libpng, which refuses it.
+    const bytes good = load_png("basn2c08.png");
+    for (std::size_t i = 8; i < good.size(); ++i) {
+        bytes bad = good;
+        bad[i] ^= 0x40;
+        image_u8 out;
+        INFO("byte " << i);
+        REQUIRE_FALSE(decode_png_fast(bad.data(), bad.size(), request(pixel_layout::rgb), out, nullptr));
+    }
+#endif
 }

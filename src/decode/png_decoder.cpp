@@ -4,6 +4,7 @@
 // that needs cleaning up. All C++ objects (the output image, scratch rows, the guard that
 // frees libpng's structures) live in decode_png(), which only ever sees a bool come back.
 #include "decode/png_decoder.hpp"
+#include "decode/png_fast_decoder.hpp"
 
 #include <png.h>
 
@@ -178,6 +179,12 @@ void open_png(png_session& s, const std::uint8_t* data, std::size_t size) {
 
 void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
                decoded_info* info) {
+    if (decode_png_fast(data, size, req, out, info)) return;
+    decode_png_libpng(data, size, req, out, info);
+}
+
+void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                       decoded_info* info) {
     const std::uint32_t want = channel_count(req.layout);
     if (want != 1 && want != 3 && want != 4) throw std::invalid_argument("decode_png: bad pixel layout");
 

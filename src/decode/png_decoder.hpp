@@ -23,6 +23,11 @@ image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_req
 void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
                decoded_info* info = nullptr);
 
+// The libpng path alone, without the libdeflate fast path (decode_png_fast) that decode_png
+// tries first; for tests and benchmarks that compare the two.
+void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                       decoded_info* info = nullptr);
+
 // Reads the size from the header (signature, IHDR and the chunks before IDAT) without
 // decoding pixels. Throws decode_error on a bad header.
 void read_png_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);

@@ -1,0 +1,201 @@
+#include "decode/png_fast_decoder.hpp"
+
+#if SHARDPACK_HAVE_LIBDEFLATE
+#include <libdeflate.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "decode/color_convert.hpp"
+#endif
+
+namespace shardpack {
+
+#if !SHARDPACK_HAVE_LIBDEFLATE
+
+bool decode_png_fast(const std::uint8_t*, std::size_t, const decode_request&, image_u8&, decoded_info*) { return false; }
+
+#else
+
+namespace {
+
+std::uint32_t load_be32(const std::uint8_t* p) {
+    return (std::uint32_t(p[0]) << 24) | (std::uint32_t(p[1]) << 16) | (std::uint32_t(p[2]) << 8) | p[3];
+}
+
+struct decompressor_deleter {
+    void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
+};
+
+// Per-thread buffers and inflater: the packer decodes from many threads, each reusing these.
+struct fast_scratch {
+    std::unique_ptr<libdeflate_decompressor, decompressor_deleter> inflater{libdeflate_alloc_decompressor()};
+    std::vector<std::uint8_t> idat, raw, rgba_row;
+};
+
+struct png_info {
+    std::uint32_t width = 0, height = 0;
+    unsigned colour_type = 0, source_channels = 0;
+    const std::uint8_t* palette = nullptr;
+    std::size_t palette_entries = 0;
+    const std::uint8_t* trns = nullptr;
+    std::size_t trns_entries = 0;
+};
+
+// The Paeth predictor in the form that compiles to conditional moves: pa = |p - a| = |b - c|,
+// pb = |a - c|, pc = |a + b - 2c|.
+inline std::uint8_t paeth(int a, int b, int c) {
+    const int pa = std::abs(b - c), pb = std::abs(a - c), pc = std::abs(a + b - 2 * c);
+    const int ab = pb < pa ? b : a;
+    const int pab = pb < pa ? pb : pa;
+    return std::uint8_t(pc < pab ? c : ab);
+}
+
+// Undoes the row's filter in place; `prior` is the previous unfiltered row (zeros for row 0).
+bool unfilter(std::uint8_t type, std::uint8_t* row, const std::uint8_t* prior, std::size_t n, std::size_t bpp) {
+    switch (type) {
+        case 0: return true;
+        case 1:
+            for (std::size_t i = bpp; i < n; ++i) row[i] = std::uint8_t(row[i] + row[i - bpp]);
+            return true;
+        case 2:
+            for (std::size_t i = 0; i < n; ++i) row[i] = std::uint8_t(row[i] + prior[i]);
+            return true;
+        case 3:
+            for (std::size_t i = 0; i < bpp; ++i) row[i] = std::uint8_t(row[i] + (prior[i] >> 1));
+            for (std::size_t i = bpp; i < n; ++i) row[i] = std::uint8_t(row[i] + ((row[i - bpp] + prior[i]) >> 1));
+            return true;
+        case 4:
+            for (std::size_t i = 0; i < bpp; ++i) row[i] = std::uint8_t(row[i] + prior[i]);
+            for (std::size_t i = bpp; i < n; ++i) row[i] = std::uint8_t(row[i] + paeth(row[i - bpp], prior[i], prior[i - bpp]));
+            return true;
+        default: return false;
+    }
+}
+
+// One unfiltered source row to the wanted layout, as libpng's transforms would give it.
+bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst, std::uint32_t want,
+                 std::vector<std::uint8_t>& rgba) {
+    const std::size_t w = in.width;
+    if (in.colour_type == 3) {  // palette: expand to RGBA first
+        rgba.resize(w * 4);
+        for (std::size_t x = 0; x < w; ++x) {
+            const std::size_t i = src[x];
+            if (i >= in.palette_entries) return false;  // libpng decides what an invalid index means
+            std::memcpy(&rgba[x * 4], in.palette + 3 * i, 3);
+            rgba[x * 4 + 3] = i < in.trns_entries ? in.trns[i] : 255;
+        }
+        src = rgba.data();
+    }
+    const unsigned sc = in.colour_type == 3 ? 4 : in.source_channels;
+    const bool grey_source = in.colour_type == 0 || in.colour_type == 4;
+    for (std::size_t x = 0; x < w; ++x) {
+        const std::uint8_t* s = src + x * sc;
+        std::uint8_t* d = dst + x * want;
+        if (grey_source) {
+            const std::uint8_t a = sc == 2 ? s[1] : 255;
+            if (want == 1) d[0] = s[0];
+            else {
+                d[0] = d[1] = d[2] = s[0];
+                if (want == 4) d[3] = a;
+            }
+        } else if (want == 1) {
+            rgb_to_gray_pil(s, d, 1);
+        } else {
+            d[0] = s[0];
+            d[1] = s[1];
+            d[2] = s[2];
+            if (want == 4) d[3] = sc == 4 ? s[3] : 255;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
+                     decoded_info* info) {
+    static const std::uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    if (size < 8 + 25 || std::memcmp(data, signature, 8) != 0) return false;
+    thread_local fast_scratch scratch;
+    if (!scratch.inflater) return false;
+
+    png_info in;
+    scratch.idat.clear();
+    bool seen_ihdr = false, seen_iend = false;
+    std::size_t pos = 8;
+    while (pos + 12 <= size && !seen_iend) {
+        const std::uint32_t length = load_be32(data + pos);
+        if (length > size - pos - 12) return false;
+        const std::uint8_t* type = data + pos + 4;
+        const std::uint8_t* body = type + 4;
+        if (libdeflate_crc32(0, type, length + 4) != load_be32(body + length)) return false;
+        if (!seen_ihdr) {
+            if (std::memcmp(type, "IHDR", 4) != 0 || length != 13) return false;
+            in.width = load_be32(body);
+            in.height = load_be32(body + 4);
+            const unsigned depth = body[8];
+            in.colour_type = body[9];
+            if (depth != 8 || body[10] != 0 || body[11] != 0 || body[12] != 0) return false;  // not interlaced
+            static const unsigned channels_of[7] = {1, 0, 3, 1, 2, 0, 4};
+            if (in.colour_type > 6 || channels_of[in.colour_type] == 0) return false;
+            in.source_channels = channels_of[in.colour_type];
+            if (in.width == 0 || in.height == 0 || in.width > max_decode_dimension || in.height > max_decode_dimension)
+                return false;
+            seen_ihdr = true;
+        } else if (std::memcmp(type, "PLTE", 4) == 0) {
+            if (length % 3 != 0 || length == 0 || length > 768) return false;
+            in.palette = body;
+            in.palette_entries = length / 3;
+        } else if (std::memcmp(type, "tRNS", 4) == 0) {
+            if (in.colour_type != 3) return false;  // a gray/RGB colour key: libpng's job
+            in.trns = body;
+            in.trns_entries = length;
+        } else if (std::memcmp(type, "IDAT", 4) == 0) {
+            scratch.idat.insert(scratch.idat.end(), body, body + length);
+        } else if (std::memcmp(type, "IEND", 4) == 0) {
+            seen_iend = true;
+        } else if (!(type[0] & 0x20)) {
+            return false;  // an unknown critical chunk
+        }
+        pos += std::size_t(length) + 12;
+    }
+    if (!seen_iend || scratch.idat.empty() || (in.colour_type == 3 && !in.palette)) return false;
+
+    const std::uint32_t want = channel_count(req.layout);
+    const std::size_t stride = std::size_t(in.width) * in.source_channels;
+    const std::uint64_t raw_size = std::uint64_t(in.height) * (stride + 1);
+    // Deflate cannot expand more than 1032:1, so a stream this short cannot hold the rows: leave
+    // it to libpng's error rather than allocate for it.
+    if (raw_size > max_decoded_bytes || raw_size / 1032 > scratch.idat.size()) return false;
+    scratch.raw.resize(static_cast<std::size_t>(raw_size));
+    std::size_t produced = 0;
+    if (libdeflate_zlib_decompress(scratch.inflater.get(), scratch.idat.data(), scratch.idat.size(), scratch.raw.data(),
+                                   scratch.raw.size(), &produced) != LIBDEFLATE_SUCCESS ||
+        produced != raw_size)
+        return false;
+
+    const std::uint32_t rows = (req.max_rows == 0 || req.max_rows >= in.height) ? in.height : req.max_rows;
+    out.width = in.width;
+    out.height = rows;
+    out.channels = want;
+    out.pixels.resize(std::size_t(in.width) * rows * want);
+    const std::size_t bpp = in.source_channels;
+    static const std::uint8_t zeros[4 * 65536] = {};
+    const std::uint8_t* prior = zeros;
+    for (std::uint32_t y = 0; y < rows; ++y) {
+        std::uint8_t* line = scratch.raw.data() + std::size_t(y) * (stride + 1);
+        if (!unfilter(line[0], line + 1, prior, stride, bpp)) return false;
+        if (!convert_row(in, line + 1, out.pixels.data() + std::size_t(y) * in.width * want, want, scratch.rgba_row))
+            return false;
+        prior = line + 1;
+    }
+    if (info) *info = decoded_info{in.width, in.height};
+    return true;
+}
+
+#endif
+
+}  // namespace shardpack
