@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""An independent shardpack v1 reader, written from formats/shardpack-v1.md alone.
+
+Reads a dataset folder, makes the spec's reader checks (section 14), decodes every record and
+prints one JSON line per record: index, key, height, width, class_id and CRC-32s of the image
+and label bytes. Exits 1, naming the problem, on anything the spec says to refuse.
+
+Standard library only. zstd records are decompressed with the `zstd` command. XXH3-64
+checksums are verified when the `xxhash` module is importable (otherwise said on stderr).
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+import zlib
+
+try:
+    import xxhash
+except ImportError:
+    xxhash = None
+
+MAGIC = b"\x89SPK\r\n\x1a\n"
+TRAILER_MAGIC = b"SPKTRAIL"
+
+
+class Refused(Exception):
+    pass
+
+
+def u16(b, o): return struct.unpack_from("<H", b, o)[0]
+def u32(b, o): return struct.unpack_from("<I", b, o)[0]
+def i32(b, o): return struct.unpack_from("<i", b, o)[0]
+def u64(b, o): return struct.unpack_from("<Q", b, o)[0]
+def align(v, a): return (v + a - 1) // a * a
+
+
+def xxh3(data):
+    return xxhash.xxh3_64_intdigest(data) if xxhash else None
+
+
+def parse_schema(p):
+    if len(p) < 32:
+        raise Refused("schema section shorter than 32 bytes")
+    s = dict(task=p[0], channels=p[1], order=p[2], layout=p[3], dtype=p[4], image_dtype=p[5],
+             fixed_h=u32(p, 8), fixed_w=u32(p, 12), classes=u32(p, 16), ignore=u32(p, 20))
+    seg = s["task"] == 1
+    if s["image_dtype"] != 1: raise Refused("image dtype")
+    if s["task"] not in (1, 2): raise Refused("task")
+    if {1: 1, 2: 3, 3: 4}.get(s["order"]) != s["channels"]: raise Refused("channel order/count")
+    if not 1 <= s["classes"] <= 65535: raise Refused("class count")
+    if s["fixed_h"] > 65536 or s["fixed_w"] > 65536: raise Refused("fixed size")
+    if (s["fixed_h"] == 0) != (s["fixed_w"] == 0): raise Refused("one fixed dimension")
+    if seg:
+        if s["layout"] not in (1, 2): raise Refused("segmentation layout")
+        if s["layout"] == 1:
+            if s["dtype"] != 1: raise Refused("one-hot dtype")
+            if s["ignore"] != (255 if s["classes"] <= 255 else 65535): raise Refused("one-hot ignore value")
+        else:
+            if s["dtype"] not in (1, 2): raise Refused("index dtype")
+            limit = 255 if s["dtype"] == 1 else 65535
+            if s["classes"] > limit or s["ignore"] != limit: raise Refused("index classes/ignore")
+    elif s["layout"] != 3 or s["dtype"] != 0:
+        raise Refused("classification layout")
+    return s
+
+
+def parse_classes(p):
+    if len(p) < 4: raise Refused("classes section too short")
+    n, at, out = u32(p, 0), 4, []
+    if n > 65535: raise Refused("too many classes")
+    for _ in range(n):
+        if len(p) - at < 8: raise Refused("classes section ends inside a class")
+        if p[at] > 1: raise Refused("bad colour flag")
+        ln = u32(p, at + 4)
+        at += 8
+        if ln > len(p) - at: raise Refused("class name runs past the section")
+        out.append(p[at:at + ln]); at += ln
+    if at != len(p): raise Refused("bytes after the last class")
+    return out
+
+
+def open_shard(path):
+    b = open(path, "rb").read()
+    size = len(b)
+    if size < 104: raise Refused("truncated")
+    if b[:8] != MAGIC: raise Refused("bad magic")
+    major, minor = u16(b, 8), u16(b, 10)
+    if major != 1: raise Refused(f"format version {major}.{minor} is not supported")
+    header_length, required, count_sections, alignment = u32(b, 12), u64(b, 16), u32(b, 32), u32(b, 36)
+    shard_number, first_record = u64(b, 40), u64(b, 48)
+    t = size - 40
+    if b[t + 32:] != TRAILER_MAGIC: raise Refused("no trailer")
+    index_offset, count, checksum = u64(b, t), u64(b, t + 8), u64(b, t + 16)
+    if u16(b, t + 24) != major or u16(b, t + 26) != minor or u32(b, t + 28) != 40: raise Refused("trailer/header mismatch")
+    if count > (size - 104) // 40: raise Refused("record count")
+    if index_offset + 40 * count + 40 != size: raise Refused("index does not end at the trailer")
+    if header_length < 64 or header_length % 8 or header_length > index_offset or header_length > 64 << 20:
+        raise Refused("header length")
+    if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
+        raise Refused("header/index checksum")
+    if required & ~1: raise Refused("unknown required feature")
+    if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
+    at, schema, classes, schema_raw, classes_raw = 64, None, None, b"", b""
+    for _ in range(count_sections):
+        if header_length - at < 16: raise Refused("section header past the header")
+        stype, flags, length = u32(b, at), u32(b, at + 4), u64(b, at + 8)
+        at += 16
+        if length > header_length - at: raise Refused("section past the header")
+        payload = b[at:at + length]
+        if stype == 1:
+            if schema is not None: raise Refused("two schema sections")
+            schema, schema_raw = parse_schema(payload), payload
+        elif stype == 2:
+            if classes is not None: raise Refused("two classes sections")
+            classes, classes_raw = parse_classes(payload), payload
+        elif flags & 1:
+            raise Refused(f"unknown required section type {stype}")
+        at = align(at + length, 8)
+    if schema is None or classes is None: raise Refused("schema or classes missing")
+    if len(classes) != schema["classes"]: raise Refused("class count mismatch")
+    entries, end = [], align(header_length, alignment)
+    for i in range(count):
+        e = index_offset + 40 * i
+        off, stored, decoded, csum, codec = u64(b, e), u64(b, e + 8), u64(b, e + 16), u64(b, e + 24), u32(b, e + 32)
+        if codec not in (0, 1): raise Refused("codec")
+        if codec == 1 and not required & 1: raise Refused("zstd without the feature bit")
+        if off % alignment: raise Refused("unaligned record")
+        if off < end or stored > index_offset or off > index_offset - stored: raise Refused("record outside the record area")
+        if decoded > 1 << 32 or decoded < 16: raise Refused("decoded size")
+        if codec == 0 and stored != decoded: raise Refused("raw size mismatch")
+        end = off + stored
+        entries.append((off, stored, decoded, csum, codec))
+    return dict(bytes=b, shard_number=shard_number, first_record=first_record, schema=schema,
+                schema_key=schema_raw + classes_raw, entries=entries)
+
+
+def decode_record(shard, i):
+    off, stored, decoded, csum, codec = shard["entries"][i]
+    data = shard["bytes"][off:off + stored]
+    if xxhash and xxh3(data) != csum: raise Refused(f"record {i}: checksum mismatch")
+    if codec == 1:
+        data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, capture_output=True, check=True).stdout
+    if len(data) != decoded: raise Refused(f"record {i}: decoded size")
+    s = shard["schema"]
+    h, w, class_id, key_length = u32(data, 0), u32(data, 4), i32(data, 8), u32(data, 12)
+    if not (1 <= h <= 65536 and 1 <= w <= 65536): raise Refused("record size")
+    if s["fixed_h"] and (h, w) != (s["fixed_h"], s["fixed_w"]): raise Refused("record size differs from schema")
+    if key_length > 65536: raise Refused("key length")
+    if s["task"] == 2 and not 0 <= class_id < s["classes"]: raise Refused("class id")
+    if s["task"] == 1 and class_id != -1: raise Refused("segmentation class id")
+    image_offset = align(16 + key_length, 64)
+    image_bytes = h * w * s["channels"]
+    label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
+    label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
+    if label_offset + label_bytes != len(data): raise Refused("record length")
+    return dict(key=data[16:16 + key_length].decode("utf-8", "replace"), height=h, width=w, class_id=class_id,
+                image_crc=zlib.crc32(data[image_offset:image_offset + image_bytes]),
+                label_crc=zlib.crc32(data[label_offset:label_offset + label_bytes]))
+
+
+def main(folder):
+    if xxhash is None:
+        print("read_shardpack.py: xxhash module missing; checksums not verified", file=sys.stderr)
+    m = json.load(open(os.path.join(folder, "manifest.json"), encoding="utf-8"))
+    if m.get("format") != "shardpack": raise Refused("not a shardpack manifest")
+    if not str(m.get("format_version", "")).startswith("1."): raise Refused("format version")
+    shards, total = [], 0
+    if not m["shards"]: raise Refused("no shards")
+    for k, e in enumerate(m["shards"]):
+        name = e["file"]
+        if not name or "/" in name or name.startswith("."): raise Refused("shard name")
+        path = os.path.join(folder, name)
+        shard = open_shard(path)
+        if os.path.getsize(path) != e["bytes"]: raise Refused(f"{name}: size differs from the manifest")
+        if len(shard["entries"]) != e["records"]: raise Refused(f"{name}: record count differs")
+        if shard["shard_number"] != k or shard["first_record"] != total or e["first_record"] != total:
+            raise Refused(f"{name}: position differs")
+        if k and shard["schema_key"] != shards[0]["schema_key"]: raise Refused(f"{name}: schema differs")
+        shards.append(shard)
+        total += len(shard["entries"])
+    if total != m["records"]: raise Refused("record total differs")
+    index = 0
+    for shard in shards:
+        for i in range(len(shard["entries"])):
+            r = decode_record(shard, i)
+            print(json.dumps(dict(index=index, **r), sort_keys=True))
+            index += 1
+
+
+if __name__ == "__main__":
+    try:
+        main(sys.argv[1])
+    except (Refused, KeyError, ValueError, struct.error) as e:
+        print(f"read_shardpack.py: refused: {e}", file=sys.stderr)
+        sys.exit(1)
