@@ -468,6 +468,33 @@ inline std::uint32_t stored_class(const schema_record& s, const unsigned char* l
     return s.ignore_value;
 }
 
+// Calls f(p, stored_class(s, label, p)) for every pixel p in order, choosing the stored layout
+// once: the per-pixel loop then keeps everything in registers (stores through uint8_t pointers
+// may alias anything, so a loop that read the schema per pixel would reload it every time).
+template <class F>
+inline void for_each_stored_class(const schema_record& s, const unsigned char* label, std::size_t pixels, F&& f) {
+    const std::uint32_t k = s.class_count, ignore = s.ignore_value;
+    if (s.label_layout == layout_code::index && s.label_dtype_bytes == 1) {
+        for (std::size_t p = 0; p < pixels; ++p) f(p, std::uint32_t(label[p]));
+    } else if (s.label_layout == layout_code::index) {
+        for (std::size_t p = 0; p < pixels; ++p) f(p, std::uint32_t(load_u16(label + 2 * p)));
+    } else {
+        for (std::size_t p = 0; p < pixels; ++p) {
+            const unsigned char* v = label + p * k;
+            std::uint32_t c = 0;
+            while (c < k && !v[c]) ++c;
+            f(p, c < k ? c : ignore);
+        }
+    }
+}
+
+// dst[p * CH + c] = table[c][src[p * CH + c]] with the channel count known at compile time.
+template <std::size_t CH>
+inline void normalise_pixels(const unsigned char* src, float* dst, std::size_t pixels, const float (*table)[256]) {
+    for (std::size_t p = 0; p < pixels; ++p, src += CH, dst += CH)
+        for (std::size_t c = 0; c < CH; ++c) dst[c] = table[c][src[c]];
+}
+
 inline void need(std::size_t capacity, std::size_t want, const char* what) {
     if (capacity < want)
         throw error(std::string("read_into: ") + what + " buffer holds " + std::to_string(capacity) + " elements, " +
@@ -494,9 +521,16 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
             for (int v = 0; v < 256; ++v)
                 table[c][v] = (float(v) / 255.0f - out.norm.mean[c]) / out.norm.stddev[c];
         float* dst = out.image_f32 + slot * image_n;
-        const std::size_t ch = s.channels;
-        for (std::size_t p = 0; p < pixels; ++p)
-            for (std::size_t c = 0; c < ch; ++c) dst[p * ch + c] = table[c][image[p * ch + c]];
+        switch (s.channels) {
+            case 1: normalise_pixels<1>(image, dst, pixels, table); break;
+            case 3: normalise_pixels<3>(image, dst, pixels, table); break;
+            case 4: normalise_pixels<4>(image, dst, pixels, table); break;
+            default: {  // not reached: the schema allows 1, 3 or 4 channels
+                const std::size_t ch = s.channels;
+                for (std::size_t p = 0; p < pixels; ++p)
+                    for (std::size_t c = 0; c < ch; ++c) dst[p * ch + c] = table[c][image[p * ch + c]];
+            }
+        }
     }
     if (out.class_id) out.class_id[slot] = r.class_id;
     const std::size_t k = s.class_count;
@@ -512,10 +546,9 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
             std::memset(dst, 0, one_hot_n);
             if (cls) dst[r.class_id] = 1;
             else
-                for (std::size_t p = 0; p < pixels; ++p) {
-                    const std::uint32_t c = stored_class(s, label, p);
+                for_each_stored_class(s, label, pixels, [dst, k](std::size_t p, std::uint32_t c) {
                     if (c < k) dst[p * k + c] = 1;
-                }
+                });
         }
         if (out.label_f32) {
             float* dst = out.label_f32 + slot * one_hot_n;
@@ -525,10 +558,9 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
                 std::fill(dst, dst + one_hot_n, 0.0f);
                 if (cls) dst[r.class_id] = 1.0f;
                 else
-                    for (std::size_t p = 0; p < pixels; ++p) {
-                        const std::uint32_t c = stored_class(s, label, p);
+                    for_each_stored_class(s, label, pixels, [dst, k](std::size_t p, std::uint32_t c) {
                         if (c < k) dst[p * k + c] = 1.0f;
-                    }
+                    });
             }
         }
     }
@@ -536,7 +568,8 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
         if (cls) throw error("read_into: label_index is for segmentation datasets");
         need(out.label_index_capacity, (slot + 1) * pixels, "label index");
         std::uint16_t* dst = out.label_index + slot * pixels;
-        for (std::size_t p = 0; p < pixels; ++p) dst[p] = static_cast<std::uint16_t>(stored_class(s, label, p));
+        for_each_stored_class(s, label, pixels,
+                              [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint16_t>(c); });
     }
 }
 

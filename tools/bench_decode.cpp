@@ -1,0 +1,275 @@
+// bench_decode: the "bare decode floor". Decodes every image and mask a CSV lists, fully, to
+// 8-bit pixels, as a training loop that reads the source files would have to; the figure to
+// compare a shardpack reader against.
+//
+//   bench_decode --csv LIST [--root DIR] [--threads N (0: all cores)] [--passes P] [--png libpng|fast]
+//                [--color rgb|gray|rgba] [--header|--no-header]
+//
+// The CSV (RFC 4180, read with the packer's own parser) has the image path in its first column
+// and the label in the second: a mask image when the cell ends in .png/.jpg/.jpeg (any case),
+// else a class name or id (not decoded). Relative paths resolve against --root, by default the
+// CSV's folder. The header row is detected as the packer does it in the simple case: the first
+// row is a header when its image cell is not an existing file (--header/--no-header force it).
+//
+// Every distinct file is read into memory ONCE before any timing; the timed part is decoding
+// alone (no file I/O, no page cache). Decoding:
+//   - images to --color (default rgb), masks to rgb (what the packer maps colours from);
+//   - PNG: libpng's row API (png_read_row; expand palette/low bit depths/tRNS, strip 16, strip
+//     or add alpha, gray to rgb) through the packer's decode_png_libpng, every row, to IEND.
+//     --png fast uses the packer's own decode_png (libdeflate fast path, libpng fallback);
+//   - JPEG: libjpeg-turbo, jpeg_read_scanlines, full size (no DCT scaling, no early stop),
+//     ISLOW IDCT and fancy upsampling (the packer's decode_jpeg with a default request).
+// N threads (default: all cores) take samples from one atomic counter; each thread reuses its
+// own output buffers. Each of P passes (default 3) decodes every sample once; the JSON gives
+// the best and the median pass.
+//
+// Output: one JSON line on stdout. decoded_bytes = width*height*channels of every decoded image
+// and mask in one pass; mb_per_s = decoded_bytes / seconds_best / 1e6; input_bytes = the
+// compressed file bytes decoded in one pass. Logs go to stderr. Exit 0, 1 on a data error
+// (unreadable or undecodable file), 2 on bad usage.
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "decode/image_decoder.hpp"
+#include "decode/jpeg_decoder.hpp"
+#include "decode/png_decoder.hpp"
+#include "decode/sniff.hpp"
+#include "image.hpp"
+#include "input/csv_reader.hpp"
+#include "shardpack/detail/json.hpp"
+
+namespace fs = std::filesystem;
+using namespace shardpack;
+
+namespace {
+
+const char* const usage_text =
+    "usage: bench_decode --csv LIST [--root DIR] [--threads N] [--passes P] [--png libpng|fast]\n"
+    "                    [--color rgb|gray|rgba] [--header|--no-header]\n";
+
+[[noreturn]] void usage(const std::string& why) {
+    if (!why.empty()) std::fprintf(stderr, "bench_decode: %s\n", why.c_str());
+    std::fputs(usage_text, stderr);
+    std::exit(2);
+}
+
+struct options {
+    std::string csv, root;
+    unsigned threads = 0;
+    unsigned passes = 3;
+    bool png_fast = false;
+    pixel_layout color = pixel_layout::rgb;
+    int header = -1;  // -1 detect, 0 absent, 1 present
+};
+
+unsigned parse_count(const std::string& opt, const std::string& v, unsigned min) {
+    try {
+        std::size_t used = 0;
+        const unsigned long n = std::stoul(v, &used);
+        if (used != v.size() || n < min || n > 1'000'000) throw std::invalid_argument(v);
+        return static_cast<unsigned>(n);
+    } catch (const std::exception&) {
+        usage(opt + " needs an integer >= " + std::to_string(min) + ", not \"" + v + "\"");
+    }
+}
+
+options parse_args(int argc, char** argv) {
+    options o;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= argc) usage(a + " needs a value");
+            return argv[++i];
+        };
+        if (a == "--csv") o.csv = value();
+        else if (a == "--root") o.root = value();
+        else if (a == "--threads") o.threads = parse_count(a, value(), 0);
+        else if (a == "--passes") o.passes = parse_count(a, value(), 1);
+        else if (a == "--png") {
+            const std::string v = value();
+            if (v == "libpng") o.png_fast = false;
+            else if (v == "fast") o.png_fast = true;
+            else usage("--png is libpng or fast, not \"" + v + "\"");
+        } else if (a == "--color") {
+            const std::string v = value();
+            if (v == "rgb") o.color = pixel_layout::rgb;
+            else if (v == "gray") o.color = pixel_layout::gray;
+            else if (v == "rgba") o.color = pixel_layout::rgba;
+            else usage("--color is rgb, gray or rgba, not \"" + v + "\"");
+        } else if (a == "--header") o.header = 1;
+        else if (a == "--no-header") o.header = 0;
+        else if (a == "-h" || a == "--help") {
+            std::fputs(usage_text, stderr);
+            std::exit(2);
+        } else usage("unknown argument \"" + a + "\"");
+    }
+    if (o.csv.empty()) usage("--csv is required");
+    if (o.threads == 0) o.threads = std::max(1u, std::thread::hardware_concurrency());
+    return o;
+}
+
+bool is_mask_cell(std::string cell) {
+    std::transform(cell.begin(), cell.end(), cell.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    auto ends = [&](const char* suffix) {
+        const std::size_t n = std::strlen(suffix);
+        return cell.size() >= n && cell.compare(cell.size() - n, n, suffix) == 0;
+    };
+    return ends(".png") || ends(".jpg") || ends(".jpeg");
+}
+
+struct job {
+    std::size_t image = 0;         // index into files
+    std::ptrdiff_t mask = -1;      // index into files, or -1
+};
+
+std::vector<std::uint8_t> read_file(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
+    std::vector<std::uint8_t> bytes;
+    std::uint8_t chunk[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+    const bool bad = std::ferror(f) != 0;
+    std::fclose(f);
+    if (bad) throw std::runtime_error(path + ": read error");
+    return bytes;
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const options o = parse_args(argc, argv);
+    try {
+        const fs::path csv_path(o.csv);
+        const fs::path root = o.root.empty() ? csv_path.parent_path() : fs::path(o.root);
+        const std::string text = read_text_file(o.csv);
+        const std::vector<csv_row> rows = parse_csv(text, o.csv);
+        auto resolve = [&](const std::string& cell) {
+            const fs::path p(cell);
+            return (p.is_absolute() ? p : root / p).string();
+        };
+        std::size_t first = 0;
+        if (!rows.empty()) {
+            const bool header = o.header == 1 || (o.header == -1 && !fs::is_regular_file(resolve(rows[0].cells[0])));
+            first = header ? 1 : 0;
+        }
+
+        // Distinct files, each read once, before any timing.
+        std::vector<std::string> paths;
+        std::vector<std::vector<std::uint8_t>> files;
+        std::map<std::string, std::size_t> seen;
+        auto add_file = [&](const std::string& path) {
+            auto it = seen.find(path);
+            if (it != seen.end()) return it->second;
+            const std::size_t id = files.size();
+            files.push_back(read_file(path));
+            paths.push_back(path);
+            seen.emplace(path, id);
+            return id;
+        };
+        std::vector<job> jobs;
+        std::uint64_t input_bytes = 0;
+        std::size_t masks = 0;
+        for (std::size_t r = first; r < rows.size(); ++r) {
+            const auto& cells = rows[r].cells;
+            if (cells[0].empty()) throw std::runtime_error(o.csv + ":" + std::to_string(rows[r].line) + ": empty image cell");
+            job j;
+            j.image = add_file(resolve(cells[0]));
+            input_bytes += files[j.image].size();
+            if (cells.size() > 1 && is_mask_cell(cells[1])) {
+                j.mask = static_cast<std::ptrdiff_t>(add_file(resolve(cells[1])));
+                input_bytes += files[std::size_t(j.mask)].size();
+                ++masks;
+            }
+            jobs.push_back(j);
+        }
+        if (jobs.empty()) throw std::runtime_error(o.csv + ": lists no samples");
+        std::fprintf(stderr, "bench_decode: %zu samples (%zu with masks), %zu files, %.1f MB read into memory\n",
+                     jobs.size(), masks, files.size(), double(input_bytes) / 1e6);
+
+        decode_request image_req;
+        image_req.layout = o.color;
+        decode_request mask_req;
+        mask_req.layout = pixel_layout::rgb;
+        auto decode = [&](std::size_t file, const decode_request& req, image_u8& out) {
+            const auto& bytes = files[file];
+            try {
+                if (o.png_fast || sniff_format(bytes.data(), bytes.size()) != file_format::png)
+                    decode_image(bytes.data(), bytes.size(), req, out);  // JPEG: full size, every row
+                else
+                    decode_png_libpng(bytes.data(), bytes.size(), req, out);
+            } catch (const std::exception& e) {
+                throw std::runtime_error(paths[file] + ": " + e.what());
+            }
+            return std::uint64_t(out.width) * out.height * out.channels;
+        };
+
+        std::vector<double> times;
+        std::uint64_t decoded_bytes = 0;
+        for (unsigned pass = 0; pass < o.passes; ++pass) {
+            std::atomic<std::size_t> next{0};
+            std::atomic<std::uint64_t> bytes{0};
+            std::atomic<bool> failed{false};
+            std::vector<std::string> errors(o.threads);
+            auto worker = [&](unsigned t) {
+                image_u8 img, mask;
+                std::uint64_t local = 0;
+                try {
+                    for (;;) {
+                        const std::size_t k = next.fetch_add(1, std::memory_order_relaxed);
+                        if (k >= jobs.size() || failed.load(std::memory_order_relaxed)) break;
+                        local += decode(jobs[k].image, image_req, img);
+                        if (jobs[k].mask >= 0) local += decode(std::size_t(jobs[k].mask), mask_req, mask);
+                    }
+                } catch (const std::exception& e) {
+                    errors[t] = e.what();
+                    failed = true;
+                }
+                bytes += local;
+            };
+            const auto start = std::chrono::steady_clock::now();
+            std::vector<std::thread> pool;
+            for (unsigned t = 1; t < o.threads; ++t) pool.emplace_back(worker, t);
+            worker(0);
+            for (auto& th : pool) th.join();
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            for (const auto& e : errors)
+                if (!e.empty()) throw std::runtime_error(e);
+            decoded_bytes = bytes;
+            times.push_back(s);
+            std::fprintf(stderr, "bench_decode: pass %u: %.3f s, %.1f samples/s\n", pass + 1, s, double(jobs.size()) / s);
+        }
+        const double best = *std::min_element(times.begin(), times.end());
+        const double med = median(times);
+        std::printf("{\"tool\":\"bench_decode\",\"csv\":%s,\"samples\":%zu,\"masks\":%zu,\"files\":%zu,"
+                    "\"input_bytes\":%llu,\"threads\":%u,\"passes\":%u,\"png_decoder\":\"%s\",\"timed\":\"decode only, "
+                    "files pre-read into RAM\",\"seconds_median\":%.6f,\"seconds_best\":%.6f,\"samples_per_s\":%.2f,"
+                    "\"samples_per_s_median\":%.2f,\"decoded_bytes\":%llu,\"mb_per_s\":%.2f,\"mb_per_s_median\":%.2f}\n",
+                    shardpack::detail::json(o.csv).dump(-1).c_str(), jobs.size(), masks, files.size(), static_cast<unsigned long long>(input_bytes),
+                    o.threads, o.passes, o.png_fast ? "fast" : "libpng", med, best, double(jobs.size()) / best,
+                    double(jobs.size()) / med, static_cast<unsigned long long>(decoded_bytes),
+                    double(decoded_bytes) / best / 1e6, double(decoded_bytes) / med / 1e6);
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_decode: %s\n", e.what());
+        return 1;
+    }
+}
