@@ -16,7 +16,7 @@ struct build_command_options {
     std::string color = "rgb", size, resize, crop = "center", filter = "area";
     std::string label_layout = "onehot", unknown_label = "error";
     std::string compression = "zstd";
-    int level = 3;
+    int level = 1;
     std::string shard_size = "256MiB";
     bool shuffle = false;
     std::uint64_t seed = 0;

@@ -22,7 +22,7 @@ struct build_options {
     label_layout_option label_layout = label_layout_option::one_hot;
     unknown_colour_policy unknown_label = unknown_colour_policy::error;
     record_codec codec = record_codec::zstd;
-    int level = 3;
+    int level = 1;
     std::uint64_t shard_size = std::uint64_t(256) << 20;
     bool shuffle = false;
     std::uint64_t seed = 0;

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# The benchmark: shardpack against the physical floor and the baselines users compare it with,
+# every figure a ratio taken side by side in one run (these machines are shared and noisy).
+#
+#   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores)
+#   ./scripts/bench.sh --quick          smaller data sets and fewer repetitions (~5 minutes)
+#   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
+#                                       the packing and reading jobs on your own CSV
+#   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
+#            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out)
+#
+# Prints one table and writes it, with every raw measurement, to WORK/bench.json.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1
+work=out/bench threads=$(nproc) reps=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --csv) user_csv=$(realpath "$2"); shift ;;
+    --job) user_job=$2; shift ;;
+    --classes) user_classes=$(realpath "$2"); shift ;;
+    --size) user_size=$2; shift ;;
+    --resize) user_resize=$2; shift ;;
+    --work) work=$2; shift ;;
+    --threads) threads=$2; shift ;;
+    --reps) reps=$2; shift ;;
+    --no-tf) tf=0 ;;
+    --no-rss) rss=0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$user_csv" ] && [ "$user_job" != seg ] && [ "$user_job" != cls ]; then
+  echo "bench.sh: --csv needs --job seg or --job cls" >&2; exit 2
+fi
+case "$user_resize" in ""|none|shorter) ;; *) echo "bench.sh: --resize none or shorter (what the Python baseline does too)" >&2; exit 2 ;; esac
+[ -z "$reps" ] && reps=$([ $quick = 1 ] && echo 1 || echo 3)
+
+./scripts/install-deps.sh python3-opencv python3-numpy python3-venv
+SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
+bin=$root/build-bench
+py=/usr/bin/python3   # Debian's, where python3-opencv and python3-numpy live
+mkdir -p "$work"
+work=$(realpath "$work")
+results=$work/results.jsonl
+: >"$results"
+log() { echo "bench: $*" >&2; }
+
+# record NAME JSON: one measurement, one line of results.jsonl
+record() { printf '{"name":"%s","result":%s}\n' "$1" "$(tr -d '\n' <<<"$2")" >>"$results"; }
+
+# pack NAME CSV OUT ARGS...: one full shardpack build from nothing, timed with its peak RSS
+pack() {
+  local name=$1 csv=$2 out=$3; shift 3
+  rm -rf "$out"
+  record "$name" "$("$bin/peak_rss" -- "$bin/shardpack" -q build --csv "$csv" --out "$out" --threads "$threads" "$@")"
+}
+
+# job NAME SRC_DIR JOB SIZE RESIZE: the packing comparison for one data set, repeated and
+# interleaved (shardpack, floor, Python, shardpack, ...) so that drift hits all alike.
+job() {
+  local name=$1 src=$2 kind=$3 size=$4 resize=$5
+  local csv=$src/list.csv classes_args=() py_classes=()
+  if [ -n "$user_csv" ] && [ "$src" = user ]; then csv=$user_csv; fi
+  local classes_file=""
+  if [ "$kind" = seg ]; then
+    classes_file=${user_classes:-$src/class_dict.csv}
+    classes_args=(--classes "$classes_file"); py_classes=(--classes "$classes_file")
+  elif [ -n "$user_classes" ]; then
+    classes_args=(--classes "$user_classes")
+  fi
+  local geometry=(--size "${size}x${size}" --resize "$resize" --crop center)
+  cat "$(dirname "$csv")"/* >/dev/null 2>&1 || true
+  for r in $(seq "$reps"); do
+    log "$name: shardpack build (rep $r)"
+    pack "$name.shardpack" "$csv" "$work/$name.ds" "${classes_args[@]}" "${geometry[@]}"
+    log "$name: bare decode floor (rep $r)"
+    record "$name.floor" "$("$bin/bench_decode" --csv "$csv" --threads "$threads" --passes 1)"
+    log "$name: Python baseline (rep $r)"
+    rm -rf "$work/$name.npy"
+    record "$name.python" "$("$py" scripts/bench/python_baseline.py --csv "$csv" "${py_classes[@]}" --job "$kind" \
+      --size "$size" --resize "$resize" --out "$work/$name.npy" --procs "$threads")"
+  done
+  log "$name: reading (header reader vs bare ZSTD_decompressDCtx)"
+  record "$name.read" "$("$bin/bench_read" "$work/$name.ds" --threads "$threads")"
+  log "$name: decoding the source files, 1 thread"
+  record "$name.source_decode_1t" "$("$bin/bench_decode" --csv "$csv" --threads 1 --passes "$reps")"
+  log "$name: np.load of the baseline's .npy files"
+  record "$name.npy_read" "$("$py" scripts/bench/npy_read.py --dir "$work/$name.npy")"
+  if [ $tf = 1 ] && [ -n "${tf_python:-}" ]; then
+    log "$name: TFRecord write and tf.data read of the same tensors"
+    rm -rf "$work/$name.tfrecord"
+    record "$name.tfrecord" "$("$tf_python" scripts/bench/tfrecord_bench.py --npy-dir "$work/$name.npy" \
+      --work "$work/$name.tfrecord" --threads "$threads")" || log "$name: TFRecord run failed"
+  fi
+}
+
+tf_python=""
+if [ $tf = 1 ]; then
+  if scripts/bench/setup_tf_venv.sh "$work/tf-venv" >&2; then
+    tf_python=$work/tf-venv/bin/python
+  else
+    log "TensorFlow is not available: the TFRecord comparison is left out"
+  fi
+fi
+
+if [ -n "$user_csv" ]; then
+  job user user "$user_job" "${user_size:-224}" "${user_resize:-shorter}"
+else
+  if [ $quick = 1 ]; then n_seg=12 n_jpg=120 n_big=24; else n_seg=48 n_jpg=400 n_big=80; fi
+  gen() { [ -f "$1/list.csv" ] || "$bin/make_sample_data" --out "$@" >/dev/null; }
+  log "generating data sets under $work/src"
+  gen "$work/src/seg1080-$n_seg" --task seg --count "$n_seg" --width 1920 --height 1080
+  gen "$work/src/jpeg500-$n_jpg" --task cls --jpeg --count "$n_jpg" --width 500 --height 375 --seed 2
+  gen "$work/src/jpeg1600-$n_big" --task cls --jpeg --count "$n_big" --width 1600 --height 1200 --seed 3
+
+  job seg1080 "$work/src/seg1080-$n_seg" seg 512 none
+  job jpeg500 "$work/src/jpeg500-$n_jpg" cls 224 shorter
+  job jpeg1600 "$work/src/jpeg1600-$n_big" cls 224 shorter
+
+  # Rebuilds from cron: nothing changed, and 1% of the rows changed (new pixels, same names),
+  # on a copy of the JPEG set; each incremental result is compared with a fresh full build.
+  log "rebuilds: full, no change, 1% changed"
+  src=$work/src/jpeg500-$n_jpg copy=$work/src/rebuild
+  changed=$(( (n_jpg + 99) / 100 ))
+  for r in $(seq "$reps"); do
+    rm -rf "$copy" "$work/rebuild.ds" "$work/rebuild-fresh.ds"
+    cp -r "$src" "$copy"
+    rebuild=(--csv "$copy/list.csv" --threads "$threads" --shard-size 4MiB --size 224x224 --resize shorter --crop center)
+    record rebuild.full "$("$bin/peak_rss" -- "$bin/shardpack" -q build "${rebuild[@]}" --out "$work/rebuild.ds")"
+    record rebuild.nochange "$("$bin/peak_rss" -- "$bin/shardpack" -q build "${rebuild[@]}" --out "$work/rebuild.ds")"
+    record rebuild.nochange.report "$(cat "$work/rebuild.ds/report.json")"
+    mapfile -t files < <(tail -n +2 "$copy/list.csv" | cut -d, -f1 | tr -d '"' | head -n $((changed * 2)))
+    for ((i = 0; i < changed; i++)); do
+      cp "$copy/${files[$((i * 2 + 1))]}" "$copy/${files[$((i * 2))]}"
+    done
+    record rebuild.one_percent "$("$bin/peak_rss" -- "$bin/shardpack" -q build "${rebuild[@]}" --out "$work/rebuild.ds")"
+    record rebuild.one_percent.report "$(cat "$work/rebuild.ds/report.json")"
+    "$bin/shardpack" -q build "${rebuild[@]}" --out "$work/rebuild-fresh.ds"
+    same=false
+    cmp -s "$work/rebuild.ds/manifest.json" "$work/rebuild-fresh.ds/manifest.json" && same=true
+    record rebuild.identical_to_full "{\"identical\":$same}"
+  done
+  rm -rf "$copy" "$work/rebuild.ds" "$work/rebuild-fresh.ds"
+
+  # Peak memory against record count: small JPEGs, classification, one list cut at each size.
+  if [ $rss = 1 ]; then
+    if [ $quick = 1 ]; then counts="1000 5000"; else counts="1000 20000 100000"; fi
+    max=${counts##* }
+    small=$work/src/small-$max
+    log "RSS: generating $max small JPEGs"
+    gen "$small" --task cls --jpeg --count "$max" --width 48 --height 48 --seed 4
+    for n in $counts; do
+      head -n $((n + 1)) "$small/list.csv" >"$small/list-$n.csv"
+      log "RSS: build of $n records"
+      pack "rss.$n" "$small/list-$n.csv" "$work/rss.ds" --size 32x32 --resize shorter --crop center --shard-size 16MiB
+    done
+    rm -rf "$work/rss.ds"
+  fi
+fi
+
+"$py" scripts/bench/report.py "$results" --json "$work/bench.json" --threads "$threads"
