@@ -1,7 +1,42 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test. Works on a fresh Debian machine.
+# Then hardening: (a) the whole ctest suite again with ASan and UBSan (build-asan/,
+# SHARDPACK_SANITIZE=ON), (b) a short run of every fuzz target (scripts/fuzz.sh,
+# SHARDPACK_TEST_FUZZ_SECONDS per target, default 20). SHARDPACK_TEST_QUICK=1 skips (a) and (b).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
-ctest --test-dir "${SHARDPACK_BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 600
+build=${SHARDPACK_BUILD_DIR:-build}
+logs=$build/test-logs
+mkdir -p "$logs"
+
+# ctest's own summary line: "100% tests passed, 0 tests failed out of N".
+passed_line() { grep -E 'tests passed, [0-9]+ tests failed out of' "$1" | tail -1; }
+
+ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 2>&1 | tee "$logs/ctest.log"
+if [ "${SHARDPACK_TEST_QUICK:-0}" = 1 ]; then
+  echo "SHARDPACK_TEST_QUICK=1: skipped the sanitizer run and the fuzzers"
+  exit 0
+fi
+
+# (a) Every test with AddressSanitizer + UndefinedBehaviorSanitizer, any report fatal. The CLI
+# children the tests spawn are sanitized too and inherit these options.
+t0=$(date +%s)
+asan=build-asan
+cmake -S . -B "$asan" -DSHARDPACK_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$asan" -j"$(nproc)" --target shardpack_test_deps
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:check_initialization_order=1:strict_init_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+ctest --test-dir "$asan" --output-on-failure -j"$(nproc)" --timeout 900 2>&1 | tee "$logs/ctest-asan.log"
+t1=$(date +%s)
+
+# (b) Every fuzz target for a short while (scripts/fuzz.sh prints its own table).
+./scripts/fuzz.sh "${SHARDPACK_TEST_FUZZ_SECONDS:-20}" 2>&1 | tee "$logs/fuzz.log"
+t2=$(date +%s)
+
+echo
+echo "== test summary"
+echo "tests ($build/):                $(passed_line "$logs/ctest.log")"
+echo "tests with ASan+UBSan ($asan/): $(passed_line "$logs/ctest-asan.log")  [build and run $((t1 - t0))s]"
+echo "fuzzing (scripts/fuzz.sh):        no crashes in $(grep -c '^fuzz_' "$logs/fuzz.log") targets  [build and run $((t2 - t1))s]"

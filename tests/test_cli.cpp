@@ -234,7 +234,8 @@ TEST_CASE("bad input names the file, the CSV line and the reason", "[cli][errors
         REQUIRE(r.code == 0);
         REQUIRE(detail::json::parse(r.out).at("unknown_colour_pixels").as_u64() == 1);
         auto ds = dataset::open(dir / "ds");
-        REQUIRE(ds.at(1).label()[5 * 40 + 7] == 255);
+        const auto second = ds.at(1);
+        REQUIRE(second.label()[5 * 40 + 7] == 255);
     }
     SECTION("an image whose mask has another size") {
         image_u8 small{20, 10, 3, std::vector<std::uint8_t>(20 * 10 * 3, 128)};
@@ -353,7 +354,8 @@ TEST_CASE("colour conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha",
     for (const std::string color : {"gray", "rgb", "rgba"}) {
         REQUIRE(cli({"build", "--csv", dir / "list.csv", "--out", dir / color, "--color", color}).code == 0);
         auto ds = dataset::open(dir / color);
-        const auto img = ds.at(0).image();
+        const auto first = ds.at(0);
+        const auto img = first.image();
         if (color == "gray") {
             REQUIRE(img.shape()[2] == 1);
             for (std::size_t p = 0; p < 6; ++p) {
@@ -450,7 +452,8 @@ TEST_CASE("libjpeg-turbo's test images: baseline, progressive, arithmetic pack; 
     // The stored baseline JPEG equals a direct decode of it.
     auto ds = dataset::open(dir / "ds");
     const image_u8 direct = decode_file(jpeg + "testorig.jpg");
-    const auto img = ds.at(0).image();
+    const auto first = ds.at(0);
+    const auto img = first.image();
     REQUIRE(std::equal(img.begin(), img.end(), direct.pixels.begin(), direct.pixels.end()));
 }
 
@@ -477,7 +480,8 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
     for (const std::string crop : {"center", "topleft"}) {
         auto ds = build("crop-" + crop, {"--size", "20x10", "--resize", "none", "--crop", crop});
         REQUIRE(ds.size() == 3);  // --no-header: the first row is a sample
-        const auto img = ds.at(0).image();
+        const auto first = ds.at(0);  // a view is valid while its sample lives
+        const auto img = first.image();
         const std::size_t x0 = crop == "center" ? 10 : 0, y0 = crop == "center" ? 10 : 0;
         for (std::size_t y = 0; y < 10; ++y)
             for (std::size_t x = 0; x < 20; ++x)
@@ -498,7 +502,8 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
     {
         auto ds = build("nocrop", {"--size", "20x20", "--resize", "shorter", "--crop", "none"});
         REQUIRE(ds.schema().fixed_width == 0);
-        REQUIRE(ds.at(0).image().shape() == std::array<std::size_t, 3>{20, 27, 3});
+        const auto first = ds.at(0);
+        REQUIRE(first.image().shape() == std::array<std::size_t, 3>{20, 27, 3});
     }
     // Stored raw: every record raw, the same pixels as with zstd at any level.
     auto raw = build("raw", {"--compression", "none"});
@@ -508,7 +513,8 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
         REQUIRE(raw.shard(0).entry(i).codec == detail::codec_raw);
         REQUIRE(z19.shard(0).entry(i).codec == detail::codec_zstd);
         REQUIRE(z19.shard(0).entry(i).stored_size <= z1.shard(0).entry(i).stored_size);
-        const auto a = raw.at(i).image(), b = z19.at(i).image();
+        const auto sa = raw.at(i), sb = z19.at(i);
+        const auto a = sa.image(), b = sb.image();
         REQUIRE(std::equal(a.begin(), a.end(), b.begin()));
     }
     REQUIRE(z1.manifest().at("build").at("level").as_i64() == 1);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <jpeglib.h>
+#include <zlib.h>
 
 #include <catch2/catch.hpp>
 
@@ -1048,4 +1049,55 @@ TEST_CASE("the libdeflate fast path gives libpng's pixels, and takes the common 
         REQUIRE_FALSE(decode_png_fast(bad.data(), bad.size(), request(pixel_layout::rgb), out, nullptr));
     }
 #endif
+}
+
+// The fast path allocated the output without the decode limit: a gray PNG read as RGBA is four
+// times its raw size, so a valid 512 MiB gray image gave a 2 GiB + 128 KiB buffer.
+TEST_CASE("the fast path keeps the decode limit when the output has more channels than the file", "[png][fast]") {
+    const std::uint32_t w = 32768, h = 16385;  // 8-bit gray: 512 MiB raw, over 2 GiB as RGBA
+    bytes png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+    auto chunk = [&](const char* type, const bytes& body) {
+        for (int i = 0; i < 4; ++i) png.push_back(std::uint8_t(body.size() >> (24 - 8 * i)));
+        const std::size_t start = png.size();
+        png.insert(png.end(), type, type + 4);
+        png.insert(png.end(), body.begin(), body.end());
+        const uLong crc = crc32(0, png.data() + start, static_cast<uInt>(png.size() - start));
+        for (int i = 0; i < 4; ++i) png.push_back(std::uint8_t(crc >> (24 - 8 * i)));
+    };
+    bytes ihdr(13, 0);
+    for (int i = 0; i < 4; ++i) {
+        ihdr[i] = std::uint8_t(w >> (24 - 8 * i));
+        ihdr[4 + i] = std::uint8_t(h >> (24 - 8 * i));
+    }
+    ihdr[8] = 8;  // bit depth; colour type 0 (gray), not interlaced
+    chunk("IHDR", ihdr);
+    // Every row: filter byte 0 and zeros, as one zlib stream (run-length deflate: fast, small).
+    z_stream z{};
+    REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, 15, 9, Z_RLE) == Z_OK);
+    const bytes zeros(std::size_t(1) << 20, 0);
+    bytes idat, buf(std::size_t(1) << 16);
+    std::uint64_t left = std::uint64_t(h) * (w + 1);
+    int flush = Z_NO_FLUSH;
+    do {
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(left, zeros.size()));
+        z.next_in = const_cast<Bytef*>(zeros.data());
+        z.avail_in = static_cast<uInt>(n);
+        left -= n;
+        flush = left == 0 ? Z_FINISH : Z_NO_FLUSH;
+        do {
+            z.next_out = buf.data();
+            z.avail_out = static_cast<uInt>(buf.size());
+            REQUIRE(deflate(&z, flush) != Z_STREAM_ERROR);
+            idat.insert(idat.end(), buf.data(), buf.data() + (buf.size() - z.avail_out));
+        } while (z.avail_out == 0);
+    } while (flush != Z_FINISH);
+    deflateEnd(&z);
+    chunk("IDAT", idat);
+    chunk("IEND", {});
+
+    image_u8 out;
+    REQUIRE_FALSE(decode_png_fast(png.data(), png.size(), request(pixel_layout::rgba), out, nullptr));
+    REQUIRE(out.pixels.empty());
+    REQUIRE_THROWS_WITH(decode_png(png.data(), png.size(), request(pixel_layout::rgba)),
+                        Catch::Contains("image too large") && Catch::Contains("decode limit"));
 }

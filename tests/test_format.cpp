@@ -518,3 +518,116 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
     }
     REQUIRE_THROWS_AS(ds.partition(3, 3), shardpack::error);
 }
+
+// Found by tests/fuzz/fuzz_shard: a 672-byte shard whose index claimed a 2 GiB decoded size for
+// a 65-byte zstd record made at() allocate 2 GiB before zstd could say the frame was short.
+TEST_CASE("a zstd record whose index claims more than its frame can hold is refused before allocating", "[format][damage]") {
+    temp_dir dir("zbound");
+    synthetic_options o;
+    o.records = 3;
+    write_synthetic(dir.str(), o);
+    const std::string shard = only_shard(dir.str());
+    std::string bytes = read_file(shard);
+    const detail::shard_file clean(shard, "s");
+    REQUIRE(clean.entry(1).codec == detail::codec_zstd);
+    // 3 GiB: within the format's 4 GiB limit, so the open accepts the index.
+    auto* entry = reinterpret_cast<unsigned char*>(bytes.data()) + clean.index_offset() + 1 * detail::index_entry_size;
+    detail::store_u64(entry + 16, std::uint64_t(3) << 30);
+    reseal(bytes);
+    write_file(shard, bytes);
+    auto ds = dataset::open(dir.str());
+    REQUIRE_NOTHROW(ds.at(0));
+    REQUIRE_THROWS_WITH(ds.at(1), Catch::Contains("record 1 (dataset index 1)") && Catch::Contains("holds at most") &&
+                                      Catch::Contains("the index says 3221225472"));
+    read_context ctx;
+    REQUIRE_THROWS_WITH(ds.read(1, ctx), Catch::Contains("holds at most"));
+    REQUIRE_NOTHROW(ds.read(2, ctx));
+}
+
+TEST_CASE("zstd_decoded_bound covers what zstd decompresses, for one frame or several", "[format]") {
+    auto compress = [](const std::vector<unsigned char>& in, bool checksum) {
+        ZSTD_CCtx* c = ZSTD_createCCtx();
+        ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, checksum ? 1 : 0);
+        ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, checksum ? 0 : 1);
+        std::vector<unsigned char> out(ZSTD_compressBound(in.size()));
+        const std::size_t n = ZSTD_compress2(c, out.data(), out.size(), in.data(), in.size());
+        ZSTD_freeCCtx(c);
+        REQUIRE_FALSE(ZSTD_isError(n));
+        out.resize(n);
+        return out;
+    };
+    std::mt19937 rng(7);
+    std::vector<unsigned char> zeros(3 << 20, 0), noise(300000), mixed(200000);
+    for (auto& b : noise) b = static_cast<unsigned char>(rng());
+    for (std::size_t i = 0; i < mixed.size(); ++i) mixed[i] = static_cast<unsigned char>(i % 1000 < 500 ? 0 : rng() % 4);
+    for (const auto* in : {&zeros, &noise, &mixed})
+        for (bool checksum : {false, true}) {
+            const auto frame = compress(*in, checksum);
+            const std::uint64_t bound = detail::zstd_decoded_bound(frame.data(), frame.size());
+            REQUIRE(bound >= in->size());
+            REQUIRE(bound <= in->size() + 2 * detail::zstd_block_max * (in->size() / detail::zstd_block_max + 1));
+            // Cut short, the bound still covers what came before and refuses nothing zstd accepts.
+            for (std::size_t cut : {std::size_t(0), std::size_t(3), std::size_t(7), frame.size() / 2, frame.size() - 1})
+                (void)detail::zstd_decoded_bound(frame.data(), cut);
+        }
+    // Two frames after a skippable frame: the spec's leniencies, which the reader accepts.
+    std::vector<unsigned char> stored = {0x50, 0x2A, 0x4D, 0x18, 3, 0, 0, 0, 9, 9, 9};
+    const auto a = compress(zeros, false), b = compress(noise, true);
+    stored.insert(stored.end(), a.begin(), a.end());
+    stored.insert(stored.end(), b.begin(), b.end());
+    REQUIRE(detail::zstd_decoded_bound(stored.data(), stored.size()) >= zeros.size() + noise.size());
+    std::vector<unsigned char> out(zeros.size() + noise.size());
+    REQUIRE(ZSTD_decompress(out.data(), out.size(), stored.data(), stored.size()) == out.size());
+    // A 3 MiB run of zeros takes a few hundred bytes; the bound stays in proportion to them.
+    REQUIRE(a.size() < 1000);
+    REQUIRE(detail::zstd_decoded_bound(a.data(), a.size()) < (std::uint64_t(64) << 20));
+}
+
+// Found by tests/fuzz/fuzz_manifest: "-0." parsed (as -0.0) and printed as "-0", which read back
+// as the integer 0. The parser now follows JSON's number grammar, and -0.0 prints as 0.
+TEST_CASE("the manifest's JSON parser takes JSON numbers only, and reads back what it prints", "[format][json]") {
+    for (const char* bad : {"-0.", "01", "-01", "+1", ".5", "1.", "1e", "1e+", "-", "--1", "1.5.3", "0x10", "1e5e5", "-.5"}) {
+        INFO(bad);
+        REQUIRE_THROWS_AS(detail::json::parse(bad), shardpack::error);
+        REQUIRE_THROWS_AS(detail::json::parse(std::string("[") + bad + "]"), shardpack::error);
+    }
+    REQUIRE(detail::json::parse("-0").as_i64() == 0);
+    REQUIRE(detail::json::parse("0").as_u64() == 0);
+    REQUIRE(detail::json::parse("18446744073709551615").as_u64() == UINT64_MAX);
+    REQUIRE(detail::json::parse("-9223372036854775808").as_i64() == INT64_MIN);
+    REQUIRE(detail::json::parse("0.5").as_double() == 0.5);
+    REQUIRE(detail::json::parse("-1.5E-3").as_double() == -1.5e-3);
+    REQUIRE(detail::json::parse("1e+20").as_double() == 1e20);
+    REQUIRE_THROWS_AS(detail::json::parse("18446744073709551616"), shardpack::error);
+    for (const char* text : {"-0.0", "0.0", "[-0.0, 2.5, 1e-05, 123456789.0, -7]"}) {
+        const auto v = detail::json::parse(text);
+        const std::string printed = v.dump(-1);
+        INFO(text << " prints as " << printed);
+        REQUIRE(detail::json::parse(printed).dump(-1) == printed);
+    }
+    REQUIRE(detail::json::parse("-0.0").dump(-1) == "0");
+}
+
+// Found by the ASan run of this suite: `ds.at(i).image()` kept a view into a sample destroyed at
+// the end of the statement. Views from a temporary sample no longer compile; from a named one they do.
+template <class S, class = void>
+struct image_view_of : std::false_type {};
+template <class S>
+struct image_view_of<S, std::void_t<decltype(std::declval<S>().image())>> : std::true_type {};
+
+TEST_CASE("views cannot be taken from a temporary sample", "[format][lifetime]") {
+    static_assert(image_view_of<sample&>::value && image_view_of<const sample&>::value);
+    static_assert(!image_view_of<sample>::value && !image_view_of<sample&&>::value);
+    static_assert(std::is_same_v<decltype(std::declval<sample&>().key()), std::string_view>);
+    static_assert(std::is_same_v<decltype(std::declval<sample>().key()), std::string>);
+    temp_dir dir("lifetime");
+    synthetic_options o;
+    o.records = 2;
+    write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    const auto s = ds.at(1);
+    const auto img = s.image();
+    REQUIRE(img.size() > 0);
+    REQUIRE(s.key().size() > 0);
+    REQUIRE(ds.at(1).key() == s.key());
+}

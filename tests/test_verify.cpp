@@ -4,7 +4,9 @@
 
 #include <filesystem>
 
+#include "inspect/dataset_inspector.hpp"
 #include "inspect/dataset_verifier.hpp"
+#include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
 using namespace shardpack;
@@ -78,6 +80,18 @@ TEST_CASE("verify detects truncation, missing and extra shards, and manifest dam
     fs::copy_file(shards.back(), dir / "shard-00042-0123456789abcdef.spk");
     problems_mention("extra shard shard-00042");
     fs::remove(dir / "shard-00042-0123456789abcdef.spk");
+    // What a build killed between moving its shards in and renaming the manifest leaves: a shard
+    // whose bytes hash to its name. The dataset is whole; verify warns and passes.
+    const std::string own_name = "shard-00042-" + fs::path(shards.back()).stem().string().substr(12) + ".spk";
+    fs::copy_file(shards.back(), dir / own_name);
+    {
+        const auto r = verify_dataset(dir.str());
+        INFO((r.problems.empty() ? std::string() : r.problems.front()));
+        REQUIRE(r.ok());
+        REQUIRE(r.warnings.size() == 1);
+        REQUIRE_THAT(r.warnings.front(), Catch::Contains("extra shard " + own_name) && Catch::Contains("interrupted build"));
+    }
+    fs::remove(dir / own_name);
 
     write_file(dir / "manifest.json", manifest.substr(0, manifest.size() - 10));
     problems_mention("manifest.json");
@@ -93,4 +107,72 @@ TEST_CASE("verify detects truncation, missing and extra shards, and manifest dam
     problems_mention("differs from the manifest");
     write_file(dir / "manifest.json", manifest);
     REQUIRE(verify_dataset(dir.str()).ok());
+}
+
+// Found by tests/fuzz/fuzz_manifest. The reader ignores a manifest's content_hash and xxh3
+// (the spec's test vector has no content_hash); verify threw "JSON: missing field" from the
+// middle of its checks instead of reporting the damage and going on to check the records.
+TEST_CASE("verify reports missing or mistyped manifest hashes as damage and still checks every record", "[verify]") {
+    temp_dir dir("vnohash");
+    auto o = small();
+    o.records = 12;
+    o.shard_size = 4096;
+    write_synthetic(dir.str(), o);
+    const std::string manifest = read_file(dir / "manifest.json");
+    auto strip = [&](bool content_hash, bool xxh3, bool as_numbers) {
+        auto m = detail::json::parse(manifest);
+        detail::json edited = detail::json::object(), shards = detail::json::array();
+        for (const auto& [key, value] : m.as_object())
+            if (key == "content_hash") {
+                if (!content_hash) edited.set(key, as_numbers ? detail::json(42) : value);
+            } else if (key != "shards") {
+                edited.set(key, value);
+            }
+        for (const auto& s : m.at("shards").as_array()) {
+            detail::json e = detail::json::object();
+            for (const auto& [key, value] : s.as_object())
+                if (key != "xxh3" || !xxh3) e.set(key, key == "xxh3" && as_numbers ? detail::json(7) : value);
+            shards.push(e);
+        }
+        edited.set("shards", shards);
+        write_file(dir / "manifest.json", edited.dump());
+    };
+    for (bool as_numbers : {false, true}) {
+        strip(!as_numbers, !as_numbers, as_numbers);
+        REQUIRE_NOTHROW(dataset::open(dir.str()));  // the reader does not need them
+        verify_result r;
+        REQUIRE_NOTHROW(r = verify_dataset(dir.str()));
+        REQUIRE_FALSE(r.ok());
+        REQUIRE(r.records_checked == 12);
+        REQUIRE(r.shards_checked >= 2);
+        std::string all;
+        for (const auto& p : r.problems) all += p + "\n";
+        INFO(all);
+        REQUIRE_THAT(all, Catch::Contains("manifest.json") && Catch::Contains("\"content_hash\"") &&
+                              Catch::Contains("\"xxh3\""));
+    }
+    write_file(dir / "manifest.json", manifest);
+    REQUIRE(verify_dataset(dir.str()).ok());
+}
+
+// Found by tests/fuzz/fuzz_manifest (an ASan heap-use-after-free): `shardpack inspect` printed a
+// class colour from the manifest as a[0], a[1], a[2] whatever the array's length.
+TEST_CASE("inspect refuses a manifest class colour that is not three values, without reading past it", "[verify][inspect]") {
+    temp_dir dir("icolour");
+    write_synthetic(dir.str(), small());
+    const std::string manifest = read_file(dir / "manifest.json");
+    REQUIRE_THAT(format_inspection(inspect_dataset(dir.str())), Catch::Contains("class1"));
+    for (const char* colour : {"[]", "[1]", "[1, 2]", "[1, 2, 3, 4]"}) {
+        auto m = detail::json::parse(manifest);
+        detail::json classes = detail::json::array();
+        for (const auto& c : m.at("classes").as_array()) {
+            detail::json e = c;
+            e.set("color", detail::json::parse(colour));
+            classes.push(e);
+        }
+        m.set("classes", classes);
+        write_file(dir / "manifest.json", m.dump());
+        INFO(colour);
+        REQUIRE_THROWS_WITH(format_inspection(inspect_dataset(dir.str())), Catch::Contains("values, not 3"));
+    }
 }

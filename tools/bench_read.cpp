@@ -569,7 +569,10 @@ int main(int argc, char** argv) {
         modes.push_back({"reader_1t_nocheck", false, reader_fn(ds_nocheck), true, {}, {}, {}});
         modes.push_back({"reader_view_1t", false,
                          [&](worker_state& w, const std::size_t* idx, std::size_t count) {
-                             for (std::size_t j = 0; j < count; ++j) w.sink += ds_main.read(idx[j], w.ctx).image()[0];
+                             for (std::size_t j = 0; j < count; ++j) {
+                                 const auto s = ds_main.read(idx[j], w.ctx);
+                                 w.sink += s.image()[0];
+                             }
                          },
                          true, {}, {}, {}});
         modes.push_back({"reader_nt", true, reader_fn(ds_main), true, {}, {}, {}});

@@ -34,8 +34,9 @@
 //   checks the manifest, every shard's header, trailer, index and their checksum, so a
 //   truncated or half-written dataset is refused at open. Records are checked when read: the
 //   XXH3-64 of the stored bytes (unless open_options::verify_checksums is false), the
-//   decompressed size, and the record's own header against the schema. A reader never returns
-//   bytes from a damaged record.
+//   decompressed size (first against what the zstd frame's block headers can hold, before any
+//   allocation, then exactly), and the record's own header against the schema. A reader never
+//   returns bytes from a damaged record.
 //
 // THREAD SAFETY
 //   A dataset is immutable after open(); all its const members may be called from any number
@@ -47,7 +48,8 @@
 //   any copy of the dataset, or any sample from it, is alive. A sample from at() owns its
 //   decoded bytes (raw records point into the mapping). A sample from read(i, ctx) borrows the
 //   context's buffer: it is valid until the next read with that context. Views (tensor_view,
-//   key()) are valid while the sample they came from is.
+//   key()) are valid while the sample they came from is; taking a view from a temporary sample
+//   (auto img = ds.at(i).image();) does not compile, and a temporary's key() is a std::string.
 //
 // FORMAT
 //   formats/shardpack-v1.md describes every byte. This reader accepts major version 1, any
@@ -72,6 +74,7 @@
 #include "detail/format.hpp"
 #include "detail/json.hpp"
 #include "detail/shard_file.hpp"
+#include "detail/zstd_frames.hpp"
 
 namespace shardpack {
 
@@ -224,15 +227,15 @@ private:
 class sample {
 public:
     std::size_t index() const { return index_; }
-    std::string_view key() const { return {reinterpret_cast<const char*>(rec_ + detail::record_header_size), layout_.key_length}; }
+    std::string_view key() const& { return {reinterpret_cast<const char*>(rec_ + detail::record_header_size), layout_.key_length}; }
     std::size_t height() const { return layout_.height; }
     std::size_t width() const { return layout_.width; }
-    tensor_view<std::uint8_t> image() const {
+    tensor_view<std::uint8_t> image() const& {
         return {rec_ + layout_.image_offset, {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
     }
     // Segmentation labels as stored: one-hot {H, W, K}, or an index map {H, W, 1} of uint8.
     // A uint16 index map is read with label_index16(). Classification: empty (see class_id()).
-    tensor_view<std::uint8_t> label() const {
+    tensor_view<std::uint8_t> label() const& {
         const auto& s = state_->schema;
         if (s.label_layout == detail::layout_code::one_hot)
             return {rec_ + layout_.label_offset, {layout_.height, layout_.width, std::size_t(s.class_count)}};
@@ -244,12 +247,18 @@ public:
     }
     // A uint16 index map {H, W, 1}; its values are class ids or ignore_value. Little-endian
     // on disk; this view needs a little-endian host (read_into works on any host).
-    tensor_view<std::uint16_t> label_index16() const {
+    tensor_view<std::uint16_t> label_index16() const& {
         const auto& s = state_->schema;
         if (s.label_layout != detail::layout_code::index || s.label_dtype_bytes != 2)
             throw error("label_index16(): this dataset does not store uint16 index maps");
         return {reinterpret_cast<const std::uint16_t*>(rec_ + layout_.label_offset), {layout_.height, layout_.width, 1}};
     }
+    // A view from a temporary (ds.at(i).image()) would dangle at the end of the statement: name
+    // the sample first (auto s = ds.at(i); s.image()). The key of a temporary comes as a copy.
+    std::string key() const&& { return std::string(static_cast<const sample&>(*this).key()); }
+    tensor_view<std::uint8_t> image() const&& = delete;
+    tensor_view<std::uint8_t> label() const&& = delete;
+    tensor_view<std::uint16_t> label_index16() const&& = delete;
     std::int32_t class_id() const { return layout_.class_id; }
     // The one-hot label whatever the stored layout: {H, W, K} for segmentation, {1, 1, K} for
     // classification. Allocates; training loops use dataset::read_into instead.
@@ -395,6 +404,12 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
     }
     const unsigned char* rec = stored;
     if (e.codec == codec_zstd) {
+        // Refuse before allocating when the frames' block headers cannot hold decoded_size
+        // bytes: a damaged index entry must not make the reader allocate up to 4 GiB.
+        const std::uint64_t bound = zstd_decoded_bound(stored, static_cast<std::size_t>(e.stored_size));
+        if (e.decoded_size > bound)
+            throw error(s_->where(k, local) + ": zstd: the stored frame holds at most " + std::to_string(bound) +
+                        " bytes, the index says " + std::to_string(e.decoded_size));
         buffer.resize(static_cast<std::size_t>(e.decoded_size));
         const std::size_t n = ZSTD_decompressDCtx(dctx, buffer.data(), buffer.size(), stored, static_cast<std::size_t>(e.stored_size));
         if (ZSTD_isError(n)) throw error(s_->where(k, local) + ": zstd: " + ZSTD_getErrorName(n));

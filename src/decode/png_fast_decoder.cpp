@@ -170,6 +170,10 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
     // Deflate cannot expand more than 1032:1, so a stream this short cannot hold the rows: leave
     // it to libpng's error rather than allocate for it.
     if (raw_size > max_decoded_bytes || raw_size / 1032 > scratch.idat.size()) return false;
+    // The output may have more channels than the file (gray as RGBA: 4 times): over the decode
+    // limit, libpng's path refuses it with the usual message, before anything is allocated.
+    const std::uint32_t rows = (req.max_rows == 0 || req.max_rows >= in.height) ? in.height : req.max_rows;
+    if (std::uint64_t(in.width) * rows * want > max_decoded_bytes) return false;
     scratch.raw.resize(static_cast<std::size_t>(raw_size));
     std::size_t produced = 0;
     if (libdeflate_zlib_decompress(scratch.inflater.get(), scratch.idat.data(), scratch.idat.size(), scratch.raw.data(),
@@ -177,7 +181,6 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
         produced != raw_size)
         return false;
 
-    const std::uint32_t rows = (req.max_rows == 0 || req.max_rows >= in.height) ? in.height : req.max_rows;
     out.width = in.width;
     out.height = rows;
     out.channels = want;

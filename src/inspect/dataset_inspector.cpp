@@ -89,7 +89,11 @@ std::string format_inspection(const json& in) {
     for (std::size_t c = 0; c < classes.size(); ++c) {
         std::string colour;
         if (const json* col = classes[c].find("color")) {
+            // From the manifest, which the reader does not check: any shape may come here.
             const auto& a = col->as_array();
+            if (a.size() != 3)
+                throw error("manifest.json: the color of class " + std::to_string(c) + " has " + std::to_string(a.size()) +
+                            " values, not 3");
             colour = "(" + std::to_string(a[0].as_u64()) + "," + std::to_string(a[1].as_u64()) + "," + std::to_string(a[2].as_u64()) + ")";
         }
         std::snprintf(line, sizeof line, "  %5zu  %-24s %s\n", c, classes[c].at("name").as_string().c_str(), colour.c_str());

@@ -163,6 +163,7 @@ private:
             case 4: {
                 const double d = std::get<double>(v_);
                 if (!std::isfinite(d)) { out += "null"; break; }
+                if (d == 0.0) { out += "0"; break; }  // -0.0 too: "-0" would read back as the integer 0
                 char buf[32];
                 std::snprintf(buf, sizeof buf, "%.6g", d);
                 out += buf;
@@ -316,18 +317,32 @@ private:
                 }
             }
         }
+        std::size_t digits() {
+            const std::size_t from = pos;
+            while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') ++pos;
+            return pos - from;
+        }
+        // RFC 8259's grammar exactly: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
         json number_value() {
             const std::size_t start = pos;
             if (pos < s.size() && s[pos] == '-') ++pos;
+            const std::size_t int_start = pos;
+            const std::size_t int_digits = digits();
+            if (int_digits == 0) fail("expected a value");
             bool is_int = true;
-            while (pos < s.size()) {
-                const char c = s[pos];
-                if (c >= '0' && c <= '9') { ++pos; continue; }
-                if (c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') { is_int = false; ++pos; continue; }
-                break;
+            if (int_digits > 1 && s[int_start] == '0') fail("bad number (a leading zero)");
+            if (pos < s.size() && s[pos] == '.') {
+                ++pos;
+                is_int = false;
+                if (digits() == 0) fail("bad number (no digit after '.')");
+            }
+            if (pos < s.size() && (s[pos] == 'e' || s[pos] == 'E')) {
+                ++pos;
+                is_int = false;
+                if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) ++pos;
+                if (digits() == 0) fail("bad number (no digit in the exponent)");
             }
             const std::string tok(s.substr(start, pos - start));
-            if (tok.empty() || tok == "-") fail("expected a value");
             try {
                 std::size_t used = 0;
                 json v;
