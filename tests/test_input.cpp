@@ -4,11 +4,14 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <tuple>
 
 #include "errors.hpp"
 #include "input/class_table.hpp"
@@ -170,6 +173,64 @@ TEST_CASE("csv: read_text_file reads bytes and names the path on failure", "[inp
     REQUIRE_THROWS_WITH(read_text_file(dir.str()), Contains("cannot read " + dir.str() + ": Is a directory"));
 }
 
+namespace {
+// What a csv_stream gives when its reader hands out at most `piece` bytes a call, so that every
+// record, quote, "" escape and CRLF also straddles a refill somewhere.
+std::vector<csv_row> parse_in_pieces(std::string_view text, std::size_t piece) {
+    std::size_t at = 0;
+    csv_stream stream(
+        [&](char* buf, std::size_t n) {
+            const std::size_t k = std::min({n, piece, text.size() - at});
+            std::copy_n(text.data() + at, k, buf);
+            at += k;
+            return k;
+        },
+        "t.csv");
+    std::vector<csv_row> rows;
+    csv_row row{};
+    while (stream.next(row)) rows.push_back(row);
+    return rows;
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const input_error& e) {
+        return e.what();
+    }
+    return "no error";
+}
+}  // namespace
+
+TEST_CASE("csv: a stream fed in small pieces parses exactly as the whole text", "[input][csv]") {
+    const std::vector<std::string> texts = {
+        "\xEF\xBB\xBFimage,label\r\na.png,1\r\n",
+        "\"one\ntwo\",x\n\"three\r\nfour\",y\r\n\"five\rsix\",z\nlast,w",
+        "\n\na,b\n\n  \t\nc,d\r\n\r\ne,f\n\n",
+        "\"a,b\",\"say \"\"hi\"\"\",\" padded \"\n\"\"\"\",plain text\n,\nx,\r",
+        "a,b\rc,d\r\re,f",
+        "",
+        "\xEF\xBB\xBF",
+    };
+    for (const auto& text : texts) {
+        const auto whole = parse_csv(text, "t.csv");
+        for (std::size_t piece : {1, 2, 3, 7}) {
+            INFO("text " << text << " in pieces of " << piece);
+            const auto pieces = parse_in_pieces(text, piece);
+            CHECK(cells_of(pieces) == cells_of(whole));
+            CHECK(lines_of(pieces) == lines_of(whole));
+        }
+    }
+    const std::vector<std::string> bad = {"a,b\nc,\"d\n\ne,f\n", "a,b\nsay \"hi\",c\n", "x,y\n\"a\"b,c\n",
+                                          std::string("a,b\nc\0d,e\n", 10), std::string("\xFF\xFEi\0m\0", 6),
+                                          "a,b\n\"one\ntwo\"x,b\n"};
+    for (const auto& text : bad) {
+        const std::string expected = error_of([&] { parse_csv(text, "t.csv"); });
+        REQUIRE(expected.rfind("t.csv:", 0) == 0);
+        for (std::size_t piece : {1, 2, 5}) CHECK(error_of([&] { parse_in_pieces(text, piece); }) == expected);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Class tables
 
@@ -294,9 +355,9 @@ TEST_CASE("input: a header is detected when the second row's file exists", "[inp
     const auto csv = dir.write("list.csv", "file,category\nimages/a.png,1\nimages/b.png,0\n");
     const auto list = load_input_list(options_for(csv));
     CHECK(list.had_header);
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[0].csv_line == 2);
-    CHECK(list.rows[0].key == "images/a.png");
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(0).csv_line == 2);
+    CHECK(list.row(0).key == "images/a.png");
 }
 
 TEST_CASE("input: no header when the first row's file exists", "[input][header]") {
@@ -306,21 +367,21 @@ TEST_CASE("input: no header when the first row's file exists", "[input][header]"
     const auto csv = dir.write("list.csv", "image,1\nb.png,0\n");
     const auto list = load_input_list(options_for(csv));
     CHECK_FALSE(list.had_header);
-    CHECK(list.rows.size() == 2);
-    CHECK(list.rows[0].csv_line == 1);
+    CHECK(list.size() == 2);
+    CHECK(list.row(0).csv_line == 1);
 }
 
 TEST_CASE("input: with no files on disk, header words decide", "[input][header]") {
     scratch_dir dir;
     const auto words = load_input_list(options_for(dir.write("a.csv", "Image Path,label,split\nx/a.png,cat\n")));
     CHECK(words.had_header);
-    CHECK(words.rows.size() == 1);
+    CHECK(words.size() == 1);
     const auto only_header = load_input_list(options_for(dir.write("b.csv", "image,mask\n")));
     CHECK(only_header.had_header);
-    CHECK(only_header.rows.empty());
+    CHECK(only_header.empty());
     const auto data = load_input_list(options_for(dir.write("c.csv", "x/a.png,cat\nx/b.png,dog\n")));
     CHECK_FALSE(data.had_header);
-    CHECK(data.rows.size() == 2);
+    CHECK(data.size() == 2);
     // Column words but a path-like cell: data.
     const auto pathy = load_input_list(options_for(dir.write("d.csv", "image,label,img/x.png\na.png,cat,q\n")));
     CHECK_FALSE(pathy.had_header);
@@ -334,16 +395,16 @@ TEST_CASE("input: --header and --no-header override detection", "[input][header]
     o.header = header_mode::present;
     auto list = load_input_list(o);
     CHECK(list.had_header);
-    REQUIRE(list.rows.size() == 1);
-    CHECK(list.rows[0].key == "b.png");
+    REQUIRE(list.size() == 1);
+    CHECK(list.row(0).key == "b.png");
 
     o = options_for(dir.write("words.csv", "image,label\nb.png,dog\n"));
     o.header = header_mode::absent;
     list = load_input_list(o);
     CHECK_FALSE(list.had_header);
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[0].key == "image");
-    CHECK(list.rows[0].label_key == "label");
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(0).key == "image");
+    CHECK(list.row(0).label_key == "label");
 }
 
 TEST_CASE("input: columns by name, exact then case-insensitive", "[input][columns]") {
@@ -354,16 +415,16 @@ TEST_CASE("input: columns by name, exact then case-insensitive", "[input][column
     o.label_col = "Label";
     const auto list = load_input_list(o);
     CHECK(list.had_header);
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[1].key == "b.png");
-    CHECK(list.rows[1].label_key == "dog");
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(1).key == "b.png");
+    CHECK(list.row(1).label_key == "dog");
 
     // An exact match wins over a case-insensitive one.
     const auto both = dir.write("both.csv", "path,PATH,label\nwrong.png,right.png,cat\n");
     o = options_for(both);
     o.image_col = "PATH";
     o.label_col = "2";
-    CHECK(load_input_list(o).rows[0].key == "right.png");
+    CHECK(load_input_list(o).row(0).key == "right.png");
     o.image_col = "Path";
     REQUIRE_THROWS_AS(load_input_list(o), usage_error);
     REQUIRE_THROWS_WITH(load_input_list(o), Contains(both + ":1") && Contains("several columns"));
@@ -392,9 +453,9 @@ TEST_CASE("input: columns by index", "[input][columns]") {
     o.image_col = "2";
     o.label_col = "0";
     const auto list = load_input_list(o);
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[0].key == "a.png");
-    CHECK(list.rows[0].class_id == 3);
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(0).key == "a.png");
+    CHECK(list.row(0).class_id == 3);
 
     const auto short_csv = dir.write("short.csv", "a.png,1,x\n\nb.png,2\n");
     o = options_for(short_csv);
@@ -436,10 +497,10 @@ TEST_CASE("input: relative paths resolve against the CSV's folder, absolute ones
     dir.touch("lists/images/a.png");  // so that detection sees a data row, not a header
     const auto csv = dir.write("lists/list.csv", "images/a.png,0\n" + abs_image + ",1\n");
     const auto list = load_input_list(options_for(csv));
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[0].key == "images/a.png");
-    CHECK(list.rows[0].image_path == (fs::path(dir / "lists") / "images/a.png").string());
-    CHECK(list.rows[1].image_path == abs_image);
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(0).key == "images/a.png");
+    CHECK(list.image_path(0) == (fs::path(dir / "lists") / "images/a.png").string());
+    CHECK(list.image_path(1) == abs_image);
 }
 
 TEST_CASE("input: --root replaces the CSV's folder", "[input][paths]") {
@@ -450,7 +511,7 @@ TEST_CASE("input: --root replaces the CSV's folder", "[input][paths]") {
     auto o = options_for(csv);
     o.root = dir / "data";
     const auto list = load_input_list(o);
-    CHECK(list.rows[0].image_path == (fs::path(dir / "data") / "images/a.png").string());
+    CHECK(list.image_path(0) == (fs::path(dir / "data") / "images/a.png").string());
     CHECK(list.csv_digest == XXH3_64bits(text.data(), text.size()));
 
     o.root = dir / "no-such-folder";
@@ -471,7 +532,7 @@ TEST_CASE("input: a CSV in the working folder keeps relative paths as written", 
         throw;
     }
     fs::current_path(old);
-    CHECK(list.rows[0].image_path == "a.png");
+    CHECK(list.image_path(0) == "a.png");
 }
 
 TEST_CASE("input: quoted paths with spaces, commas and quotes", "[input][paths]") {
@@ -481,11 +542,107 @@ TEST_CASE("input: quoted paths with spaces, commas and quotes", "[input][paths]"
     const auto csv = dir.write("list.csv", "image,label\n\"my images/a, b.png\",cat\n\"my images/say \"\"hi\"\".png\",dog\n");
     const auto list = load_input_list(options_for(csv));
     CHECK(list.had_header);
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[0].key == "my images/a, b.png");
-    CHECK(fs::exists(list.rows[0].image_path));
-    CHECK(list.rows[1].key == "my images/say \"hi\".png");
-    CHECK(fs::exists(list.rows[1].image_path));
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(0).key == "my images/a, b.png");
+    CHECK(fs::exists(list.image_path(0)));
+    CHECK(list.row(1).key == "my images/say \"hi\".png");
+    CHECK(fs::exists(list.image_path(1)));
+}
+
+TEST_CASE("input: row accessors give each row's cells, line, class and resolved paths", "[input][paths]") {
+    scratch_dir dir;
+    const std::string abs_image = dir.touch("elsewhere/abs.png");
+    const std::string abs_mask = dir.touch("elsewhere/abs_mask.png");
+    dir.touch("lists/img/a.png");
+    dir.touch("lists/lbl/a.png");
+    const auto classes = dir.write("class_dict.csv", class_dict_text);
+    // Blank lines, a two-line quoted label and a quoted key with "" move the line numbers
+    // away from the row numbers.
+    const auto csv = dir.write("lists/list.csv", "image,mask\n\nimg/a.png,lbl/a.png\n" + abs_image + "," + abs_mask +
+                                                     "\n\"img/say \"\"hi\"\".png\",\"lbl/two\nlines.png\"\n\n"
+                                                     "img/last.png,/m/last.png");
+    auto o = options_for(csv);
+    o.classes_path = classes;
+    const auto list = load_input_list(o);
+    CHECK(list.task == task_kind::segmentation);
+    REQUIRE(list.size() == 4);
+    const std::string folder = dir / "lists";
+    CHECK(list.base_dir == folder);
+    const std::vector<std::tuple<std::size_t, std::string, std::string, std::string, std::string>> expected = {
+        {3, "img/a.png", "lbl/a.png", folder + "/img/a.png", folder + "/lbl/a.png"},
+        {4, abs_image, abs_mask, abs_image, abs_mask},
+        {5, "img/say \"hi\".png", "lbl/two\nlines.png", folder + "/img/say \"hi\".png", folder + "/lbl/two\nlines.png"},
+        {8, "img/last.png", "/m/last.png", folder + "/img/last.png", "/m/last.png"},
+    };
+    std::string reused = "stale text that must go";
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        const auto& [line, key, label_key, image, mask] = expected[i];
+        INFO("row " << i);
+        const sample_row r = list.row(i);
+        CHECK(r.csv_line == line);
+        CHECK(std::string(r.key) == key);
+        CHECK(std::string(r.label_key) == label_key);
+        CHECK(r.class_id == -1);
+        CHECK(list.image_path(i) == image);
+        CHECK(list.label_path(i) == mask);
+        list.image_path(i, reused);
+        CHECK(reused == image);
+        list.label_path(i, reused);
+        CHECK(reused == mask);
+    }
+
+    // --root: relative cells join it (a trailing '/' is not doubled); absolute ones stay.
+    fs::create_directories(dir / "data");
+    o.root = dir / "data/";
+    o.header = header_mode::present;
+    const auto rooted = load_input_list(o);
+    REQUIRE(rooted.size() == 4);
+    CHECK(rooted.image_path(0) == dir / "data/img/a.png");
+    CHECK(rooted.label_path(0) == dir / "data/lbl/a.png");
+    CHECK(rooted.image_path(1) == abs_image);
+    CHECK(rooted.label_path(3) == "/m/last.png");
+
+    // Classification: the class ids are per row and there is no label file.
+    const auto cls = load_input_list(options_for(dir.write("lists/cls.csv", "a.png,2\n\nb.png,0\n/abs/c.png, 1\n")));
+    REQUIRE(cls.size() == 3);
+    CHECK(cls.row(0).class_id == 2);
+    CHECK(cls.row(1).class_id == 0);
+    CHECK(cls.row(1).csv_line == 3);
+    CHECK(cls.row(2).class_id == 1);
+    CHECK(std::string(cls.row(2).label_key) == " 1");
+    CHECK(cls.image_path(2) == "/abs/c.png");
+    CHECK(cls.label_path(0).empty());
+}
+
+TEST_CASE("input: a list longer than the read buffer keeps every row, line and the file's digest", "[input][paths]") {
+    scratch_dir dir;
+    std::string text = "image,label\n";
+    const std::size_t count = 12000;  // about 300 KiB: records cross several 64 KiB reads
+    for (std::size_t i = 0; i < count; ++i) {
+        text += "\"images/sample \"\"" + std::to_string(i) + "\"\".png\"," + std::to_string(i % 7);
+        text += i % 5 == 0 ? "\r\n\r\n" : "\n";
+    }
+    const auto csv = dir.write("list.csv", text);
+    const auto list = load_input_list(options_for(csv));
+    CHECK(list.csv_digest == XXH3_64bits(text.data(), text.size()));
+    CHECK(list.had_header);
+    REQUIRE(list.size() == count);
+    std::size_t line = 2;
+    for (std::size_t i = 0; i < count; ++i) {
+        const sample_row r = list.row(i);
+        if (r.key != "images/sample \"" + std::to_string(i) + "\".png" || r.csv_line != line ||
+            r.class_id != std::int32_t(i % 7)) {
+            FAIL("row " << i << ": key " << std::string(r.key) << ", line " << r.csv_line << " (expected " << line
+                        << "), class " << r.class_id);
+        }
+        line += i % 5 == 0 ? 2 : 1;
+    }
+    // A syntax error at the end still wins over a data error near the start, as when the
+    // whole file was parsed before the rows were checked.
+    const auto late = dir.write("late.csv", "a.png,1\nonly-one-cell\n" + text.substr(12) + "\"open");
+    REQUIRE_THROWS_WITH(load_input_list(options_for(late)), Contains(late + ":") && Contains("unterminated quoted field"));
+    const auto early = dir.write("early.csv", "a.png,1\nonly-one-cell\n" + text.substr(12));
+    REQUIRE_THROWS_WITH(load_input_list(options_for(early)), Contains(early + ":2: expected at least 2 columns, found 1"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -498,11 +655,11 @@ TEST_CASE("input: integer labels infer classification by id", "[input][task]") {
     REQUIRE(list.classes.size() == 8);
     CHECK(list.classes[0].name == "0");
     CHECK(list.classes[7].name == "7");
-    CHECK(list.rows[0].class_id == 3);
-    CHECK(list.rows[1].class_id == 0);
-    CHECK(list.rows[1].label_key == " 0");
-    CHECK(list.rows[2].class_id == 7);
-    CHECK(list.rows[0].label_path.empty());
+    CHECK(list.row(0).class_id == 3);
+    CHECK(list.row(1).class_id == 0);
+    CHECK(list.row(1).label_key == " 0");
+    CHECK(list.row(2).class_id == 7);
+    CHECK(list.label_path(0).empty());
 }
 
 TEST_CASE("input: labels that are existing files infer segmentation", "[input][task]") {
@@ -517,10 +674,10 @@ TEST_CASE("input: labels that are existing files infer segmentation", "[input][t
     CHECK(list.task == task_kind::segmentation);
     REQUIRE(list.classes.size() == 3);
     CHECK(list.classes[2].name == "car");
-    REQUIRE(list.rows.size() == 2);
-    CHECK(list.rows[1].label_key == "lbl/b_mask");
-    CHECK(list.rows[1].label_path == (fs::path(dir.str()) / "lbl/b_mask").string());
-    CHECK(list.rows[1].class_id == -1);
+    REQUIRE(list.size() == 2);
+    CHECK(list.row(1).label_key == "lbl/b_mask");
+    CHECK(list.label_path(1) == (fs::path(dir.str()) / "lbl/b_mask").string());
+    CHECK(list.row(1).class_id == -1);
 
     // An image extension is enough even when the first mask is missing.
     o.csv_path = dir.write("ext.csv", "img/a.png,gone/a.PNG\n");
@@ -538,10 +695,10 @@ TEST_CASE("input: name labels infer classification with sorted names", "[input][
     CHECK(list.classes[1].name == "apple");
     CHECK(list.classes[2].name == "zebra");
     CHECK(list.classes[3].name == "\xC3\xA4pfel");
-    CHECK(list.rows[0].class_id == 2);
-    CHECK(list.rows[1].class_id == 0);
-    CHECK(list.rows[2].class_id == 3);
-    CHECK(list.rows[4].class_id == 2);
+    CHECK(list.row(0).class_id == 2);
+    CHECK(list.row(1).class_id == 0);
+    CHECK(list.row(2).class_id == 3);
+    CHECK(list.row(4).class_id == 2);
 }
 
 TEST_CASE("input: segmentation needs a class dictionary", "[input][task]") {
@@ -566,7 +723,7 @@ TEST_CASE("input: a forced task overrides inference", "[input][task]") {
     o.classes_path = dir.write("class_dict.csv", class_dict_text);
     auto list = load_input_list(o);
     CHECK(list.task == task_kind::segmentation);
-    CHECK(list.rows[0].label_path == (fs::path(dir.str()) / "1").string());
+    CHECK(list.label_path(0) == (fs::path(dir.str()) / "1").string());
 
     dir.touch("m.png");
     o = options_for(dir.write("cls.csv", "a.png,m.png\n"));
@@ -575,7 +732,7 @@ TEST_CASE("input: a forced task overrides inference", "[input][task]") {
     CHECK(list.task == task_kind::classification);
     REQUIRE(list.classes.size() == 1);
     CHECK(list.classes[0].name == "m.png");
-    CHECK(list.rows[0].label_path.empty());
+    CHECK(list.label_path(0).empty());
 }
 
 TEST_CASE("input: a names file maps names and ids by position", "[input][task]") {
@@ -586,10 +743,10 @@ TEST_CASE("input: a names file maps names and ids by position", "[input][task]")
     CHECK(list.task == task_kind::classification);
     REQUIRE(list.classes.size() == 3);
     CHECK(list.classes[0].name == "cat");
-    CHECK(list.rows[0].class_id == 1);
-    CHECK(list.rows[1].class_id == 0);
-    CHECK(list.rows[2].class_id == 2);
-    CHECK(list.rows[3].class_id == 2);
+    CHECK(list.row(0).class_id == 1);
+    CHECK(list.row(1).class_id == 0);
+    CHECK(list.row(2).class_id == 2);
+    CHECK(list.row(3).class_id == 2);
 
     // Integer labels with a names file: classes come from the file, ids must be below its size.
     o.csv_path = dir.write("ids.csv", "a.png,0\nb.png,1\n\nc.png,3\n");
@@ -606,7 +763,7 @@ TEST_CASE("input: numeric class names that contradict ids are refused", "[input]
     o.classes_path = dir.write("names.txt", "2\n1\n0\n");  // "1" is id 1 either way; "2" is not
     REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.csv_path + ":2: label '2' is ambiguous"));
     o.classes_path = dir.write("same.txt", "0\n1\n2\n");
-    CHECK(load_input_list(o).rows[1].class_id == 2);
+    CHECK(load_input_list(o).row(1).class_id == 2);
 }
 
 TEST_CASE("input: class id range without a names file", "[input][task]") {

@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <set>
+#include <string_view>
 #include <algorithm>
 
 #include "errors.hpp"
@@ -79,19 +81,23 @@ std::string read_first_line(const std::string& path) {
     return line;
 }
 
-void append_durably(const std::string& path, const std::string& text) {
+// Appends the pieces one after the other (in pieces, so that a big text need not be copied
+// into one string first).
+void append_durably(const std::string& path, std::initializer_list<std::string_view> pieces) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) throw io_error("cannot open " + path + ": " + std::strerror(errno));
-    std::size_t done = 0;
-    while (done < text.size()) {
-        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const int err = errno;
-            ::close(fd);
-            throw io_error("cannot write " + path + ": " + std::strerror(err));
+    for (const std::string_view text : pieces) {
+        std::size_t done = 0;
+        while (done < text.size()) {
+            const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                const int err = errno;
+                ::close(fd);
+                throw io_error("cannot write " + path + ": " + std::strerror(err));
+            }
+            done += std::size_t(n);
         }
-        done += std::size_t(n);
     }
     const int rc = ::fsync(fd);
     const int err = errno;
@@ -115,7 +121,7 @@ dataset_writer::dataset_writer(dataset_writer_options options)
     const std::string header = format_fingerprint_header("partial", opt_.options_digest);
     if (read_first_line(list) + "\n" != header) {
         for (const auto& entry : fs::directory_iterator(partial_)) fs::remove_all(entry.path(), ec);
-        append_durably(list, header);
+        append_durably(list, {header});
     }
     header_length_ = build_shard_header(opt_.schema, opt_.classes, {}, opt_.extra_sections).size();
     if (header_length_ > detail::max_header_bytes)
@@ -160,11 +166,11 @@ void dataset_writer::open_real_shard() {
 void dataset_writer::write_pending() {
     adopt_ = nullptr;
     open_real_shard();
-    for (const auto& p : pending_) current_->add(p.view);
+    for (const auto& view : pending_) current_->add(view);
     pending_.clear();
 }
 
-void dataset_writer::add(const record_view& record, std::uint64_t key_hash, record_fingerprint fingerprint,
+void dataset_writer::add(const record_view& record, std::uint64_t key_hash, const record_fingerprint& fingerprint,
                          const record_origin& origin) {
     if (extent_.count() > 0 && extent_.projected_size_with(record.stored_size) > opt_.shard_size) finish_shard();
     const std::uint64_t local = extent_.count();
@@ -174,14 +180,14 @@ void dataset_writer::add(const record_view& record, std::uint64_t key_hash, reco
         adopt_path_ = origin.path;
     }
     if (adopt_ && origin.shard == adopt_ && origin.local == local && local < adopt_->record_count()) {
-        pending_.push_back({record, fingerprint});
+        pending_.push_back(record);
     } else {
         if (adopt_) write_pending();
         if (!current_) open_real_shard();
         current_->add(record);
     }
     extent_.add(record.stored_size);
-    fingerprints_.records.push_back(std::move(fingerprint));
+    append_fingerprint_line(fingerprint_lines_, fingerprint);
     ++records_;
     if (cut_after(record.stored_size, key_hash)) finish_shard();
 }
@@ -214,21 +220,20 @@ void dataset_writer::finish_shard() {
         rename_durably(current_temp_, s.path);
         current_.reset();
         current_temp_.clear();
-        fingerprints_.shard = s.file;
-        append_durably(partial_ + "/" + fingerprints_file, format_fingerprint_group(fingerprints_));
     }
+    const std::string group_head = format_fingerprint_group_head(s.file, s.records);
+    if (!s.reused) append_durably(partial_ + "/" + fingerprints_file, {group_head, fingerprint_lines_});
     // Every shard's fingerprints, for the published list; streamed to a file to keep memory flat.
-    fingerprints_.shard = s.file;
     if (!all_fingerprints_) {
         all_fingerprints_path_ = opt_.out_dir + "/.tmp-" + std::to_string(::getpid()) + "-fingerprints.tsv";
         all_fingerprints_ = std::make_unique<output_file>(all_fingerprints_path_);
     }
-    const std::string group = format_fingerprint_group(fingerprints_);
-    all_fingerprints_->write(group.data(), group.size());
+    all_fingerprints_->write(group_head.data(), group_head.size());
+    all_fingerprints_->write(fingerprint_lines_.data(), fingerprint_lines_.size());
     done_.push_back(s);
     adopt_ = nullptr;
     pending_.clear();
-    fingerprints_.records.clear();
+    fingerprint_lines_.clear();
     extent_ = shard_extent(header_length_);
 }
 

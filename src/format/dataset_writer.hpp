@@ -63,7 +63,7 @@ public:
     dataset_writer& operator=(const dataset_writer&) = delete;
 
     // `key_hash`: XXH3-64 of the record's key, which places shard boundaries.
-    void add(const record_view& record, std::uint64_t key_hash, record_fingerprint fingerprint,
+    void add(const record_view& record, std::uint64_t key_hash, const record_fingerprint& fingerprint,
              const record_origin& origin = {});
     void add(const stored_record& record, std::uint64_t key_hash = 0) { add(view_of(record), key_hash, {}); }
     std::uint64_t record_count() const { return records_; }
@@ -78,10 +78,6 @@ public:
     static constexpr const char* fingerprints_file = "fingerprints.tsv";
 
 private:
-    struct pending_record {
-        record_view view;
-        record_fingerprint fingerprint;
-    };
     dataset_writer_options opt_;
     std::uint64_t header_length_ = 0;
     std::string partial_;  // out_dir/.partial
@@ -91,8 +87,11 @@ private:
     std::string current_temp_;
     const detail::shard_file* adopt_ = nullptr;  // the previous shard this one may turn out to equal
     std::string adopt_path_;
-    std::vector<pending_record> pending_;        // records not written while adopt_ may hold
-    fingerprint_group fingerprints_;
+    std::vector<record_view> pending_;           // records not written while adopt_ may hold
+    // The shard's records' fingerprints, as the lines of its group in fingerprints.tsv: text
+    // takes about half the memory of record_fingerprint structs, and a shard can hold hundreds
+    // of thousands of records.
+    std::string fingerprint_lines_;
     std::vector<published_shard> done_;
     std::unique_ptr<output_file> all_fingerprints_;  // every finished shard's group, for publish()
     std::string all_fingerprints_path_;

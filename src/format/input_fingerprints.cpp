@@ -86,19 +86,25 @@ std::string format_fingerprint_header(const std::string& content_hash, const std
     return std::string(magic) + "\t1\t" + content_hash + "\t" + options_digest + "\n";
 }
 
-std::string format_fingerprint_group(const fingerprint_group& g) {
-    std::string out = "#shard\t" + g.shard + "\t" + std::to_string(g.records.size()) + "\n";
-    for (const auto& r : g.records) {
-        out += escape(r.key) + "\t" + escape(r.label_key) + "\t" + std::to_string(r.image.size) + "\t" +
-               std::to_string(r.image.mtime_ns) + "\t" + hex(r.image.hash) + "\t" + std::to_string(r.label.size) + "\t" +
-               std::to_string(r.label.mtime_ns) + "\t" + hex(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
-               std::to_string(r.unknown_pixels) + "\t";
-        for (std::size_t i = 0; i < r.class_counts.size(); ++i) {
-            if (i) out += ',';
-            out += std::to_string(r.class_counts[i].first) + ":" + std::to_string(r.class_counts[i].second);
-        }
-        out += "\n";
+void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
+    out += escape(r.key) + "\t" + escape(r.label_key) + "\t" + std::to_string(r.image.size) + "\t" +
+           std::to_string(r.image.mtime_ns) + "\t" + hex(r.image.hash) + "\t" + std::to_string(r.label.size) + "\t" +
+           std::to_string(r.label.mtime_ns) + "\t" + hex(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
+           std::to_string(r.unknown_pixels) + "\t";
+    for (std::size_t i = 0; i < r.class_counts.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(r.class_counts[i].first) + ":" + std::to_string(r.class_counts[i].second);
     }
+    out += "\n";
+}
+
+std::string format_fingerprint_group_head(const std::string& shard, std::uint64_t count) {
+    return "#shard\t" + shard + "\t" + std::to_string(count) + "\n";
+}
+
+std::string format_fingerprint_group(const fingerprint_group& g) {
+    std::string out = format_fingerprint_group_head(g.shard, g.records.size());
+    for (const auto& r : g.records) append_fingerprint_line(out, r);
     return out;
 }
 

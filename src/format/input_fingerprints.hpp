@@ -40,6 +40,10 @@ struct fingerprint_file {
 
 std::string format_fingerprint_header(const std::string& content_hash, const std::string& options_digest);
 std::string format_fingerprint_group(const fingerprint_group& group);
+// The same in pieces, for a writer that keeps a shard's records as text (about half the memory
+// of record_fingerprint structs): the group's first line, then each record's line.
+std::string format_fingerprint_group_head(const std::string& shard, std::uint64_t count);
+void append_fingerprint_line(std::string& out, const record_fingerprint& record);
 // Returns nothing for a missing or malformed file: then nothing is reused.
 std::optional<fingerprint_file> load_fingerprints(const std::string& path);
 

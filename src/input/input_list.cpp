@@ -1,17 +1,20 @@
 #include "input/input_list.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
+#include <cstdint>
+#include <exception>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 #include <unordered_map>
 
 #include "errors.hpp"
 #include "input/csv_reader.hpp"
 #include "input/text_util.hpp"
+#include "shardpack/detail/xxhash.hpp"
 
 namespace shardpack {
 
@@ -66,18 +69,24 @@ std::size_t find_named_column(const column_spec& c, const csv_row& header, const
 
 // Relative paths resolve against `base` (--root, or the CSV's folder); absolute ones are kept.
 // Plain string work: std::filesystem::path costs more than the rest of the list on 1M rows.
-std::string resolve(const std::string& base, const std::string& cell) {
-    if (base.empty() || cell.front() == '/') return cell;
-    std::string out;
+void resolve_into(std::string_view base, std::string_view cell, std::string& out) {
+    if (base.empty() || (!cell.empty() && cell.front() == '/')) {
+        out.assign(cell);
+        return;
+    }
+    out.clear();
     out.reserve(base.size() + 1 + cell.size());
     out += base;
     if (out.back() != '/') out += '/';
-    return out += cell;
+    out += cell;
 }
 
-bool is_existing_file(const std::string& base, const std::string& cell) {
+bool is_existing_file(const std::string& base, std::string_view cell) {
+    if (cell.empty()) return false;
+    std::string path;
+    resolve_into(base, cell, path);
     std::error_code ec;
-    return !cell.empty() && fs::is_regular_file(resolve(base, cell), ec);
+    return fs::is_regular_file(path, ec);
 }
 
 // A header cell such as "image", "Mask", "image_path" or "class id": only column words,
@@ -136,7 +145,7 @@ bool has_image_extension(std::string_view path) {
 
 // Classification ids. With a names list, a label is a name in it or an id in [0, n). Without
 // one, labels are all ids (classes "0".."max") or all names (classes: the sorted unique names).
-std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const input_options& o) {
+std::vector<class_entry> assign_class_ids(input_list& list, const input_options& o) {
     const std::string& csv = o.csv_path;
     std::vector<class_entry> classes;
     std::unordered_map<std::string, std::int32_t> id_of;
@@ -145,25 +154,25 @@ std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const i
         for (std::size_t i = 0; i < classes.size(); ++i) id_of.emplace(classes[i].name, std::int32_t(i));
     }
     const bool from_file = !classes.empty();
-    const sample_row* first_id = nullptr;
-    const sample_row* first_name = nullptr;
-    for (const sample_row& r : rows) {
-        const sample_row*& slot = is_integer(r.label_key) ? first_id : first_name;
-        if (!slot) slot = &r;
+    std::optional<sample_row> first_id, first_name;
+    for (std::size_t i = 0; i < list.size() && !(first_id && first_name); ++i) {
+        const sample_row r = list.row(i);
+        std::optional<sample_row>& slot = is_integer(r.label_key) ? first_id : first_name;
+        if (!slot) slot = r;
     }
     if (!from_file && first_id && first_name) {
         const bool id_later = first_id->csv_line > first_name->csv_line;
         const sample_row& later = id_later ? *first_id : *first_name;
         const sample_row& earlier = id_later ? *first_name : *first_id;
-        throw input_error(where(csv, later.csv_line) + "label '" + later.label_key + "' is a class " +
+        throw input_error(where(csv, later.csv_line) + "label '" + std::string(later.label_key) + "' is a class " +
                           (id_later ? "id" : "name") + " but line " + std::to_string(earlier.csv_line) + " has the class " +
-                          (id_later ? "name" : "id") + " '" + earlier.label_key +
+                          (id_later ? "name" : "id") + " '" + std::string(earlier.label_key) +
                           "'; use ids or names throughout, or give --classes with the class names");
     }
     if (!from_file && first_name) {
         std::set<std::string, std::less<>> names;  // std::string's order is byte-wise
-        for (const sample_row& r : rows)
-            if (const auto t = trim(r.label_key); names.find(t) == names.end()) names.emplace(t);
+        for (std::size_t i = 0; i < list.size(); ++i)
+            if (const auto t = trim(list.row(i).label_key); names.find(t) == names.end()) names.emplace(t);
         if (names.size() > max_class_count)
             throw input_error(csv + ": " + std::to_string(names.size()) + " distinct class names; at most " +
                               std::to_string(max_class_count));
@@ -174,7 +183,8 @@ std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const i
     }
     const std::int64_t id_limit = from_file ? std::int64_t(classes.size()) : std::int64_t(max_class_count);
     std::int64_t max_id = -1;
-    for (sample_row& row : rows) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const sample_row row = list.row(i);
         const std::string label(trim(row.label_key));
         const auto named = id_of.find(label);
         std::optional<std::int64_t> id;
@@ -195,7 +205,7 @@ std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const i
             throw input_error(where(csv, row.csv_line) + "label '" + label + "' is not a class in " + o.classes_path +
                               " (classes: " + join(known, 20) + ")");
         }
-        row.class_id = static_cast<std::int32_t>(*id);
+        list.set_class_id(i, static_cast<std::int32_t>(*id));
         max_id = std::max(max_id, *id);
     }
     if (!from_file && !first_name)
@@ -204,6 +214,45 @@ std::vector<class_entry> assign_class_ids(std::vector<sample_row>& rows, const i
 }
 
 }  // namespace
+
+sample_row input_list::row(std::size_t i) const {
+    const stored_row& r = rows_[i];
+    const std::size_t end = i + 1 < rows_.size() ? rows_[i + 1].offset : text_.size();
+    const std::string_view cells = std::string_view(text_).substr(r.offset, end - r.offset);
+    const std::size_t nul = cells.find('\0');
+    return {r.csv_line, cells.substr(0, nul), cells.substr(nul + 1), r.class_id};
+}
+
+void input_list::resolve(std::string_view cell, std::string& out) const { resolve_into(base_dir, cell, out); }
+
+std::string input_list::image_path(std::size_t i) const {
+    std::string out;
+    image_path(i, out);
+    return out;
+}
+
+void input_list::image_path(std::size_t i, std::string& out) const { resolve(row(i).key, out); }
+
+std::string input_list::label_path(std::size_t i) const {
+    std::string out;
+    label_path(i, out);
+    return out;
+}
+
+void input_list::label_path(std::size_t i, std::string& out) const {
+    if (task == task_kind::segmentation) resolve(row(i).label_key, out);
+    else out.clear();
+}
+
+void input_list::add_row(std::size_t csv_line, std::string_view key, std::string_view label_key) {
+    if (csv_line > std::numeric_limits<std::uint32_t>::max())
+        throw std::invalid_argument("input_list: line " + std::to_string(csv_line) + " does not fit 32 bits");
+    if (key.find('\0') != std::string_view::npos) throw std::invalid_argument("input_list: a key with a NUL byte");
+    rows_.push_back({text_.size(), static_cast<std::uint32_t>(csv_line), -1});
+    text_.append(key);
+    text_.push_back('\0');
+    text_.append(label_key);
+}
 
 input_list load_input_list(const input_options& o) {
     if (o.csv_path.empty()) throw usage_error("no input list; give --csv LIST");
@@ -223,24 +272,43 @@ input_list load_input_list(const input_options& o) {
     const std::string base = o.root.empty() ? fs::path(csv).parent_path().string() : o.root;
 
     input_list list;
-    const std::string text = read_text_file(csv);
-    list.csv_digest = XXH3_64bits(text.data(), text.size());
-    std::vector<csv_row> rows = parse_csv(text, csv);
+    list.base_dir = base;
 
-    if (named && rows.empty())
-        throw input_error(csv + ": the file is empty; expected a header row naming the columns");
-    list.had_header = o.header == header_mode::present || named ||
-                      (o.header == header_mode::detect && detect_header(rows, image_spec.index, label_spec.index, base));
-    const std::size_t image_col = image_spec.by_name ? find_named_column(image_spec, rows[0], csv) : image_spec.index;
-    const std::size_t label_col = label_spec.by_name ? find_named_column(label_spec, rows[0], csv) : label_spec.index;
-    if (image_col == label_col)
-        throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
-                          std::to_string(image_col) + ")");
+    // The CSV is parsed as it is read, and each record is dropped once its two cells are in the
+    // list: neither the text nor all records are ever in memory at once.
+    text_file_reader file(csv);
+    XXH3_state_t digest;
+    XXH3_64bits_reset(&digest);
+    csv_stream records(
+        [&](char* buf, std::size_t n) {
+            const std::size_t got = file.read(buf, n);
+            XXH3_64bits_update(&digest, buf, got);
+            return got;
+        },
+        csv);
 
-    const std::size_t needed = std::max(image_col, label_col) + 1;
-    list.rows.reserve(rows.size());
-    for (std::size_t i = list.had_header ? 1 : 0; i < rows.size(); ++i) {
-        csv_row& row = rows[i];
+    // The header and named columns are decided on the first two records, which are held back
+    // until then. An error in the data or the options found before the end is kept and thrown
+    // once the whole file has parsed, so that, as when the file was parsed first, a syntax error
+    // anywhere is reported before it.
+    std::vector<csv_row> head;
+    std::size_t image_col = 0, label_col = 0, needed = 0;
+    std::exception_ptr deferred;
+    auto decide_columns = [&] {
+        if (named && head.empty())
+            throw input_error(csv + ": the file is empty; expected a header row naming the columns");
+        list.had_header = o.header == header_mode::present || named ||
+                          (o.header == header_mode::detect && detect_header(head, image_spec.index, label_spec.index, base));
+        image_col = image_spec.by_name ? find_named_column(image_spec, head[0], csv) : image_spec.index;
+        label_col = label_spec.by_name ? find_named_column(label_spec, head[0], csv) : label_spec.index;
+        if (image_col == label_col)
+            throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
+                              std::to_string(image_col) + ")");
+        needed = std::max(image_col, label_col) + 1;
+    };
+    auto take_row = [&](const csv_row& row) {
+        if (row.line > std::numeric_limits<std::uint32_t>::max())
+            throw input_error(where(csv, row.line) + "more than 4294967295 lines; split the list");
         if (row.cells.size() < needed)
             throw input_error(where(csv, row.line) + "expected at least " + std::to_string(needed) + " columns, found " +
                               std::to_string(row.cells.size()));
@@ -248,35 +316,60 @@ input_list load_input_list(const input_options& o) {
             throw input_error(where(csv, row.line) + "empty image path (column " + std::to_string(image_col) + ")");
         if (trim(row.cells[label_col]).empty())
             throw input_error(where(csv, row.line) + "empty label (column " + std::to_string(label_col) + ")");
-        sample_row& s = list.rows.emplace_back();
-        s.csv_line = row.line;
-        s.key = std::move(row.cells[image_col]);
-        s.label_key = std::move(row.cells[label_col]);
+        list.add_row(row.line, row.cells[image_col], row.cells[label_col]);
+    };
+    auto unless_deferred = [&](auto&& step) {
+        if (deferred) return;
+        try {
+            step();
+        } catch (const input_error&) {
+            deferred = std::current_exception();
+        } catch (const usage_error&) {
+            deferred = std::current_exception();
+        }
+    };
+    auto take_head = [&] {
+        unless_deferred([&] {
+            decide_columns();
+            for (std::size_t i = list.had_header ? 1 : 0; i < head.size(); ++i) take_row(head[i]);
+        });
+        head.clear();
+        head.shrink_to_fit();
+    };
+    bool head_taken = false;
+    for (csv_row row{}; records.next(row);) {
+        if (head_taken) {
+            unless_deferred([&] { take_row(row); });
+            continue;
+        }
+        head.push_back(std::move(row));
+        if (head.size() == 2) {
+            take_head();
+            head_taken = true;
+        }
     }
-    const auto& samples = list.rows;
+    if (!head_taken) take_head();
+    if (deferred) std::rethrow_exception(deferred);
+    list.csv_digest = XXH3_64bits_digest(&digest);
 
     // The task rule for task_kind::automatic: every label an integer -> classification by id;
     // else the first label is an existing file or has an image extension -> segmentation;
     // else classification by name. (An empty list counts as classification.)
     list.task = o.task;
     if (list.task == task_kind::automatic) {
-        const bool all_ids =
-            std::all_of(samples.begin(), samples.end(), [](const sample_row& r) { return is_integer(r.label_key); });
-        const bool mask_like =
-            !samples.empty() && (is_existing_file(base, samples[0].label_key) || has_image_extension(samples[0].label_key));
+        bool all_ids = true;
+        for (std::size_t i = 0; i < list.size() && all_ids; ++i) all_ids = is_integer(list.row(i).label_key);
+        const bool mask_like = !list.empty() && (is_existing_file(base, list.row(0).label_key) ||
+                                                 has_image_extension(list.row(0).label_key));
         list.task = !all_ids && mask_like ? task_kind::segmentation : task_kind::classification;
         if (list.task == task_kind::segmentation && o.classes_path.empty())
-            throw usage_error(where(csv, samples[0].csv_line) + "the label '" + samples[0].label_key +
+            throw usage_error(where(csv, list.row(0).csv_line) + "the label '" + std::string(list.row(0).label_key) +
                               "' is a mask image, so this is a segmentation list, which needs --classes class_dict.csv "
                               "(or give --task cls if the labels are class names)");
     }
 
-    for (sample_row& s : list.rows) {
-        s.image_path = resolve(base, s.key);
-        if (list.task == task_kind::segmentation) s.label_path = resolve(base, s.label_key);
-    }
     if (list.task == task_kind::segmentation) list.classes = load_class_dict(o.classes_path);
-    else list.classes = assign_class_ids(list.rows, o);
+    else list.classes = assign_class_ids(list, o);
     return list;
 }
 

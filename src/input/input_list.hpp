@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "input/class_table.hpp"
@@ -21,21 +22,53 @@ struct input_options {
     std::string classes_path;     // class_dict.csv (seg) or names list (cls); may be empty for cls
 };
 
+// One row of the list. The views point into the input_list and live as long as it does.
 struct sample_row {
     std::size_t csv_line = 0;     // 1-based line in the CSV
-    std::string key;              // the image path exactly as the CSV wrote it
-    std::string image_path;       // resolved path to open
-    std::string label_path;       // segmentation: resolved mask path
-    std::string label_key;        // the label cell as written
+    std::string_view key;         // the image path exactly as the CSV wrote it
+    std::string_view label_key;   // the label cell as written
     std::int32_t class_id = -1;   // classification
 };
 
-struct input_list {
+// The rows are stored compactly, because a list can have millions of them: the two cells of
+// every row back to back in one string, and per row only where they start, the line and the
+// class id (16 bytes). Paths are resolved when asked for, not stored: they differ from the
+// cells only by base_dir.
+class input_list {
+public:
     task_kind task = task_kind::classification;  // never automatic here
     std::vector<class_entry> classes;
-    std::vector<sample_row> rows;
     std::uint64_t csv_digest = 0;  // XXH3-64 of the CSV file's bytes
     bool had_header = false;
+    std::string base_dir;          // relative paths resolve against it: --root, or the CSV's folder (may be "")
+
+    std::size_t size() const { return rows_.size(); }
+    bool empty() const { return rows_.empty(); }
+    sample_row row(std::size_t i) const;
+
+    // The file to open for row i's image: an absolute cell as written, a relative one joined to
+    // base_dir with a '/'. The second form writes into `out`, reusing its capacity.
+    std::string image_path(std::size_t i) const;
+    void image_path(std::size_t i, std::string& out) const;
+    // Segmentation: the mask to open, resolved the same way. Classification: "" (no file).
+    std::string label_path(std::size_t i) const;
+    void label_path(std::size_t i, std::string& out) const;
+
+    // Adds a row (load_input_list does). The key must hold no NUL byte (the CSV parser lets
+    // none through) and csv_line must fit 32 bits; else std::invalid_argument.
+    void add_row(std::size_t csv_line, std::string_view key, std::string_view label_key);
+    void set_class_id(std::size_t i, std::int32_t class_id) { rows_[i].class_id = class_id; }
+
+private:
+    struct stored_row {
+        std::uint64_t offset;   // in text_: key, a NUL, then the label key up to the next row
+        std::uint32_t csv_line;
+        std::int32_t class_id;
+    };
+    std::string text_;
+    std::vector<stored_row> rows_;
+
+    void resolve(std::string_view cell, std::string& out) const;
 };
 
 // Reads opts.csv_path and resolves every row (see input_list.cpp for the header, column and

@@ -97,7 +97,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
-    r.set("rows", input.rows.size());
+    r.set("rows", input.size());
     r.set("records", t.records);
     r.set("reused_records", t.reused);
     r.set("decoded_records", t.records - t.reused);
@@ -197,7 +197,7 @@ json effective_options_json(const build_options& o, task_kind task) {
 build_result run_build(const build_options& options) {
     const auto started = std::chrono::steady_clock::now();
     const input_list input = load_input_list(options.input);
-    if (input.rows.empty()) throw input_error(options.input.csv_path + ": the list has no rows");
+    if (input.empty()) throw input_error(options.input.csv_path + ": the list has no rows");
     // Before anything is written: one build at a time per output folder.
     const output_lock lock(options.out_dir);
 
@@ -221,7 +221,7 @@ build_result run_build(const build_options& options) {
     }
     dataset_writer writer(wo);
 
-    const std::vector<std::size_t> order = sample_order(input.rows.size(), options.shuffle, options.seed);
+    const std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
     const std::size_t tokens = std::max<std::size_t>(4, std::size_t(threads) * 4);
     std::vector<sample_job> jobs(tokens);
     const file_loader loader(previous.get());
@@ -233,7 +233,7 @@ build_result run_build(const build_options& options) {
 
     build_result result;
     {
-        progress_line progress(options.progress, input.rows.size());
+        progress_line progress(options.progress, input.size());
         std::size_t next = 0;
         tbb::task_arena arena(static_cast<int>(threads));
         arena.execute([&] {
@@ -248,7 +248,7 @@ build_result run_build(const build_options& options) {
                         // At most `tokens` jobs are in flight and they retire in order, so
                         // the slot next % tokens is free again.
                         sample_job* job = &jobs[next % tokens];
-                        job->reset(next, &input.rows[order[next]]);
+                        job->reset(next, input, order[next]);
                         ++next;
                         return job;
                     }) &

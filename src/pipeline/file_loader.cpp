@@ -53,7 +53,7 @@ bool intact(const previous_record& p) {
 }  // namespace
 
 void file_loader::operator()(sample_job& job) const {
-    const sample_row& row = *job.row;
+    const sample_row& row = job.row;
     record_fingerprint& fp = job.fingerprint;
     fp.key = row.key;
     fp.label_key = row.label_key;
@@ -61,11 +61,11 @@ void file_loader::operator()(sample_job& job) const {
     fp.image = {};
     fp.label = {};
     job.key_hash = XXH3_64bits(row.key.data(), row.key.size());
-    const bool has_label = !row.label_path.empty();
+    const bool has_label = !job.label_path.empty();
     const previous_record* previous = previous_ ? previous_->find(row.key, row.label_key) : nullptr;
     if (previous && previous->fingerprint->class_id == row.class_id) {
-        const auto image = stat_file(row.image_path);
-        const auto label = has_label ? stat_file(row.label_path) : std::optional<file_stamp>(file_stamp{});
+        const auto image = stat_file(job.image_path);
+        const auto label = has_label ? stat_file(job.label_path) : std::optional<file_stamp>(file_stamp{});
         if (image && label && same_file(*image, previous->fingerprint->image) &&
             (!has_label || same_file(*label, previous->fingerprint->label)) && intact(*previous)) {
             job.reuse = previous;
@@ -74,15 +74,15 @@ void file_loader::operator()(sample_job& job) const {
         }
     }
 
-    std::string why = read_file_into(row.image_path, job.image_file, &fp.image);
+    std::string why = read_file_into(job.image_path, job.image_file, &fp.image);
     if (!why.empty()) {
-        job.error = job.row->image_path + ": " + why;
+        job.error = job.image_path + ": " + why;
         return;
     }
     if (has_label) {
-        why = read_file_into(row.label_path, job.label_file, &fp.label);
+        why = read_file_into(job.label_path, job.label_file, &fp.label);
         if (!why.empty()) {
-            job.error = row.label_path + ": " + why;
+            job.error = job.label_path + ": " + why;
             return;
         }
     }

@@ -5,7 +5,13 @@
 namespace shardpack {
 
 namespace {
-std::string row_id(const std::string& key, const std::string& label_key) { return key + '\n' + label_key; }
+std::string row_id(std::string_view key, std::string_view label_key) {
+    std::string id;
+    id.reserve(key.size() + 1 + label_key.size());
+    id.append(key);
+    id += '\n';
+    return id.append(label_key);
+}
 }  // namespace
 
 void previous_build::index_group(const fingerprint_group& group, const detail::shard_file& shard, const std::string& path) {
@@ -63,7 +69,7 @@ std::unique_ptr<previous_build> previous_build::load(const std::string& dir, con
     return p;
 }
 
-const previous_record* previous_build::find(const std::string& key, const std::string& label_key) const {
+const previous_record* previous_build::find(std::string_view key, std::string_view label_key) const {
     const auto it = by_row_.find(row_id(key, label_key));
     return it == by_row_.end() ? nullptr : &it->second;
 }

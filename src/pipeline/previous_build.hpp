@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -30,7 +31,7 @@ public:
     // Never throws for a damaged or foreign previous state: it is then simply not used.
     static std::unique_ptr<previous_build> load(const std::string& dir, const std::string& options_digest);
 
-    const previous_record* find(const std::string& key, const std::string& label_key) const;
+    const previous_record* find(std::string_view key, std::string_view label_key) const;
     std::size_t size() const { return by_row_.size(); }
 
 private:

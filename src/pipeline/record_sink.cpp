@@ -12,9 +12,9 @@ record_sink::record_sink(dataset_writer& writer, const build_options& options, s
 void record_sink::operator()(const sample_job& job) {
     ++totals_.rows;
     if (!job.ok()) {
-        const std::string where = csv_name_ + ":" + std::to_string(job.row->csv_line) + ": ";
+        const std::string where = csv_name_ + ":" + std::to_string(job.row.csv_line) + ": ";
         if (options_.on_error == error_policy::fail) throw build_stopped(where + job.error);
-        totals_.rejected.push_back({job.row->csv_line, job.row->key, job.row->label_key, job.error});
+        totals_.rejected.push_back({job.row.csv_line, std::string(job.row.key), std::string(job.row.label_key), job.error});
         if (options_.max_errors && totals_.rejected.size() >= options_.max_errors)
             throw build_stopped("stopping after " + std::to_string(totals_.rejected.size()) +
                                 " rejected rows (--max-errors); the last: " + where + job.error);

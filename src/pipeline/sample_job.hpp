@@ -16,7 +16,9 @@ struct previous_record;
 
 struct sample_job {
     std::size_t sequence = 0;                 // position in the output order
-    const sample_row* row = nullptr;
+    sample_row row;                           // views into the input list
+    std::string image_path;                   // the files to open, resolved from the row's cells
+    std::string label_path;                   // (kept here, not in the list, which stays small)
     std::vector<std::uint8_t> image_file;     // the files' bytes, as loaded
     std::vector<std::uint8_t> label_file;
     std::vector<unsigned char> decoded;       // the record payload
@@ -28,9 +30,11 @@ struct sample_job {
     record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
 
-    void reset(std::size_t seq, const sample_row* r) {
+    void reset(std::size_t seq, const input_list& input, std::size_t index) {
         sequence = seq;
-        row = r;
+        row = input.row(index);
+        input.image_path(index, image_path);
+        input.label_path(index, label_path);
         error.clear();
         unknown_pixels = 0;
         reuse = nullptr;

@@ -71,7 +71,7 @@ namespace {
 }  // namespace
 
 void sample_transformer::transform(sample_job& job, transform_scratch& scratch) const {
-    const sample_row& row = *job.row;
+    const sample_row& row = job.row;
     const bool segmentation = schema_.task == task_code::segmentation;
     const auto& img_bytes = job.image_file;
 
@@ -79,18 +79,18 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     try {
         read_image_size(img_bytes.data(), img_bytes.size(), width, height);
     } catch (const std::exception& e) {
-        rethrow_for(row.image_path, e);
+        rethrow_for(job.image_path, e);
     }
     std::uint32_t mask_w = 0, mask_h = 0;
     if (segmentation) {
         try {
             read_image_size(job.label_file.data(), job.label_file.size(), mask_w, mask_h);
         } catch (const std::exception& e) {
-            rethrow_for(row.label_path, e);
+            rethrow_for(job.label_path, e);
         }
         if (mask_w != width || mask_h != height)
-            throw input_error(row.label_path + ": mask is " + std::to_string(mask_w) + "x" + std::to_string(mask_h) +
-                              " but its image " + row.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
+            throw input_error(job.label_path + ": mask is " + std::to_string(mask_w) + "x" + std::to_string(mask_h) +
+                              " but its image " + job.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
     }
 
     const geometry_plan mask_plan = plan_geometry(width, height, options_.geometry);
@@ -117,10 +117,10 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     try {
         decode_image(img_bytes.data(), img_bytes.size(), request, decoded);
     } catch (const std::exception& e) {
-        rethrow_for(row.image_path, e);
+        rethrow_for(job.image_path, e);
     }
     if (decoded.width != image_plan.x.src_len)
-        throw input_error(row.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
+        throw input_error(job.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
     apply_geometry(decoded, image_plan, options_.geometry.filter, scratch.image, scratch.resample);
 
     const std::uint16_t* label_ids = nullptr;
@@ -133,7 +133,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         try {
             decode_image(job.label_file.data(), job.label_file.size(), mask_request, mask);
         } catch (const std::exception& e) {
-            rethrow_for(row.label_path, e);
+            rethrow_for(job.label_path, e);
         }
         unknown_colour_hit first{};
         std::uint64_t unknown = 0;
@@ -141,7 +141,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
             map_mask(mask, mask_plan, *lookup_, options_.unknown_label, static_cast<std::uint16_t>(schema_.ignore_value),
                      scratch.labels, &first, &unknown);
         } catch (const std::exception& e) {
-            rethrow_for(row.label_path, e);
+            rethrow_for(job.label_path, e);
         }
         job.unknown_pixels = unknown;
         job.class_counts.resize(schema_.class_count);

@@ -125,14 +125,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     expect_input_errors("load_input_list", [&] {
         const input_list list = load_input_list(o);
         if (list.task == task_kind::automatic) finding("load_input_list left the task automatic");
-        for (const auto& r : list.rows) {
-            if (r.key.empty() || r.image_path.empty()) finding("a row without an image path");
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            const sample_row r = list.row(i);
+            if (r.key.empty() || list.image_path(i).empty()) finding("a row without an image path");
             if (list.task == task_kind::classification && (r.class_id < 0 || std::size_t(r.class_id) >= list.classes.size()))
                 finding("class id " + std::to_string(r.class_id) + " outside the " + std::to_string(list.classes.size()) +
                         " classes");
-            if (list.task == task_kind::segmentation && r.label_path.empty()) finding("a segmentation row without a mask");
+            if (list.task == task_kind::segmentation && list.label_path(i).empty()) finding("a segmentation row without a mask");
         }
-        sink = sink + list.rows.size() + list.classes.size();
+        sink = sink + list.size() + list.classes.size();
     });
     return 0;
 }
