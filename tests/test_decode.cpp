@@ -1101,3 +1101,36 @@ TEST_CASE("the fast path keeps the decode limit when the output has more channel
     REQUIRE_THROWS_WITH(decode_png(png.data(), png.size(), request(pixel_layout::rgba)),
                         Catch::Contains("image too large") && Catch::Contains("decode limit"));
 }
+
+// Found by fuzz_decode (300 s): a 32x32 gray+alpha PNG whose deflate stream uses a Huffman code
+// zlib refuses; libdeflate decodes it, by design, and its Adler-32 and chunk CRCs match. The fast
+// path takes it; change one byte of the Adler-32 and it leaves the file to libpng's error.
+TEST_CASE("a deflate stream zlib refuses but libdeflate decodes is taken only with matching checksums", "[png][fast]") {
+    const std::string hex =
+        "89504e470d0a1a0a0000000d4948445200000020000000200804000000d973b27f0000000467414d41000186a031e896"
+        "5f00000002624b47440000aa8d23320000003549444154789c63fccfc0c001859c683431229c2cdf1928032c3f86be01"
+        "e361301a06543160341047c3802a068c06e2681850c30000df2a207da994c2880000000049454e44ae426082";
+    bytes png;
+    for (std::size_t i = 0; i < hex.size(); i += 2) png.push_back(std::uint8_t(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    REQUIRE(png.size() == 140);
+    image_u8 by_libpng;
+    REQUIRE_THROWS_WITH(decode_png_libpng(png.data(), png.size(), request(pixel_layout::rgba), by_libpng, nullptr),
+                        Catch::Contains("invalid literal/length code"));
+#if SHARDPACK_HAVE_LIBDEFLATE
+    image_u8 fast;
+    REQUIRE(decode_png_fast(png.data(), png.size(), request(pixel_layout::rgba), fast, nullptr));
+    REQUIRE(fast.width == 32);
+    REQUIRE(fast.height == 32);
+    // The Adler-32 is the 4 bytes before the IDAT chunk's CRC; a changed one must not pass. The
+    // chunk CRC is fixed up so that only the Adler-32 is wrong.
+    const std::size_t idat = 8 + 25 + 16 + 14;  // signature, IHDR, gAMA, bKGD
+    REQUIRE(std::string(png.begin() + idat + 4, png.begin() + idat + 8) == "IDAT");
+    const std::size_t length = 0x35, crc_at = idat + 8 + length;
+    png[crc_at - 1] ^= 1;
+    const uLong crc = crc32(0, png.data() + idat + 4, static_cast<uInt>(4 + length));
+    for (int i = 0; i < 4; ++i) png[crc_at + i] = std::uint8_t(crc >> (24 - 8 * i));
+    image_u8 refused;
+    REQUIRE_FALSE(decode_png_fast(png.data(), png.size(), request(pixel_layout::rgba), refused, nullptr));
+    REQUIRE_THROWS_AS(decode_png(png.data(), png.size(), request(pixel_layout::rgba)), decode_error);
+#endif
+}
