@@ -101,16 +101,8 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     // still covers the scaled size. Masks keep full resolution so that image and mask share the
     // exact same box; hence segmentation never takes this path.
     if (!segmentation && options_.geometry.resize != resize_mode::none &&
-        sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg &&
-        (mask_plan.x.scaled_len < width || mask_plan.y.scaled_len < height)) {
-        const unsigned m = jpeg_dct_scale_eighths(width, height, mask_plan.x.scaled_len, mask_plan.y.scaled_len);
-        if (m < 8) {
-            request.min_width = mask_plan.x.scaled_len;
-            request.min_height = mask_plan.y.scaled_len;
-            image_plan = plan_geometry(static_cast<std::uint32_t>((std::uint64_t(width) * m + 7) / 8),
-                                       static_cast<std::uint32_t>((std::uint64_t(height) * m + 7) / 8), options_.geometry);
-        }
-    }
+        sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg)
+        image_plan = plan_jpeg_dct_scaling(width, height, mask_plan, options_.geometry, request);
     request.max_rows = image_plan.y.src_rows_needed();
 
     image_u8& decoded = scratch.decoded;
@@ -153,6 +145,17 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         job.class_counts[std::size_t(class_id)] += 1;
     }
     encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded);
+}
+
+geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, const geometry_plan& full_plan,
+                                    const geometry_options& g, decode_request& request) {
+    if (full_plan.x.scaled_len >= width && full_plan.y.scaled_len >= height) return full_plan;
+    const unsigned m = jpeg_dct_scale_eighths(width, height, full_plan.x.scaled_len, full_plan.y.scaled_len);
+    if (m == 8) return full_plan;
+    request.min_width = full_plan.x.scaled_len;
+    request.min_height = full_plan.y.scaled_len;
+    return plan_geometry(static_cast<std::uint32_t>((std::uint64_t(width) * m + 7) / 8),
+                         static_cast<std::uint32_t>((std::uint64_t(height) * m + 7) / 8), g);
 }
 
 }  // namespace shardpack

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "decode/decode_limits.hpp"
 #include "image.hpp"
 #include "input/class_table.hpp"
 #include "pipeline/build_options.hpp"
@@ -25,6 +26,12 @@ struct transform_scratch {
 
 // The schema a build with these options writes.
 detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count);
+
+// For a JPEG of width x height that `full_plan` (made with `g`) downscales: asks `request` for the
+// smallest DCT scale that still covers the scaled size and returns the plan over that smaller
+// decode. Returns full_plan, and leaves `request` alone, where no scale below 8/8 applies.
+geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, const geometry_plan& full_plan,
+                                    const geometry_options& g, decode_request& request);
 
 class sample_transformer {
 public:

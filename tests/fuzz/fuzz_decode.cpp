@@ -34,6 +34,7 @@
 #include "decode/sniff.hpp"
 #include "errors.hpp"
 #include "fuzz_common.hpp"
+#include "pipeline/sample_transformer.hpp"
 #include "transform/geometry.hpp"
 #include "transform/label_map.hpp"
 
@@ -122,16 +123,8 @@ void run(const std::uint8_t* data, std::size_t size, unsigned o0, unsigned o1) {
     geometry_plan image_plan = mask_plan;
     decode_request req;
     req.layout = layout;
-    if (format == file_format::jpeg && g.resize != resize_mode::none &&
-        (mask_plan.x.scaled_len < width || mask_plan.y.scaled_len < height)) {
-        const unsigned m = jpeg_dct_scale_eighths(width, height, mask_plan.x.scaled_len, mask_plan.y.scaled_len);
-        if (m < 8) {
-            req.min_width = mask_plan.x.scaled_len;
-            req.min_height = mask_plan.y.scaled_len;
-            image_plan = plan_geometry(static_cast<std::uint32_t>((std::uint64_t(width) * m + 7) / 8),
-                                       static_cast<std::uint32_t>((std::uint64_t(height) * m + 7) / 8), g);
-        }
-    }
+    if (format == file_format::jpeg && g.resize != resize_mode::none)
+        image_plan = plan_jpeg_dct_scaling(width, height, mask_plan, g, req);
     req.max_rows = image_plan.y.src_rows_needed();
 
     image_u8 decoded;
