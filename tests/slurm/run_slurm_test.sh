@@ -93,19 +93,22 @@ PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
 export SLURM_CONF=$tmp/slurm.conf
 slurmctld -D -i -f "$SLURM_CONF" >>"$tmp/slurmctld.out" 2>&1 &
-pids+=($!)
+ctld=$!
+pids+=($ctld)
 slurmd -D -f "$SLURM_CONF" >>"$tmp/slurmd.out" 2>&1 &
-pids+=($!)
-ready=0
+sd=$!
+pids+=($sd)
+ready=0 why=""
 for _ in $(seq 100); do
     if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then ready=1; break; fi
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null || break 2; done
+    kill -0 "$ctld" 2>/dev/null || { why="slurmctld exited; "; break; }
+    kill -0 "$sd" 2>/dev/null || { why="slurmd exited; "; break; }
     sleep 0.2
 done
 if [[ $ready -ne 1 ]]; then
     cat "$tmp"/slurmctld.out "$tmp"/slurmd.out 2>/dev/null | tail -n 10
     show_logs
-    skip "the Slurm daemons did not start (node state: $(sinfo -h -o '%T' 2>&1 | head -n 1))"
+    skip "the Slurm daemons did not start (${why}node state: $(sinfo -h -o '%T' 2>&1 | head -n 1))"
 fi
 echo "cluster up: $(sinfo -h -o '%P %D %T %C')"
 
