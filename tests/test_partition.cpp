@@ -414,3 +414,26 @@ TEST_CASE("a part rebuilds incrementally and resumes like any build", "[partitio
     REQUIRE(detail::json::parse(r.out).at("decoded_records").as_u64() == 10);
     REQUIRE(dataset::open(part).manifest().at("partition").at("index").as_u64() == 0);
 }
+
+TEST_CASE("more parts than rows and rejected rows - the merge still equals the one-machine build and its rejected.csv",
+          "[partition][merge]") {
+    fixture f(3);
+    {  // a fourth row whose image does not exist
+        std::string text = read_file(f.dir / "src/list.csv");
+        write_file(f.dir / "src/list.csv", text + "images/missing.png,masks/missing.png\n");
+    }
+    const std::vector<std::string> skip = {"--on-error", "skip"};
+    const std::string single = f.dir / "single";
+    REQUIRE(run_cli(f.build_args(single, skip)).code == 0);
+    const auto parts = f.build_parts(f.dir / "parts", 6, skip);  // parts 4 and 5 hold no row
+    REQUIRE(dataset::open(parts[5]).size() == 0);
+    REQUIRE(dataset::open(parts[5]).manifest().at("partition").at("part_rows").as_u64() == 0);
+    const std::string merged = f.dir / "merged";
+    const auto r = run_cli(merge_args(merged, {f.dir / "parts"}));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(dataset::open(merged).size() == 3);
+    REQUIRE(read_file(merged + "/manifest.json") == read_file(single + "/manifest.json"));
+    REQUIRE(read_file(merged + "/rejected.csv") == read_file(single + "/rejected.csv"));
+    REQUIRE(read_file(merged + "/rejected.csv").find("missing.png") != std::string::npos);
+}

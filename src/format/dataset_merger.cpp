@@ -260,6 +260,11 @@ merge_result merge_parts(const merge_options& o) {
             }
         }
     }
+    if (r.records == 0) {
+        writer->discard();
+        throw input_error("no part holds a record (" + std::to_string(rejected_lines.size()) +
+                          " rows rejected); nothing was published");
+    }
     r.manifest = writer->publish();
     held.clear();
     r.shards = r.manifest.at("shards").as_array().size();

@@ -301,7 +301,9 @@ build_result run_build(const build_options& options) {
         writer.discard();
         return result;
     }
-    if (sink.totals().records == 0 && !(options.partition && order.empty()))
+    // A part may hold no record (fewer rows than parts, or all of its rows rejected); the merge
+    // refuses a whole build without one.
+    if (sink.totals().records == 0 && !options.partition)
         throw build_stopped("no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
                             " rejected); nothing was published");
 
