@@ -326,8 +326,18 @@ TEST_CASE("merge refuses a missing - duplicate or foreign part - naming it - and
         REQUIRE(!fs::exists(out + "/manifest.json"));
         return r.err;
     };
+    // --check accepts the complete set and writes nothing.
+    const auto checked = run_cli({"merge", "--check", "--json", f.dir / "parts"});
+    INFO(checked.err);
+    REQUIRE(checked.code == 0);
+    REQUIRE(detail::json::parse(checked.out).at("records").as_u64() == 24);
+    REQUIRE(!fs::exists(f.dir / "merged"));
+    REQUIRE(run_cli({"merge", f.dir / "parts"}).code == 2);  // neither --out nor --check
     // Missing.
     refused({parts[0], parts[2]}, "missing part 1 of 3");
+    const auto check_missing = run_cli({"merge", "--check", parts[0], parts[2]});
+    REQUIRE(check_missing.code == 1);
+    REQUIRE(check_missing.err.find("missing part 1 of 3") != std::string::npos);
     refused({parts[1], parts[2]}, "missing part 0 of 3");
     // Duplicate: the same part twice under two names.
     fs::copy(parts[1], f.dir / "copy-of-1", fs::copy_options::recursive);
@@ -362,6 +372,9 @@ TEST_CASE("merge refuses a missing - duplicate or foreign part - naming it - and
         write_file(path, bytes);
     }
     refused({parts[0], parts[1], parts[2]}, parts[1] + " (part 1 of 3)");
+    const auto check_damaged = run_cli({"merge", "--check", parts[0], parts[1], parts[2]});
+    REQUIRE(check_damaged.code == 1);
+    REQUIRE(check_damaged.err.find(parts[1] + " (part 1 of 3)") != std::string::npos);
 }
 
 TEST_CASE("a merge killed at random moments leaves no half dataset - SIGTERM exits 143 - the next merge completes",

@@ -11,6 +11,7 @@ struct merge_command_options {
     std::vector<std::string> parts;
     std::string link = "hard";
     bool json = false;
+    bool check = false;
 };
 
 CLI::App* add_merge_command(CLI::App& app, merge_command_options& options);

@@ -164,12 +164,14 @@ merge_result merge_parts(const merge_options& o) {
     }
     std::vector<std::unique_ptr<output_lock>> part_locks;
     for (const auto& p : parts) part_locks.push_back(std::make_unique<output_lock>(p.path));
-    const output_lock lock(o.out_dir);
+    std::unique_ptr<output_lock> lock;
+    if (!o.check_only) lock = std::make_unique<output_lock>(o.out_dir);
 
     merge_result r;
     r.parts = parts.size();
     std::deque<dataset> held;  // parts whose bytes the writer may still hold back (see below)
     std::unique_ptr<dataset_writer> writer;
+    bool first_part = true;
     std::string reference_schema;
     std::vector<detail::class_record> reference_classes;
     std::vector<std::string> rejected_lines;
@@ -183,7 +185,8 @@ merge_result merge_parts(const merge_options& o) {
             }
         }();
         const detail::shard_file& first = ds.shard(0);
-        if (!writer) {
+        if (first_part) {
+            first_part = false;
             dataset_writer_options wo;
             wo.out_dir = o.out_dir;
             const json& m = ds.manifest();
@@ -199,7 +202,7 @@ merge_result merge_parts(const merge_options& o) {
             skip_mode = m.at("build").at("on_error").as_string() == "skip";
             reference_schema = first.schema_bytes();
             reference_classes = first.classes();
-            writer = std::make_unique<dataset_writer>(std::move(wo));
+            if (!o.check_only) writer = std::make_unique<dataset_writer>(std::move(wo));
         }
         for (std::size_t k = 0; k < ds.shard_count(); ++k) {
             const auto& s = ds.shard(k);
@@ -226,9 +229,18 @@ merge_result merge_parts(const merge_options& o) {
         for (std::size_t k = 0; k < ds.shard_count(); ++k) {
             const detail::shard_file& shard = ds.shard(k);
             const std::string shard_path = p.path + "/" + shard.name();
+            if (o.check_only) {
+                // What verify checks beyond the records: every byte, padding included.
+                const std::string hash = hex64(XXH3_64bits(shard.bytes(), shard.size()));
+                if (shard.name().find(hash) == std::string::npos)
+                    throw input_error(part_name(p) + ": " + shard.name() + ": its bytes hash to " + hash +
+                                      ", not to its name (damaged part; rebuild it)");
+                ++r.shards;
+                r.bytes += shard.size();
+            }
             for (std::size_t i = 0; i < shard.record_count(); ++i) {
                 if (o.stop && o.stop->load()) {
-                    writer->discard();
+                    if (writer) writer->discard();
                     r.interrupted_by = o.stop->load();
                     return r;
                 }
@@ -239,7 +251,7 @@ merge_result merge_parts(const merge_options& o) {
                                       ": the stored bytes do not match their checksum (damaged part; rebuild it)");
                 const record_fingerprint& fp = list->groups[k].records[i];
                 const record_view view{bytes, e.stored_size, e.decoded_size, e.checksum, e.codec};
-                writer->add(view, XXH3_64bits(fp.key.data(), fp.key.size()), fp, record_origin{&shard, i, shard_path});
+                if (writer) writer->add(view, XXH3_64bits(fp.key.data(), fp.key.size()), fp, record_origin{&shard, i, shard_path});
                 if (!added) {
                     // The writer held back the previous parts' last records only until a record
                     // of another shard came: their mappings may go now.
@@ -259,6 +271,18 @@ merge_result merge_parts(const merge_options& o) {
                 header = false;
             }
         }
+    }
+    if (o.check_only) {
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        json report = json::object();
+        report.set("checked_parts", r.parts);
+        report.set("records", r.records);
+        report.set("skipped", std::uint64_t(rejected_lines.size()));
+        report.set("shards", r.shards);
+        report.set("bytes", r.bytes);
+        report.set("seconds", r.seconds);
+        r.report = report;
+        return r;
     }
     if (r.records == 0) {
         writer->discard();

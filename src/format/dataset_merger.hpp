@@ -30,6 +30,8 @@ struct merge_options {
     std::vector<std::string> parts;  // part folders, in any order; or one folder holding them
     std::string out_dir;
     bool copy = false;               // --link copy: never hard-link a part's shard
+    bool check_only = false;         // --check: every check of a merge (and the parts' whole-file
+                                     // hashes), nothing written; out_dir unused
     const std::atomic<int>* stop = nullptr;  // a signal number once the merge should stop
 };
 
