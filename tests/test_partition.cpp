@@ -312,6 +312,24 @@ TEST_CASE("merge of a folder of parts - --link hard shares part 0's files - --li
         REQUIRE(verify_dataset(p).ok());
     }
     REQUIRE(dataset::open(f.dir / "merged-hard").content_hash() == dataset::open(f.dir / "merged-copy").content_hash());
+
+    // --link hard onto another file system (tmpfs /dev/shm, where there is one): copies instead.
+    struct stat here {}, shm {};
+    if (::stat("/dev/shm", &shm) == 0 && ::stat(f.dir.str().c_str(), &here) == 0 && shm.st_dev != here.st_dev &&
+        ::access("/dev/shm", W_OK) == 0) {
+        const std::string elsewhere = "/dev/shm/shardpack-merge-" + std::to_string(::getpid());
+        fs::remove_all(elsewhere);
+        const auto r = run_cli(merge_args(elsewhere, {f.dir / "parts"}, {"--json"}));
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const auto report = detail::json::parse(r.out);
+        REQUIRE(report.at("shards_linked").as_u64() == 0);
+        REQUIRE(report.at("shards_copied").as_u64() >= 1);
+        REQUIRE(dataset::open(elsewhere).content_hash() == dataset::open(f.dir / "merged-hard").content_hash());
+        fs::remove_all(elsewhere);
+    } else {
+        WARN("no second file system at /dev/shm: the cross-file-system fallback was not exercised");
+    }
 }
 
 TEST_CASE("merge refuses a missing - duplicate or foreign part - naming it - and publishes nothing", "[partition][merge]") {
