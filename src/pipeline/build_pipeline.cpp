@@ -261,7 +261,7 @@ build_result run_build(const build_options& options) {
 
     build_result result;
     {
-        progress_line progress(options.progress, input.size());
+        progress_line progress(options.progress, order.size());  // a part: its own rows
         std::size_t next = 0;
         tbb::task_arena arena(static_cast<int>(threads));
         arena.execute([&] {
