@@ -54,6 +54,8 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--threads", o.threads, "Worker threads; 0 = all cores")->capture_default_str();
     b->add_option("--report", o.report, "Also write the JSON build report here (the dataset folder always gets report.json)");
     b->add_flag("--json", o.json, "Print the build report as JSON to stdout");
+    b->add_option("--partition", o.partition, "K/N: pack only the K-th of N contiguous slices of the output order (0 <= K < N), "
+                  "for `shardpack merge`; slurm: K and N from the job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT)");
     b->add_flag("--full", o.full, "Decode every row again instead of taking unchanged rows back from the previous build");
     return b;
 }
@@ -134,6 +136,7 @@ build_options to_build_options(const build_command_options& o) {
     b.threads = o.threads;
     b.report_path = o.report;
     b.full = o.full;
+    if (!o.partition.empty()) b.partition = parse_partition(o.partition);
     return b;
 }
 

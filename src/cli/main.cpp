@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cli/build_command.hpp"
+#include "cli/merge_command.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
 #include "inspect/dataset_inspector.hpp"
@@ -73,6 +74,9 @@ int main(int argc, char** argv) {
     build_command_options build;
     CLI::App* build_cmd = add_build_command(app, build);
 
+    merge_command_options merge;
+    CLI::App* merge_cmd = add_merge_command(app, merge);
+
     std::string dir;
     bool as_json = false;
     CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show a dataset's schema, classes, counts, sizes and shards");
@@ -117,6 +121,11 @@ int main(int argc, char** argv) {
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
             return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
+        }
+        if (*merge_cmd) {
+            std::signal(SIGINT, on_signal);
+            std::signal(SIGTERM, on_signal);
+            return run_merge_command(merge);
         }
         if (*inspect_cmd) return run_inspect(dir, as_json);
         if (*verify_cmd) return run_verify(dir, as_json);

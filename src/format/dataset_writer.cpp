@@ -206,6 +206,7 @@ void dataset_writer::finish_shard() {
             s.file = adopt_->name();
             s.path = adopt_path_;
             s.reused = true;
+            if (opt_.adopt != dataset_writer_options::adopt_mode::move) bring_in(s);
         }
     }
     if (!s.reused) {
@@ -235,6 +236,44 @@ void dataset_writer::finish_shard() {
     pending_.clear();
     fingerprint_lines_.clear();
     extent_ = shard_extent(header_length_);
+}
+
+// A shard taken over from another dataset (a merge's part): placed in .partial/ under its name
+// by a hard link or a copy, never by moving or changing the source.
+void dataset_writer::bring_in(published_shard& s) {
+    const std::string target = partial_ + "/" + s.file;
+    std::error_code ec;
+    fs::remove(target, ec);  // left by an interrupted run; same name, same bytes
+    if (opt_.adopt == dataset_writer_options::adopt_mode::link && ::link(s.path.c_str(), target.c_str()) == 0) {
+        ++shards_linked_;
+        s.path = target;
+        return;
+    }
+    const std::string temp = opt_.out_dir + "/.tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(done_.size()) + ".spk";
+    current_temp_ = temp;  // removed by discard() if the copy stops half way
+    {
+        const int in = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (in < 0) throw io_error("cannot open " + s.path + ": " + std::strerror(errno));
+        output_file out(temp);
+        std::vector<char> chunk(1 << 20);
+        for (;;) {
+            const ssize_t n = ::read(in, chunk.data(), chunk.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                const int err = errno;
+                ::close(in);
+                throw io_error("cannot read " + s.path + ": " + std::strerror(err));
+            }
+            if (n == 0) break;
+            out.write(chunk.data(), std::size_t(n));
+        }
+        ::close(in);
+        out.sync();
+        out.close();
+    }
+    rename_durably(temp, target);
+    current_temp_.clear();
+    s.path = target;
 }
 
 json dataset_writer::publish() {
@@ -277,6 +316,7 @@ json dataset_writer::publish() {
     tool.set("version", SHARDPACK_VERSION);
     m.set("tool", tool);
     m.set("libraries", opt_.libraries);
+    if (!opt_.partition.is_null()) m.set("partition", opt_.partition);
     write_file_atomically(opt_.out_dir + "/" + manifest_file_name, m.dump());
     published_ = true;
 

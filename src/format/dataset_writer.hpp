@@ -39,6 +39,12 @@ struct dataset_writer_options {
     std::string input_digest;                         // hex XXH3-64 of the input list
     std::string options_digest = "none";              // what shapes record bytes; keys fingerprints
     std::vector<extra_section> extra_sections;        // for forward-compatibility tests
+    detail::json partition;                           // `build --partition`: the manifest's "partition" member; null: none
+    // How a shard taken over unchanged comes into the folder. `move` (a build): it is a previous
+    // build's file in this folder, renamed. `link` (a merge, whose sources are other datasets'
+    // shards): hard-linked, or copied where a link cannot be made (another file system);
+    // `copy`: always copied. The source is never changed.
+    enum class adopt_mode { move, link, copy } adopt = adopt_mode::move;
 };
 
 // Where a record's stored bytes already lie, when it comes unchanged from a previous build.
@@ -69,6 +75,7 @@ public:
     std::uint64_t record_count() const { return records_; }
     std::uint64_t shards_reused() const;
     std::uint64_t shards_written() const;
+    std::uint64_t shards_linked() const { return shards_linked_; }  // adopt_mode::link: taken by hard link
 
     detail::json publish();
     // Removes the shard being written (finished shards stay for a resumed build).
@@ -97,11 +104,13 @@ private:
     std::string all_fingerprints_path_;
     std::uint64_t records_ = 0;
     bool published_ = false;
+    std::uint64_t shards_linked_ = 0;
 
     bool cut_after(std::uint64_t stored_size, std::uint64_t key_hash) const;
     void open_real_shard();
     void write_pending();
     void finish_shard();
+    void bring_in(published_shard& shard);
 };
 
 // The manifest's description of a schema and class table (also used by `inspect`).

@@ -1,11 +1,13 @@
 // Everything `shardpack build` can be told. The CLI fills it; run_build() consumes it.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "format/record_compressor.hpp"
 #include "image.hpp"
 #include "input/input_list.hpp"
+#include "pipeline/partition.hpp"
 #include "transform/geometry.hpp"
 #include "transform/label_map.hpp"
 
@@ -32,6 +34,7 @@ struct build_options {
     std::string report_path;       // extra copy of the report; the dataset folder always gets one
     bool full = false;             // ignore the previous build: decode every row again
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
+    std::optional<partition_spec> partition;  // --partition K/N: pack only the K-th slice of the order
 };
 
 }  // namespace shardpack

@@ -164,6 +164,24 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
 
 }  // namespace
 
+std::string partition_options_digest(const json& build, const std::string& record_options_digest) {
+    const std::string bytes = build.dump(-1) + "\n" + record_options_digest;
+    return hex64(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+json partition_json(const partition_spec& part, const row_slice& slice, std::uint64_t rows, const json& build,
+                    const std::string& record_options_digest) {
+    json p = json::object();
+    p.set("index", part.index);
+    p.set("count", part.count);
+    p.set("rows", rows);
+    p.set("first_row", slice.first);
+    p.set("part_rows", slice.size);
+    p.set("options_digest", partition_options_digest(build, record_options_digest));
+    p.set("records_digest", record_options_digest);
+    return p;
+}
+
 std::uint64_t manifest_bytes(const json& manifest) {
     std::uint64_t n = 0;
     for (const auto& s : manifest.at("shards").as_array()) n += s.at("bytes").as_u64();
@@ -219,9 +237,19 @@ build_result run_build(const build_options& options) {
         previous = previous_build::load(options.out_dir, wo.options_digest);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }
+    std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
+    if (options.partition) {
+        // A slice of the one global order: the parts of a shuffled build are slices of the
+        // same permutation, and `shardpack merge` puts them back in this order.
+        const row_slice slice = partition_slice(order.size(), *options.partition);
+        order.erase(order.begin() + std::ptrdiff_t(slice.first + slice.size), order.end());
+        order.erase(order.begin(), order.begin() + std::ptrdiff_t(slice.first));
+        order.shrink_to_fit();
+        wo.partition = partition_json(*options.partition, slice, input.size(), wo.build, wo.options_digest);
+        spdlog::debug("part {} of {}: rows {}..{} of the output order", options.partition->index, options.partition->count,
+                      slice.first, slice.first + slice.size);
+    }
     dataset_writer writer(wo);
-
-    const std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
     const std::size_t tokens = std::max<std::size_t>(4, std::size_t(threads) * 4);
     std::vector<sample_job> jobs(tokens);
     const file_loader loader(previous.get());
@@ -233,7 +261,7 @@ build_result run_build(const build_options& options) {
 
     build_result result;
     {
-        progress_line progress(options.progress, input.size());
+        progress_line progress(options.progress, order.size());  // a part: its own rows
         std::size_t next = 0;
         tbb::task_arena arena(static_cast<int>(threads));
         arena.execute([&] {
@@ -273,7 +301,9 @@ build_result run_build(const build_options& options) {
         writer.discard();
         return result;
     }
-    if (sink.totals().records == 0)
+    // A part may hold no record (fewer rows than parts, or all of its rows rejected); the merge
+    // refuses a whole build without one.
+    if (sink.totals().records == 0 && !options.partition)
         throw build_stopped("no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
                             " rejected); nothing was published");
 

@@ -1,0 +1,54 @@
+#include "cli/merge_command.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "errors.hpp"
+#include "format/dataset_merger.hpp"
+#include "pipeline/build_pipeline.hpp"
+
+namespace shardpack {
+
+CLI::App* add_merge_command(CLI::App& app, merge_command_options& o) {
+    CLI::App* m = app.add_subcommand("merge", "Merge the parts of a build --partition K/N into one dataset, checked and atomic");
+    m->add_option("--out", o.out, "The merged dataset's folder (created; an existing dataset is replaced atomically); required unless --check");
+    m->add_option("parts", o.parts, "The part folders (any order), or one folder holding them")->required();
+    m->add_option("--link", o.link,
+                  "hard: hard-link the part shards that go over unchanged, copying where a link cannot be made "
+                  "(another file system); copy: always copy them. Parts are never changed.")
+        ->check(CLI::IsMember({"hard", "copy"}))->capture_default_str();
+    m->add_flag("--check", o.check,
+                "Only check: the parts of one build, all there, every record's checksum and every shard's hash; write nothing");
+    m->add_flag("--json", o.json, "Print the merge report as JSON to stdout");
+    return m;
+}
+
+int run_merge_command(const merge_command_options& o) {
+    if (o.out.empty() && !o.check) throw usage_error("merge: --out DIR is required (or --check to only check the parts)");
+    if (!o.out.empty() && o.check) throw usage_error("merge: --check writes nothing; leave out --out");
+    merge_options mo;
+    mo.check_only = o.check;
+    mo.parts = o.parts;
+    mo.out_dir = o.out;
+    mo.copy = o.link == "copy";
+    mo.stop = &build_interrupt_signal;
+    const merge_result r = merge_parts(mo);
+    if (r.interrupted_by) {
+        spdlog::error("interrupted by signal {}: nothing was published; {} is unchanged", r.interrupted_by, o.out);
+        return 128 + r.interrupted_by;
+    }
+    if (o.check) {
+        spdlog::info("{} parts of one build, all present: {} records in {} shard(s), {} bytes checked, {:.2f} s", r.parts,
+                     r.records, r.shards, r.bytes, r.seconds);
+        if (o.json) std::cout << r.report.dump();
+        return 0;
+    }
+    spdlog::info("{}: merged {} parts: {} records in {} shard(s) ({} linked, {} copied, {} written), {} bytes, {:.2f} s; "
+                 "content hash {}", o.out, r.parts, r.records, r.shards, r.shards_linked, r.shards_copied, r.shards_written,
+                 r.bytes, r.seconds, r.manifest.at("content_hash").as_string());
+    if (o.json) std::cout << r.report.dump();
+    return 0;
+}
+
+}  // namespace shardpack

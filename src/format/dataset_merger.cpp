@@ -1,0 +1,331 @@
+#include "format/dataset_merger.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "errors.hpp"
+#include "format/dataset_writer.hpp"
+#include "format/input_fingerprints.hpp"
+#include "format/output_file.hpp"
+#include "format/output_lock.hpp"
+#include "pipeline/partition.hpp"
+#include "shardpack/detail/xxhash.hpp"
+#include "shardpack/reader.hpp"
+
+namespace shardpack {
+using detail::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw input_error("cannot read " + path);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+bool same_folder(const std::string& a, const std::string& b) {
+    std::error_code ec;
+    return fs::equivalent(a, b, ec);
+}
+
+// What the merge needs to know about a part before opening its shards.
+struct part_info {
+    std::string path;
+    std::uint64_t index = 0, count = 0, rows = 0, first_row = 0, part_rows = 0;
+    std::string input_digest, options_digest, records_digest, schema, classes;
+};
+
+std::string text_of(const json& j) { return j.dump(-1); }
+
+part_info describe_part(const std::string& path) {
+    json m;
+    try {
+        m = json::parse(slurp(path + "/" + manifest_file_name));
+    } catch (const std::exception& e) {
+        throw input_error(path + ": not a published dataset (" + e.what() + ")");
+    }
+    part_info p;
+    p.path = path;
+    try {
+        const json& part = m.at("partition");
+        if (!part.is_object()) throw std::runtime_error("");
+        p.index = part.at("index").as_u64();
+        p.count = part.at("count").as_u64();
+        p.rows = part.at("rows").as_u64();
+        p.first_row = part.at("first_row").as_u64();
+        p.part_rows = part.at("part_rows").as_u64();
+        p.options_digest = part.at("options_digest").as_string();
+        p.records_digest = part.at("records_digest").as_string();
+        p.input_digest = m.at("input_digest").as_string();
+        p.schema = text_of(m.at("schema"));
+        p.classes = text_of(m.at("classes"));
+    } catch (const std::exception&) {
+        throw input_error(path + ": not a part of a partitioned build (its manifest.json has no complete \"partition\" "
+                                 "member; build parts with shardpack build --partition K/N)");
+    }
+    return p;
+}
+
+std::string part_name(const part_info& p) {
+    return p.path + " (part " + std::to_string(p.index) + " of " + std::to_string(p.count) + ")";
+}
+
+// Exactly the parts 0..N-1 of one build, each once. Returns them in part order.
+std::vector<part_info> check_parts(std::vector<part_info> given) {
+    if (given.empty()) throw usage_error("merge: no part given");
+    const part_info& ref = given.front();
+    for (const auto& p : given) {
+        auto foreign = [&](const std::string& what) {
+            return input_error(part_name(p) + " is not of the same build as " + part_name(ref) + ": " + what + " differs");
+        };
+        if (p.count != ref.count) throw foreign("the number of parts N");
+        if (p.input_digest != ref.input_digest) throw foreign("the input list (input_digest " + p.input_digest + " vs " + ref.input_digest + ")");
+        if (p.options_digest != ref.options_digest)
+            throw foreign("the build options, tool or library versions (options_digest " + p.options_digest + " vs " + ref.options_digest + ")");
+        if (p.records_digest != ref.records_digest) throw foreign("what shapes the records (records_digest)");
+        if (p.rows != ref.rows) throw foreign("the number of rows in the list");
+        if (p.schema != ref.schema) throw foreign("the schema");
+        if (p.classes != ref.classes) throw foreign("the class table");
+        if (p.index >= p.count) throw input_error(part_name(p) + ": the part number is out of range");
+        const row_slice expect = partition_slice(p.rows, {p.index, p.count});
+        if (p.first_row != expect.first || p.part_rows != expect.size)
+            throw input_error(part_name(p) + ": holds rows " + std::to_string(p.first_row) + "+" + std::to_string(p.part_rows) +
+                              ", but part " + std::to_string(p.index) + " of " + std::to_string(p.count) + " is rows " +
+                              std::to_string(expect.first) + "+" + std::to_string(expect.size));
+    }
+    std::map<std::uint64_t, const part_info*> by_index;
+    for (const auto& p : given) {
+        const auto [it, inserted] = by_index.emplace(p.index, &p);
+        if (!inserted)
+            throw input_error("duplicate part: " + it->second->path + " and " + p.path + " are both part " + std::to_string(p.index) +
+                              " of " + std::to_string(p.count));
+    }
+    std::vector<std::uint64_t> missing;
+    for (std::uint64_t k = 0; k < ref.count && missing.size() < 20; ++k)
+        if (!by_index.count(k)) missing.push_back(k);
+    if (!missing.empty()) {
+        std::string list;
+        for (auto k : missing) list += (list.empty() ? "" : ", ") + std::to_string(k);
+        throw input_error("missing part" + std::string(missing.size() > 1 ? "s " : " ") + list + " of " + std::to_string(ref.count) +
+                          " (" + std::to_string(given.size()) + " given; a part whose build failed or was cancelled has no "
+                          "manifest.json; rebuild it with --partition K/" + std::to_string(ref.count) + ")");
+    }
+    std::vector<part_info> ordered;
+    for (const auto& [k, p] : by_index) ordered.push_back(*p);
+    return ordered;
+}
+
+std::vector<detail::class_record> classes_of(const detail::shard_file& s) { return s.classes(); }
+
+}  // namespace
+
+std::vector<std::string> find_part_folders(const std::vector<std::string>& parts, const std::string& out_dir) {
+    if (parts.size() != 1 || fs::exists(parts[0] + "/" + manifest_file_name)) return parts;
+    std::error_code ec;
+    if (!fs::is_directory(parts[0], ec)) throw input_error(parts[0] + ": no such folder");
+    std::vector<std::string> found;
+    for (const auto& e : fs::directory_iterator(parts[0], ec)) {
+        if (!e.is_directory() || same_folder(e.path().string(), out_dir)) continue;
+        const std::string name = e.path().filename().string();
+        if (name.empty() || name[0] == '.') continue;
+        // A part whose build never published has no manifest yet: the check for missing
+        // parts names it by number.
+        if (fs::exists(e.path() / manifest_file_name)) found.push_back(e.path().string());
+    }
+    if (found.empty()) throw input_error(parts[0] + ": holds no published part (no manifest.json in it or its subfolders)");
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+merge_result merge_parts(const merge_options& o) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::vector<std::string> folders = find_part_folders(o.parts, o.out_dir);
+    for (const auto& f : folders)
+        if (same_folder(f, o.out_dir)) throw usage_error("merge: the output folder " + o.out_dir + " is also a part");
+    std::vector<part_info> described;
+    for (const auto& f : folders) described.push_back(describe_part(f));
+    const std::vector<part_info> parts = check_parts(std::move(described));
+
+    // A lock per part keeps a rebuild of a part from changing it under the merge.
+    if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &lim);
+    }
+    std::vector<std::unique_ptr<output_lock>> part_locks;
+    for (const auto& p : parts) part_locks.push_back(std::make_unique<output_lock>(p.path));
+    std::unique_ptr<output_lock> lock;
+    if (!o.check_only) lock = std::make_unique<output_lock>(o.out_dir);
+
+    merge_result r;
+    r.parts = parts.size();
+    std::deque<dataset> held;  // parts whose bytes the writer may still hold back (see below)
+    std::unique_ptr<dataset_writer> writer;
+    bool first_part = true;
+    std::string reference_schema;
+    std::vector<detail::class_record> reference_classes;
+    std::vector<std::string> rejected_lines;
+    bool skip_mode = false;
+    for (const auto& p : parts) {
+        dataset ds = [&] {
+            try {
+                return dataset::open(p.path);
+            } catch (const std::exception& e) {
+                throw input_error(part_name(p) + ": " + e.what());
+            }
+        }();
+        const detail::shard_file& first = ds.shard(0);
+        if (first_part) {
+            first_part = false;
+            dataset_writer_options wo;
+            wo.out_dir = o.out_dir;
+            const json& m = ds.manifest();
+            wo.shard_size = m.at("build").at("shard_size").as_u64();
+            wo.schema = first.schema();
+            wo.classes = classes_of(first);
+            wo.uses_zstd = m.at("build").at("compression").as_string() == "zstd";  // as the build sets it
+            wo.build = m.at("build");
+            wo.libraries = m.at("libraries");
+            wo.input_digest = p.input_digest;
+            wo.options_digest = p.records_digest;
+            wo.adopt = o.copy ? dataset_writer_options::adopt_mode::copy : dataset_writer_options::adopt_mode::link;
+            skip_mode = m.at("build").at("on_error").as_string() == "skip";
+            reference_schema = first.schema_bytes();
+            reference_classes = first.classes();
+            if (!o.check_only) writer = std::make_unique<dataset_writer>(std::move(wo));
+        }
+        for (std::size_t k = 0; k < ds.shard_count(); ++k) {
+            const auto& s = ds.shard(k);
+            const auto& c = s.classes();
+            bool same_classes = c.size() == reference_classes.size();
+            for (std::size_t i = 0; same_classes && i < c.size(); ++i)
+                same_classes = c[i].name == reference_classes[i].name && c[i].has_colour == reference_classes[i].has_colour &&
+                               c[i].r == reference_classes[i].r && c[i].g == reference_classes[i].g && c[i].b == reference_classes[i].b;
+            if (s.schema_bytes() != reference_schema || !same_classes)
+                throw input_error(part_name(p) + ": " + s.name() + ": its schema or class table differs from part 0's shards");
+        }
+        // The records' keys (which place shard boundaries) and input fingerprints.
+        const std::string list_path = p.path + "/" + dataset_writer::fingerprints_file;
+        const auto list = load_fingerprints(list_path);
+        bool list_ok = list && list->content_hash == ds.content_hash() && list->options_digest == p.records_digest &&
+                       list->groups.size() == ds.shard_count();
+        for (std::size_t k = 0; list_ok && k < ds.shard_count(); ++k)
+            list_ok = list->groups[k].shard == ds.shard(k).name() && list->groups[k].records.size() == ds.shard(k).record_count();
+        if (!list_ok)
+            throw input_error(part_name(p) + ": " + dataset_writer::fingerprints_file +
+                              " is missing or does not describe this dataset (the merge takes the records' keys from it)");
+
+        bool added = false;
+        for (std::size_t k = 0; k < ds.shard_count(); ++k) {
+            const detail::shard_file& shard = ds.shard(k);
+            const std::string shard_path = p.path + "/" + shard.name();
+            if (o.check_only) {
+                // What verify checks beyond the records: every byte, padding included.
+                const std::string hash = hex64(XXH3_64bits(shard.bytes(), shard.size()));
+                if (shard.name().find(hash) == std::string::npos)
+                    throw input_error(part_name(p) + ": " + shard.name() + ": its bytes hash to " + hash +
+                                      ", not to its name (damaged part; rebuild it)");
+                ++r.shards;
+                r.bytes += shard.size();
+            }
+            for (std::size_t i = 0; i < shard.record_count(); ++i) {
+                if (o.stop && o.stop->load()) {
+                    if (writer) writer->discard();
+                    r.interrupted_by = o.stop->load();
+                    return r;
+                }
+                const detail::index_entry e = shard.entry(i);
+                const unsigned char* bytes = shard.bytes() + e.offset;
+                if (XXH3_64bits(bytes, std::size_t(e.stored_size)) != e.checksum)
+                    throw input_error(part_name(p) + ": " + shard.name() + ": record " + std::to_string(i) +
+                                      ": the stored bytes do not match their checksum (damaged part; rebuild it)");
+                const record_fingerprint& fp = list->groups[k].records[i];
+                const record_view view{bytes, e.stored_size, e.decoded_size, e.checksum, e.codec};
+                if (writer) writer->add(view, XXH3_64bits(fp.key.data(), fp.key.size()), fp, record_origin{&shard, i, shard_path});
+                if (!added) {
+                    // The writer held back the previous parts' last records only until a record
+                    // of another shard came: their mappings may go now.
+                    held.clear();
+                    added = true;
+                }
+                ++r.records;
+            }
+        }
+        held.push_back(std::move(ds));
+        if (skip_mode) {
+            std::istringstream rejected(slurp(p.path + "/rejected.csv"));
+            std::string line;
+            bool header = true;
+            while (std::getline(rejected, line)) {
+                if (!header) rejected_lines.push_back(line);
+                header = false;
+            }
+        }
+    }
+    if (o.check_only) {
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        json report = json::object();
+        report.set("checked_parts", r.parts);
+        report.set("records", r.records);
+        report.set("skipped", std::uint64_t(rejected_lines.size()));
+        report.set("shards", r.shards);
+        report.set("bytes", r.bytes);
+        report.set("seconds", r.seconds);
+        r.report = report;
+        return r;
+    }
+    if (r.records == 0) {
+        writer->discard();
+        throw input_error("no part holds a record (" + std::to_string(rejected_lines.size()) +
+                          " rows rejected); nothing was published");
+    }
+    r.manifest = writer->publish();
+    held.clear();
+    r.shards = r.manifest.at("shards").as_array().size();
+    r.shards_linked = writer->shards_linked();
+    r.shards_copied = writer->shards_reused() - writer->shards_linked();
+    r.shards_written = writer->shards_written();
+    for (const auto& s : r.manifest.at("shards").as_array()) r.bytes += s.at("bytes").as_u64();
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+    json report = json::object();
+    report.set("dataset", o.out_dir);
+    report.set("content_hash", r.manifest.at("content_hash"));
+    report.set("merged_parts", r.parts);
+    json sources = json::array();
+    for (const auto& p : parts) sources.push(p.path);
+    report.set("part_folders", sources);
+    report.set("rows", parts.front().rows);
+    report.set("records", r.records);
+    report.set("skipped", std::uint64_t(rejected_lines.size()));
+    report.set("shards", r.shards);
+    report.set("shards_linked", r.shards_linked);
+    report.set("shards_copied", r.shards_copied);
+    report.set("shards_written", r.shards_written);
+    report.set("bytes_out", r.bytes);
+    report.set("seconds", r.seconds);
+    r.report = report;
+    write_file_atomically(o.out_dir + "/report.json", report.dump());
+    const std::string rejected_path = o.out_dir + "/rejected.csv";
+    if (skip_mode) {
+        std::string text = "line,image,label,reason\n";
+        for (const auto& line : rejected_lines) text += line + "\n";
+        write_file_atomically(rejected_path, text);
+    } else {
+        std::error_code ec;
+        fs::remove(rejected_path, ec);
+    }
+    return r;
+}
+
+}  // namespace shardpack
