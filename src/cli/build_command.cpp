@@ -12,6 +12,41 @@
 
 namespace shardpack {
 
+namespace {
+// The options of how masks name classes (issue #11), shared with nothing else here.
+void add_label_options(CLI::App& b, build_command_options& o) {
+    b.add_option("--color-tolerance", o.color_tolerance,
+                 "Map a mask colour within N (largest channel difference) of exactly one dictionary colour to that class")
+        ->check(CLI::Range(0, 255))->capture_default_str();
+    b.add_option("--mask-values", o.mask_values,
+                 "color (mask colours through the dictionary) or index (pixel values are class ids: gray or palette "
+                 "indices); auto: index when --classes gives ids (name,id)")
+        ->check(CLI::IsMember({"auto", "color", "index"}))->capture_default_str();
+    b.add_option("--ignore-values", o.ignore_values, "Index masks: values that become the ignore value, e.g. 255 or 0,255");
+}
+}  // namespace
+
+std::vector<std::uint16_t> parse_ignore_values(const std::string& text) {
+    std::vector<std::uint16_t> out;
+    std::size_t start = 0;
+    while (start <= text.size() && !text.empty()) {
+        const std::size_t end = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, end - start);
+        std::size_t used = 0;
+        unsigned long v = 0;
+        try {
+            v = std::stoul(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || v > 65535 || !std::isdigit(static_cast<unsigned char>(item[0])))
+            throw usage_error("--ignore-values '" + text + "': '" + item + "' is not a value in 0..65535");
+        out.push_back(static_cast<std::uint16_t>(v));
+        start = end + 1;
+    }
+    return out;
+}
+
 CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     CLI::App* b = app.add_subcommand("build", "Pack the images and labels a CSV lists into a dataset folder");
     b->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated option: the last wins
@@ -41,6 +76,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
         ->check(CLI::IsMember({"onehot", "index"}))->capture_default_str();
     b->add_option("--unknown-label", o.unknown_label, "A mask colour not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
+    add_label_options(*b, o);
     b->add_option("--compression", o.compression, "zstd (one frame per record; raw where it does not pay) or none")
         ->check(CLI::IsMember({"zstd", "none"}))->capture_default_str();
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
@@ -122,6 +158,10 @@ build_options to_build_options(const build_command_options& o) {
                       : resample_filter::area;
     b.label_layout = o.label_layout == "index" ? label_layout_option::index : label_layout_option::one_hot;
     b.unknown_label = o.unknown_label == "ignore" ? unknown_colour_policy::ignore : unknown_colour_policy::error;
+    b.colour_tolerance = o.color_tolerance;
+    b.mask_values = o.mask_values == "index" ? mask_value_kind::index
+                  : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
+    b.ignore_values = parse_ignore_values(o.ignore_values);
     b.codec = o.compression == "none" ? record_codec::none : record_codec::zstd;
     b.level = o.level;
     b.shard_size = parse_byte_size(o.shard_size);
@@ -186,7 +226,6 @@ int run_build_command(const build_command_options& o, bool progress) {
                  r.report.at("compression_ratio").as_double(), t.rejected.size(), r.seconds,
                  r.report.at("samples_per_second").as_double());
     for (const auto& row : t.rejected) spdlog::warn("skipped line {}: {}", row.csv_line, row.reason);
-    if (t.unknown_pixels) spdlog::warn("{} mask pixels had colours not in the dictionary and were ignored", t.unknown_pixels);
     if (o.json) std::cout << r.report.dump();
     return 0;
 }

@@ -94,6 +94,8 @@ void file_loader::operator()(sample_job& job) const {
         job.reuse = previous;
         fp.unknown_pixels = previous->fingerprint->unknown_pixels;
         fp.class_counts = previous->fingerprint->class_counts;
+        fp.tolerance_counts = previous->fingerprint->tolerance_counts;
+        fp.unknown_values = previous->fingerprint->unknown_values;
     }
 }
 
