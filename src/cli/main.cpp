@@ -9,11 +9,13 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string>
 
 #include "cli/build_command.hpp"
+#include "cli/colors_command.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
 #include "inspect/dataset_inspector.hpp"
@@ -56,6 +58,25 @@ int run_verify(const std::string& dir, bool as_json) {
 
 void on_signal(int sig) { build_interrupt_signal.store(sig); }
 
+// Two examples at the end of every --help: the program's and each subcommand's.
+void add_help_examples(CLI::App& app) {
+    const std::map<std::string, std::string> examples = {
+        {"", "  shardpack build --csv list.csv --classes class_dict.csv --out data/train --size 512x512\n"
+             "  shardpack colors --csv list.csv --classes class_dict.csv"},
+        {"build", "  shardpack build --csv list.csv --classes class_dict.csv --out data/train --size 512x512\n"
+                  "  shardpack build --csv photos.csv --out data/photos --size 224x224 --on-error skip"},
+        {"colors", "  shardpack colors --csv list.csv --classes class_dict.csv --color-tolerance 2\n"
+                   "  shardpack colors --csv list.csv --write-dict class_dict.csv"},
+        {"inspect", "  shardpack inspect data/train\n  shardpack inspect data/train --json"},
+        {"verify", "  shardpack verify data/train\n  shardpack verify data/train --json"},
+        {"export", "  shardpack export data/train --index 0 --out /tmp/sample0\n"
+                   "  shardpack export data/train --index 41 --out check/s41"},
+    };
+    app.footer("Examples:\n" + examples.at(""));
+    for (CLI::App* sub : app.get_subcommands({}))
+        if (const auto it = examples.find(sub->get_name()); it != examples.end()) sub->footer("Examples:\n" + it->second);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,8 +91,12 @@ int main(int argc, char** argv) {
     app.add_flag("-q,--quiet", quiet, "Log errors only");
     app.add_flag("-v,--verbose", verbose, "Log debug detail");
 
+    app.name("shardpack");
+    app.fallthrough();  // -q and -v also after the subcommand
     build_command_options build;
     CLI::App* build_cmd = add_build_command(app, build);
+    colors_command_options colors;
+    CLI::App* colors_cmd = add_colors_command(app, colors);
 
     std::string dir;
     bool as_json = false;
@@ -90,6 +115,7 @@ int main(int argc, char** argv) {
     export_cmd->add_option("--index", export_index, "Record index")->required();
     export_cmd->add_option("--out", export_prefix, "Output prefix: writes PREFIX.image.png and PREFIX.label.png")->required();
 
+    add_help_examples(app);
     try {
         std::vector<std::string> args;
         try {
@@ -118,6 +144,7 @@ int main(int argc, char** argv) {
             std::signal(SIGTERM, on_signal);
             return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
         }
+        if (*colors_cmd) return run_colors_command(colors);
         if (*inspect_cmd) return run_inspect(dir, as_json);
         if (*verify_cmd) return run_verify(dir, as_json);
         if (*export_cmd) {

@@ -262,7 +262,7 @@ input_list load_input_list(const input_options& o) {
     if (named && o.header == header_mode::absent)
         throw usage_error("--no-header: columns can then only be given by 0-based index, not by name ('" +
                           (image_spec.by_name ? image_spec.text : label_spec.text) + "')");
-    if (o.task == task_kind::segmentation && o.classes_path.empty())
+    if (o.task == task_kind::segmentation && o.classes_path.empty() && !o.classes_optional)
         throw usage_error("--task seg needs --classes class_dict.csv (a header row name,r,g,b and one class per row)");
     if (!o.root.empty()) {
         std::error_code ec;
@@ -368,7 +368,9 @@ input_list load_input_list(const input_options& o) {
                               "(or give --task cls if the labels are class names)");
     }
 
-    if (list.task == task_kind::segmentation) list.classes = load_class_dict(o.classes_path);
+    if (list.task == task_kind::segmentation) {
+        if (!o.classes_path.empty()) list.classes = load_class_dict(o.classes_path);
+    }
     else list.classes = assign_class_ids(list, o);
     return list;
 }

@@ -20,6 +20,7 @@ struct input_options {
     std::string label_col = "1";
     task_kind task = task_kind::automatic;
     std::string classes_path;     // class_dict.csv (seg) or names list (cls); may be empty for cls
+    bool classes_optional = false;  // seg without --classes is allowed (`shardpack colors`): no classes
 };
 
 // One row of the list. The views point into the input_list and live as long as it does.
