@@ -131,7 +131,7 @@ void write_raw_png(const std::string& path, std::uint32_t w, std::uint32_t h, in
 // ---------------------------------------------------------------------------------------------
 // Library units
 
-TEST_CASE("colour_lookup with a tolerance: within N of one class, flagged; the search path agrees with the table",
+TEST_CASE("colour_lookup with a tolerance maps within N of one class and flags it (table and search agree)",
           "[labels][tolerance]") {
     const std::vector<label_colour> dict = {{0, 0, 0}, {128, 64, 128}, {2, 140, 210}, {250, 250, 250}};
     const colour_lookup exact(dict);
@@ -197,7 +197,7 @@ TEST_CASE("map_mask counts tolerance pixels per class and tallies unknown colour
     }
 }
 
-TEST_CASE("class tables: name,id for index masks; the 2N refusal names both classes and lines", "[labels][table]") {
+TEST_CASE("class tables with ids for index masks and the 2N refusal naming both classes and lines", "[labels][table]") {
     temp_dir dir("table");
     write_file(dir / "ids.csv", "name,id\nroad,7\ncar,26\nsky,23\n");
     const auto ids = load_class_dict(dir / "ids.csv");
@@ -220,7 +220,7 @@ TEST_CASE("class tables: name,id for index masks; the 2N refusal names both clas
     }
 }
 
-TEST_CASE("index masks: gray 8/16-bit values and palette indices, not colours; sparse ids remapped; ignore values",
+TEST_CASE("index masks read gray 8/16-bit values and palette indices (not colours) with sparse ids remapped and ignore values",
           "[labels][index]") {
     temp_dir dir("values");
     const std::vector<std::uint16_t> v8 = {0, 7, 26, 255, 7, 7};
@@ -271,7 +271,7 @@ TEST_CASE("index masks: gray 8/16-bit values and palette indices, not colours; s
     CHECK_THROWS_AS(value_lookup({7, 26}, {26}), usage_error);  // a class and ignored: refused
 }
 
-TEST_CASE("fingerprint lines keep tolerance counts and unknown values; old 11-field lines still load", "[labels][rebuild]") {
+TEST_CASE("fingerprint lines keep tolerance counts and unknown values and old 11-field lines still load", "[labels][rebuild]") {
     temp_dir dir("fp");
     record_fingerprint r;
     r.key = "a.png";
@@ -296,7 +296,7 @@ TEST_CASE("fingerprint lines keep tolerance counts and unknown values; old 11-fi
 // ---------------------------------------------------------------------------------------------
 // The command line
 
-TEST_CASE("colors: exact counts, nearest class and distance, unused classes; --write-dict builds", "[labels][colors]") {
+TEST_CASE("colors gives exact counts and the nearest class and distance and unused classes and a dictionary that builds", "[labels][colors]") {
     temp_dir dir("colors");
     make_samples(dir / "src", {"--count", "12", "--width", "96", "--height", "64", "--off-colors", "--stray-colors"});
     // the dictionary also lists a class no mask uses
@@ -366,7 +366,7 @@ TEST_CASE("colors: exact counts, nearest class and distance, unused classes; --w
     CHECK_THAT(all, Catch::Contains("\nclass_128_128_128,128,128,128\n"));
 }
 
-TEST_CASE("build --color-tolerance: the error helps, the tolerance maps exactly as fixed masks would, counts split",
+TEST_CASE("build with a colour tolerance: the error helps and the tolerance maps as fixed masks would with counts split",
           "[labels][tolerance]") {
     temp_dir dir("tol");
     make_samples(dir / "off", {"--count", "5", "--width", "80", "--height", "48", "--off-colors"});
@@ -424,7 +424,7 @@ TEST_CASE("build --color-tolerance: the error helps, the tolerance maps exactly 
     CHECK_THAT(r.err, Catch::Contains("'road2'"));
 }
 
-TEST_CASE("--unknown-label ignore lists every unknown colour; empty classes are warnings", "[labels][ignore]") {
+TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are warnings", "[labels][ignore]") {
     temp_dir dir("ign");
     make_samples(dir / "src", {"--count", "14", "--width", "64", "--height", "48", "--stray-colors"});
     {
@@ -454,7 +454,7 @@ TEST_CASE("--unknown-label ignore lists every unknown colour; empty classes are 
     CHECK_THAT(r.err, Catch::Contains("warning: class 6 'bicycle' has 0 pixels") && Catch::Contains("(250,10,250): 24 pixels"));
 }
 
-TEST_CASE("index masks end to end: VOC palettes with 255 boundaries, 16-bit, sparse name,id tables", "[labels][index]") {
+TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bit masks and sparse id tables", "[labels][index]") {
     temp_dir dir("idx");
     fs::create_directories(dir / "m");
     image_u8 img;
@@ -535,7 +535,7 @@ TEST_CASE("index masks end to end: VOC palettes with 255 boundaries, 16-bit, spa
     CHECK_THAT(r.err, Catch::Contains("'7x' is not a value"));
 }
 
-TEST_CASE("a skip build that packs nothing, or that --max-errors stops, keeps its rejected rows and report",
+TEST_CASE("a skip build that packs nothing or that max-errors stops keeps its rejected rows and report",
           "[labels][failed]") {
     temp_dir dir("failed");
     make_samples(dir / "src", {"--count", "6", "--width", "48", "--height", "32", "--off-colors"});
