@@ -569,3 +569,80 @@ TEST_CASE("a skip build that packs nothing or that max-errors stops keeps its re
     const std::string kept = read_file(dir / "ds/rejected.csv");
     CHECK(std::count(kept.begin(), kept.end(), '\n') == 2);  // the header and the missing image
 }
+
+TEST_CASE("newcomer's rough edges: mask,image headers and missing files and folders as input", "[labels][newcomer]") {
+    temp_dir dir("newcomer");
+    make_samples(dir / "src", {"--count", "4", "--width", "48", "--height", "32"});
+    // a header naming the columns in the other order is read by name
+    {
+        std::ofstream swapped(dir / "src/swapped.csv");
+        swapped << "mask,image\n";
+        for (int i = 0; i < 4; ++i) swapped << "masks/img_000" << i << ".png,images/img_000" << i << ".png\n";
+    }
+    auto r = cli({"build", "--csv", dir / "src/swapped.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "a"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    r = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "b"});
+    REQUIRE(r.code == 0);
+    CHECK(detail::json::parse(read_file(dir / "a/manifest.json")).at("content_hash").as_string() ==
+          detail::json::parse(read_file(dir / "b/manifest.json")).at("content_hash").as_string());
+    // a missing file: the resolved path, and --root for relative paths
+    write_file(dir / "src/missing.csv", "image,mask\nimages/nope.png,masks/img_0000.png\n");
+    r = cli({"build", "--csv", dir / "src/missing.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "c"});
+    CHECK(r.code == 1);
+    CHECK_THAT(r.err, Catch::Contains("missing.csv:2: ") && Catch::Contains("images/nope.png: cannot open: No such file") &&
+                          Catch::Contains("relative path 'images/nope.png' was taken relative to " + dir / "src/") &&
+                          Catch::Contains("--root DIR"));
+    // --csv given a folder says what it wants
+    r = cli({"build", "--csv", dir / "src", "--out", dir / "d"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("this is a folder; --csv takes a CSV file") && Catch::Contains("--images DIR"));
+    r = cli({"build", "--out", dir / "d"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("no input: give --csv LIST"));
+    // --images/--masks pairs by name: the same dataset as the CSV
+    r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+             "--out", dir / "e"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    {  // the same records, keyed relative to the images folder
+        auto e = dataset::open(dir / "e");
+        auto b = dataset::open(dir / "b");
+        REQUIRE(e.size() == 4);
+        for (std::size_t i = 0; i < 4; ++i) {
+            const auto se = e.at(i), sb = b.at(i);
+            CHECK("images/" + std::string(se.key()) == std::string(sb.key()));
+            const auto ie = se.image(), ib = sb.image();
+            const auto le = se.label(), lb = sb.label();
+            CHECK(std::equal(ie.begin(), ie.end(), ib.begin(), ib.end()));
+            CHECK(std::equal(le.begin(), le.end(), lb.begin(), lb.end()));
+        }
+    }
+    fs::remove(dir / "src/masks/img_0002.png");
+    r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+             "--out", dir / "f"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("1 of 4 images in") && Catch::Contains("img_0002.png"));
+    // --images with one subfolder per class: classification, names sorted
+    for (const char* c : {"cat", "dog"}) fs::create_directories(dir / ("cls/" + std::string(c)));
+    fs::copy_file(dir / "src/images/img_0000.png", dir / "cls/dog/1.png");
+    fs::copy_file(dir / "src/images/img_0001.png", dir / "cls/cat/2.png");
+    fs::copy_file(dir / "src/images/img_0003.png", dir / "cls/dog/3.png");
+    r = cli({"build", "--images", dir / "cls", "--out", dir / "g", "-q"});  // -q after the subcommand
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.empty());
+    auto ds = dataset::open(dir / "g");
+    REQUIRE(ds.size() == 3);
+    CHECK(ds.classes()[0].name == "cat");
+    CHECK(ds.at(0).key() == "cat/2.png");
+    CHECK(ds.at(0).class_id() == 0);
+    CHECK(ds.at(2).class_id() == 1);
+    // every --help names the program and shows examples
+    for (const std::vector<std::string>& help : std::vector<std::vector<std::string>>{
+             {"--help"}, {"build", "--help"}, {"colors", "--help"}, {"inspect", "--help"}, {"export", "--help"}}) {
+        r = cli(help);
+        CHECK(r.code == 0);
+        CHECK_THAT(r.out, Catch::Contains("shardpack") && Catch::Contains("Examples:\n  shardpack "));
+    }
+}

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "errors.hpp"
+#include "input/folder_input.hpp"
 #include "pipeline/build_pipeline.hpp"
 
 namespace shardpack {
@@ -53,7 +54,9 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     // Read by expand_build_config() before parsing; declared here for --help and validation.
     b->add_option("--config", o.config, "Read options from a TOML/INI file (keys are long option names, e.g. size = \"512x512\"); the command line wins")
         ->check(CLI::ExistingFile);
-    b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)")->required();
+    b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)");
+    b->add_option("--images", o.images, "Instead of --csv: a folder with one subfolder per class, or with --masks the images");
+    b->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
     b->add_option("--out", o.out, "The dataset folder to write (created; an existing dataset is replaced atomically)")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     b->add_flag("--header", o.header, "The CSV's first row is a header (default: detected)");
@@ -138,12 +141,19 @@ build_options to_build_options(const build_command_options& o) {
     build_options b;
     b.input.csv_path = o.csv;
     b.input.root = o.root;
+    if (!o.images.empty() && !o.csv.empty()) throw usage_error("give --csv LIST or --images DIR, not both");
+    if (!o.masks.empty() && o.images.empty()) throw usage_error("--masks DIR needs --images DIR");
+    if (o.images.empty() && o.csv.empty())
+        throw usage_error("no input: give --csv LIST (a CSV of image,label rows), or --images DIR (one subfolder per "
+                          "class), or --images DIR --masks DIR (segmentation)");
+    if (!o.images.empty() && !o.root.empty()) throw usage_error("--root applies to --csv; --images paths are relative to DIR");
     if (o.header && o.no_header) throw usage_error("--header and --no-header contradict each other");
     b.input.header = o.header ? header_mode::present : o.no_header ? header_mode::absent : header_mode::detect;
     b.input.image_col = o.image_col;
     b.input.label_col = o.label_col;
     b.input.task = o.task == "seg" ? task_kind::segmentation : o.task == "cls" ? task_kind::classification : task_kind::automatic;
     b.input.classes_path = o.classes;
+    if (!o.images.empty()) list_image_folders(o.images, o.masks, b.input);
     b.out_dir = o.out;
     b.color = o.color == "gray" ? pixel_layout::gray : o.color == "rgba" ? pixel_layout::rgba : pixel_layout::rgb;
 

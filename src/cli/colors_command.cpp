@@ -6,6 +6,7 @@
 
 #include "cli/build_command.hpp"
 #include "errors.hpp"
+#include "input/folder_input.hpp"
 #include "format/output_file.hpp"
 #include "inspect/colour_census.hpp"
 
@@ -16,7 +17,9 @@ CLI::App* add_colors_command(CLI::App& app, colors_command_options& o) {
         "colors", "List every colour (or index value) the masks of a list hold, with pixel and file counts, an example and "
                   "the nearest dictionary class");
     c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    c->add_option("--csv", o.csv, "The input list (as for build): image path and mask path")->required();
+    c->add_option("--csv", o.csv, "The input list (as for build): image path and mask path");
+    c->add_option("--images", o.images, "Instead of --csv: the images folder (with --masks)");
+    c->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
     c->add_option("--classes", o.classes, "A class dictionary (name,r,g,b, or name,id for index masks) to match against");
     c->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     c->add_option("--image-col", o.image_col, "Image column: a header name or a 0-based index")->capture_default_str();
@@ -40,6 +43,11 @@ int run_colors_command(const colors_command_options& o) {
     co.input.image_col = o.image_col;
     co.input.label_col = o.label_col;
     co.input.classes_path = o.classes;
+    if (o.images.empty() == o.csv.empty()) throw usage_error("give --csv LIST, or --images DIR --masks DIR");
+    if (!o.images.empty()) {
+        if (o.masks.empty()) throw usage_error("--images DIR needs --masks DIR here: colors reads masks");
+        list_image_folders(o.images, o.masks, co.input);
+    }
     co.mask_values = o.mask_values == "index" ? mask_value_kind::index
                    : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
     co.tolerance = o.tolerance;
@@ -54,7 +62,8 @@ int run_colors_command(const colors_command_options& o) {
         unsigned tolerance = 0;
         const std::string text = census_class_dict(census, tolerance);
         write_file_atomically(o.write_dict, text);
-        std::string command = "shardpack build --csv " + o.csv + " --classes " + o.write_dict;
+        std::string command = "shardpack build " + (o.csv.empty() ? co.input.list_source : "--csv " + o.csv) +
+                              " --classes " + o.write_dict;
         if (!o.root.empty()) command += " --root " + o.root;
         if (census.index_masks) command += " --mask-values index";
         if (tolerance) command += " --color-tolerance " + std::to_string(tolerance);

@@ -45,9 +45,10 @@ std::string nearest_class_text(const std::vector<class_entry>& classes, std::uin
 }  // namespace
 
 std::string colors_command_hint(const build_options& o) {
-    std::string hint = "shardpack colors --csv " + shell_word(o.input.csv_path);
+    std::string hint = o.input.list_text.empty() ? "shardpack colors --csv " + shell_word(o.input.csv_path)
+                                                 : "shardpack colors " + o.input.list_source;
     if (!o.input.classes_path.empty()) hint += " --classes " + shell_word(o.input.classes_path);
-    if (!o.input.root.empty()) hint += " --root " + shell_word(o.input.root);
+    if (!o.input.root.empty() && o.input.list_text.empty()) hint += " --root " + shell_word(o.input.root);
     if (o.input.label_col != "1") hint += " --label-col " + shell_word(o.input.label_col);
     if (o.input.image_col != "0") hint += " --image-col " + shell_word(o.input.image_col);
     if (o.mask_values == mask_value_kind::index) hint += " --mask-values index";
