@@ -646,3 +646,37 @@ TEST_CASE("newcomer's rough edges: mask,image headers and missing files and fold
         CHECK_THAT(r.out, Catch::Contains("shardpack") && Catch::Contains("Examples:\n  shardpack "));
     }
 }
+
+TEST_CASE("classification ids: the id table and warnings for single samples and case twins and moved ids and inspect counts",
+          "[labels][cls]") {
+    temp_dir dir("clsids");
+    make_samples(dir / "src", {"--count", "4", "--width", "32", "--height", "32"});
+    for (const char* c : {"Cat", "cat", "dog", "bird"}) fs::create_directories(dir / ("cls/" + std::string(c)));
+    fs::copy_file(dir / "src/images/img_0000.png", dir / "cls/Cat/1.png");
+    fs::copy_file(dir / "src/images/img_0001.png", dir / "cls/cat/2.png");
+    fs::copy_file(dir / "src/images/img_0002.png", dir / "cls/dog/3.png");
+    fs::copy_file(dir / "src/images/img_0003.png", dir / "cls/dog/4.png");
+    fs::copy_file(dir / "src/images/img_0003.png", dir / "cls/bird/5.png");
+    auto r = cli({"build", "--images", dir / "cls", "--out", dir / "ds"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("class ids (id, name, samples):\ninfo:   0  Cat  1\ninfo:   1  bird  1\ninfo:   2  cat  1\n"
+                                      "info:   3  dog  2") &&
+                          Catch::Contains("warning: class 1 'bird' has a single sample") &&
+                          Catch::Contains("differ only in case are separate classes: 0 'Cat' 2 'cat'"));
+    CHECK_THAT(r.err, !Catch::Contains("class ids change"));
+    fs::remove_all(dir / "cls/bird");
+    r = cli({"build", "--images", dir / "cls", "--out", dir / "ds", "--json"});
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("had 4 classes, this list has 3 (fewer distinct names): class ids change; 'bird' (was 1) "
+                                      "is gone; 'cat' was 2, now 1; 'dog' was 3, now 2; give --classes"));
+    CHECK_THAT(detail::json::parse(r.out).at("warnings").dump(), Catch::Contains("class ids change"));
+    r = cli({"inspect", dir / "ds"});
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("dog") && Catch::Contains("2 samples (50.0%)") && Catch::Contains("rejected     0 row(s)") &&
+                          Catch::Contains("build        task=\"cls\""));
+    r = cli({"inspect", dir / "ds", "--json"});
+    const auto j = detail::json::parse(r.out);
+    CHECK(j.at("class_frequencies").as_array().at(2).at("samples").as_u64() == 2);
+    CHECK(j.at("rejected").as_u64() == 0);
+}

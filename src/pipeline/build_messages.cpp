@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <map>
+#include <sstream>
 
 #include "pipeline/mask_mapper.hpp"
 #include "transform/label_map.hpp"
@@ -68,6 +70,23 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
                                                  std::uint32_t(input.classes[c].g) << 8 | input.classes[c].b) +
                                      "; see `shardpack colors` for the colours the masks do hold)"
                                : std::string()));
+    if (!seg) {
+        for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
+            if (t.class_counts[c] == 1)
+                out.push_back("class " + std::to_string(c) + " '" + input.classes[c].name + "' has a single sample");
+        std::map<std::string, std::vector<std::size_t>> folded;  // names that differ only in case
+        for (std::size_t c = 0; c < input.classes.size(); ++c) {
+            std::string k;
+            for (char ch : input.classes[c].name) k += char(std::tolower(static_cast<unsigned char>(ch)));
+            folded[k].push_back(c);
+        }
+        for (const auto& [k, ids] : folded)
+            if (ids.size() > 1) {
+                std::string text = "class names that differ only in case are separate classes:";
+                for (auto id : ids) text += " " + std::to_string(id) + " '" + input.classes[id].name + "'";
+                out.push_back(text + " (a typo? give --classes with the names to refuse unknown ones)");
+            }
+    }
     if (seg && t.unknown_pixels) {
         const auto sorted = by_pixels(t);
         std::string text = std::to_string(t.unknown_pixels) + " mask pixels had " +
@@ -87,6 +106,48 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
         }
         out.push_back(text);
     }
+    return out;
+}
+
+std::vector<std::string> class_id_table(const input_list& input, const build_totals& t) {
+    std::vector<std::string> out;
+    out.push_back("class ids (id, name, samples):");
+    for (std::size_t c = 0; c < input.classes.size(); ++c)
+        out.push_back("  " + std::to_string(c) + "  " + input.classes[c].name + "  " +
+                      std::to_string(c < t.class_counts.size() ? t.class_counts[c] : 0));
+    return out;
+}
+
+std::vector<std::string> class_id_changes(const std::string& out_dir, const input_list& input, bool classes_given) {
+    std::vector<std::string> out;
+    if (classes_given || input.task != task_kind::classification) return out;
+    std::vector<std::string> before;
+    try {
+        std::ifstream in(out_dir + "/manifest.json", std::ios::binary);
+        if (!in) return out;
+        std::ostringstream text;
+        text << in.rdbuf();
+        const json m = json::parse(text.str());
+        if (m.at("schema").at("task").as_string() != "classification") return out;
+        for (const auto& c : m.at("classes").as_array()) before.push_back(c.at("name").as_string());
+    } catch (const std::exception&) {
+        return out;
+    }
+    std::vector<std::string> now;
+    for (const auto& c : input.classes) now.push_back(c.name);
+    if (before == now) return out;
+    std::string moved;
+    std::size_t moves = 0;
+    for (std::size_t id = 0; id < before.size(); ++id) {
+        const auto it = std::find(now.begin(), now.end(), before[id]);
+        if (it == now.end()) moved += (moves++ < 10 ? "; '" + before[id] + "' (was " + std::to_string(id) + ") is gone" : "");
+        else if (std::size_t(it - now.begin()) != id)
+            moved += (moves++ < 10 ? "; '" + before[id] + "' was " + std::to_string(id) + ", now " + std::to_string(it - now.begin()) : "");
+    }
+    out.push_back("the previous build in " + out_dir + " had " + std::to_string(before.size()) + " classes, this list has " +
+                  std::to_string(now.size()) + (now.size() < before.size() ? " (fewer distinct names)" : "") +
+                  ": class ids change" + moved +
+                  "; give --classes with the full list of names to keep ids the same across builds");
     return out;
 }
 

@@ -20,6 +20,14 @@ std::string colors_command_hint(const build_options& options);
 // pixel and file counts, an example and (colours) the nearest class.
 std::vector<std::string> build_warnings(const input_list& input, const build_totals& totals, bool index_masks);
 
+// Classification: the id -> name -> count table, one line per class, for the log.
+std::vector<std::string> class_id_table(const input_list& input, const build_totals& totals);
+
+// Classification without --classes: when the dataset folder already holds a classification
+// dataset whose class names differ from this list's (fewer names, or the same names at other
+// ids), a warning per difference that says which ids moved. Read before publishing.
+std::vector<std::string> class_id_changes(const std::string& out_dir, const input_list& input, bool classes_given);
+
 // The report's unknown_colours / unknown_values array, most pixels first.
 detail::json unknown_values_json(const build_totals& totals, bool index_masks);
 

@@ -355,13 +355,22 @@ build_result run_build(const build_options& options) {
         throw keep_failure("no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
                            " rejected); nothing was published");
 
+    const auto id_changes = class_id_changes(options.out_dir, input, !options.input.classes_path.empty());
     result.manifest = writer.publish();
     previous.reset();  // unmaps the shards the new manifest no longer names
     result.totals = sink.totals();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
                                 writer.shards_written(), writer.shards_reused(), index_masks);
+    if (!id_changes.empty()) {
+        json warnings = result.report.at("warnings");
+        for (const auto& w : id_changes) warnings.push(w);
+        result.report.set("warnings", warnings);
+    }
+    if (input.task == task_kind::classification)
+        for (const auto& line : class_id_table(input, result.totals)) spdlog::info("{}", line);
     for (const auto& w : build_warnings(input, result.totals, index_masks)) spdlog::warn("{}", w);
+    for (const auto& w : id_changes) spdlog::warn("{}", w);
     const std::string report_text = result.report.dump();
     write_file_atomically(options.out_dir + "/report.json", report_text);
     if (!options.report_path.empty()) write_file_atomically(options.report_path, report_text);
