@@ -108,12 +108,18 @@ int main(int argc, char** argv) {
     verify_cmd->add_option("dir", dir, "Dataset folder")->required();
     verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
 
-    std::size_t export_index = 0;
-    std::string export_prefix;
-    CLI::App* export_cmd = app.add_subcommand("export", "Write one record as PNG files and print its key and class");
+    std::vector<std::size_t> export_indices;
+    std::string export_prefix, export_range, export_key;
+    bool export_overlay = false;
+    CLI::App* export_cmd = app.add_subcommand("export", "Write records as PNG files and print their keys and classes");
     export_cmd->add_option("dir", dir, "Dataset folder")->required();
-    export_cmd->add_option("--index", export_index, "Record index")->required();
-    export_cmd->add_option("--out", export_prefix, "Output prefix: writes PREFIX.image.png and PREFIX.label.png")->required();
+    export_cmd->add_option("--index", export_indices, "Record index; several allowed (--index 3 7 or --index 3,7)")->delimiter(',');
+    export_cmd->add_option("--range", export_range, "Records A:B (A inclusive, B exclusive)");
+    export_cmd->add_option("--key", export_key, "The record(s) whose key (the image path as the CSV wrote it) is KEY");
+    export_cmd->add_flag("--overlay", export_overlay, "Also write PREFIX.overlay.png: the label blended over the image");
+    export_cmd->add_option("--out", export_prefix,
+                           "Output prefix: PREFIX.image.png, PREFIX.label.png (PREFIX-I.* for several records); its folder is created")
+        ->required();
 
     add_help_examples(app);
     try {
@@ -148,7 +154,16 @@ int main(int argc, char** argv) {
         if (*inspect_cmd) return run_inspect(dir, as_json);
         if (*verify_cmd) return run_verify(dir, as_json);
         if (*export_cmd) {
-            std::cout << export_record(dir, export_index, export_prefix).dump();
+            if (export_indices.empty() && export_range.empty() && export_key.empty())
+                throw usage_error("export: choose records with --index I, --range A:B or --key KEY");
+            const auto chosen = select_records(dir, export_indices, export_range, export_key);
+            if (chosen.size() == 1) {
+                std::cout << export_record(dir, chosen[0], export_prefix, export_overlay).dump();
+            } else {
+                detail::json all = detail::json::array();
+                for (auto i : chosen) all.push(export_record(dir, i, export_prefix + "-" + std::to_string(i), export_overlay));
+                std::cout << all.dump();
+            }
             return 0;
         }
     } catch (const usage_error& e) {
