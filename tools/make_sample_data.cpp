@@ -3,7 +3,11 @@
 // with an extra column, and the CSV list. Used by the demo, the tests and the benchmark.
 //
 //   make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H]
-//                    [--seed S] [--palette-masks] [--jpeg] [--spaces]
+//                    [--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors]
+//
+// --off-colors: the masks of four classes hold colours 1-2 levels off their dictionary entry,
+// as in public sets whose class_dict.csv was typed by hand. --stray-colors: every 10th mask
+// also holds a few pixels of two colours no class has.
 #include <png.h>
 
 #include <algorithm>
@@ -42,8 +46,19 @@ struct options {
     std::string out, task = "seg";
     int count = 24, width = 320, height = 240;
     unsigned seed = 1;
-    bool palette_masks = false, jpeg = false, spaces = false;
+    bool palette_masks = false, jpeg = false, spaces = false, off_colors = false, stray_colors = false;
 };
+
+// The colour a mask holds for class c: its dictionary colour, or with --off-colors 1-2 levels off
+// for classes 1..4 (a different channel for each).
+void mask_colour(const options& o, int c, std::uint8_t out[3]) {
+    out[0] = classes[c].r;
+    out[1] = classes[c].g;
+    out[2] = classes[c].b;
+    if (!o.off_colors || c < 1 || c > 4) return;
+    const int channel = (c - 1) % 3, delta = c % 2 ? 2 : 1;
+    out[channel] = std::uint8_t(out[channel] >= 128 ? out[channel] - delta : out[channel] + delta);
+}
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
     std::ofstream out(path, std::ios::binary);
@@ -165,10 +180,13 @@ int run(const options& o) {
                 mask.height = std::uint32_t(h);
                 mask.channels = 3;
                 mask.pixels.resize(std::size_t(w) * h * 3);
-                for (std::size_t p = 0; p < ids.size(); ++p) {
-                    mask.pixels[p * 3] = classes[ids[p]].r;
-                    mask.pixels[p * 3 + 1] = classes[ids[p]].g;
-                    mask.pixels[p * 3 + 2] = classes[ids[p]].b;
+                for (std::size_t p = 0; p < ids.size(); ++p) mask_colour(o, ids[p], &mask.pixels[p * 3]);
+                if (o.stray_colors && i % 10 == 3) {  // a few pixels of colours no class has
+                    const std::uint8_t strays[2][3] = {{250, 10, 250}, {3, 3, 3}};
+                    for (int k = 0; k < 2; ++k)
+                        for (int y = 5 + 4 * k; y < 8 + 4 * k; ++y)
+                            for (int x = 5; x < 9; ++x)
+                                std::memcpy(&mask.pixels[(std::size_t(y) * w + x) * 3], strays[k], 3);
                 }
                 write_bytes(o.out + "/" + mask_rel, shardpack::encode_png(mask));
             }
@@ -206,6 +224,8 @@ int main(int argc, char** argv) {
             else if (a == "--palette-masks") o.palette_masks = true;
             else if (a == "--jpeg") o.jpeg = true;
             else if (a == "--spaces") o.spaces = true;
+            else if (a == "--off-colors") o.off_colors = true;
+            else if (a == "--stray-colors") o.stray_colors = true;
             else throw std::runtime_error("unknown option " + a);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "make_sample_data: %s\n", e.what());
@@ -214,7 +234,7 @@ int main(int argc, char** argv) {
     }
     if (o.out.empty() || (o.task != "seg" && o.task != "cls") || o.count < 1 || o.width < 16 || o.height < 16) {
         std::fprintf(stderr, "usage: make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H] "
-                             "[--seed S] [--palette-masks] [--jpeg] [--spaces]\n");
+                             "[--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors]\n");
         return 2;
     }
     try {

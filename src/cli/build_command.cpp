@@ -8,9 +8,45 @@
 #include <iostream>
 
 #include "errors.hpp"
+#include "input/folder_input.hpp"
 #include "pipeline/build_pipeline.hpp"
 
 namespace shardpack {
+
+namespace {
+// The options of how masks name classes (issue #11), shared with nothing else here.
+void add_label_options(CLI::App& b, build_command_options& o) {
+    b.add_option("--color-tolerance", o.color_tolerance,
+                 "Map a mask colour within N (largest channel difference) of exactly one dictionary colour to that class")
+        ->check(CLI::Range(0, 255))->capture_default_str();
+    b.add_option("--mask-values", o.mask_values,
+                 "color (mask colours through the dictionary) or index (pixel values are class ids: gray or palette "
+                 "indices); auto: index when --classes gives ids (name,id)")
+        ->check(CLI::IsMember({"auto", "color", "index"}))->capture_default_str();
+    b.add_option("--ignore-values", o.ignore_values, "Index masks: values that become the ignore value, e.g. 255 or 0,255");
+}
+}  // namespace
+
+std::vector<std::uint16_t> parse_ignore_values(const std::string& text) {
+    std::vector<std::uint16_t> out;
+    std::size_t start = 0;
+    while (start <= text.size() && !text.empty()) {
+        const std::size_t end = std::min(text.find(',', start), text.size());
+        const std::string item = text.substr(start, end - start);
+        std::size_t used = 0;
+        unsigned long v = 0;
+        try {
+            v = std::stoul(item, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (item.empty() || used != item.size() || v > 65535 || !std::isdigit(static_cast<unsigned char>(item[0])))
+            throw usage_error("--ignore-values '" + text + "': '" + item + "' is not a value in 0..65535");
+        out.push_back(static_cast<std::uint16_t>(v));
+        start = end + 1;
+    }
+    return out;
+}
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     CLI::App* b = app.add_subcommand("build", "Pack the images and labels a CSV lists into a dataset folder");
@@ -18,7 +54,9 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     // Read by expand_build_config() before parsing; declared here for --help and validation.
     b->add_option("--config", o.config, "Read options from a TOML/INI file (keys are long option names, e.g. size = \"512x512\"); the command line wins")
         ->check(CLI::ExistingFile);
-    b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)")->required();
+    b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)");
+    b->add_option("--images", o.images, "Instead of --csv: a folder with one subfolder per class, or with --masks the images");
+    b->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
     b->add_option("--out", o.out, "The dataset folder to write (created; an existing dataset is replaced atomically)")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     b->add_flag("--header", o.header, "The CSV's first row is a header (default: detected)");
@@ -41,6 +79,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
         ->check(CLI::IsMember({"onehot", "index"}))->capture_default_str();
     b->add_option("--unknown-label", o.unknown_label, "A mask colour not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
+    add_label_options(*b, o);
     b->add_option("--compression", o.compression, "zstd (one frame per record; raw where it does not pay) or none")
         ->check(CLI::IsMember({"zstd", "none"}))->capture_default_str();
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
@@ -104,12 +143,19 @@ build_options to_build_options(const build_command_options& o) {
     build_options b;
     b.input.csv_path = o.csv;
     b.input.root = o.root;
+    if (!o.images.empty() && !o.csv.empty()) throw usage_error("give --csv LIST or --images DIR, not both");
+    if (!o.masks.empty() && o.images.empty()) throw usage_error("--masks DIR needs --images DIR");
+    if (o.images.empty() && o.csv.empty())
+        throw usage_error("no input: give --csv LIST (a CSV of image,label rows), or --images DIR (one subfolder per "
+                          "class), or --images DIR --masks DIR (segmentation)");
+    if (!o.images.empty() && !o.root.empty()) throw usage_error("--root applies to --csv; --images paths are relative to DIR");
     if (o.header && o.no_header) throw usage_error("--header and --no-header contradict each other");
     b.input.header = o.header ? header_mode::present : o.no_header ? header_mode::absent : header_mode::detect;
     b.input.image_col = o.image_col;
     b.input.label_col = o.label_col;
     b.input.task = o.task == "seg" ? task_kind::segmentation : o.task == "cls" ? task_kind::classification : task_kind::automatic;
     b.input.classes_path = o.classes;
+    if (!o.images.empty()) list_image_folders(o.images, o.masks, b.input);
     b.out_dir = o.out;
     b.color = o.color == "gray" ? pixel_layout::gray : o.color == "rgba" ? pixel_layout::rgba : pixel_layout::rgb;
 
@@ -124,6 +170,10 @@ build_options to_build_options(const build_command_options& o) {
                       : resample_filter::area;
     b.label_layout = o.label_layout == "index" ? label_layout_option::index : label_layout_option::one_hot;
     b.unknown_label = o.unknown_label == "ignore" ? unknown_colour_policy::ignore : unknown_colour_policy::error;
+    b.colour_tolerance = o.color_tolerance;
+    b.mask_values = o.mask_values == "index" ? mask_value_kind::index
+                  : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
+    b.ignore_values = parse_ignore_values(o.ignore_values);
     b.codec = o.compression == "none" ? record_codec::none : record_codec::zstd;
     b.level = o.level;
     b.shard_size = parse_byte_size(o.shard_size);
@@ -189,7 +239,6 @@ int run_build_command(const build_command_options& o, bool progress) {
                  r.report.at("compression_ratio").as_double(), t.rejected.size(), r.seconds,
                  r.report.at("samples_per_second").as_double());
     for (const auto& row : t.rejected) spdlog::warn("skipped line {}: {}", row.csv_line, row.reason);
-    if (t.unknown_pixels) spdlog::warn("{} mask pixels had colours not in the dictionary and were ignored", t.unknown_pixels);
     if (o.json) std::cout << r.report.dump();
     return 0;
 }

@@ -27,7 +27,13 @@ struct build_command_options {
     bool json = false;
     bool full = false;
     std::string partition;  // "K/N" or "slurm"
+    unsigned color_tolerance = 0;
+    std::string mask_values = "auto", ignore_values;
+    std::string images, masks;  // --images DIR [--masks DIR] instead of --csv
 };
+
+// --ignore-values "255,0": the values, each 0..65535; throws usage_error naming a bad one.
+std::vector<std::uint16_t> parse_ignore_values(const std::string& text);
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);
 build_options to_build_options(const build_command_options& options);

@@ -9,11 +9,13 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <string>
 
 #include "cli/build_command.hpp"
+#include "cli/colors_command.hpp"
 #include "cli/merge_command.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
@@ -57,6 +59,25 @@ int run_verify(const std::string& dir, bool as_json) {
 
 void on_signal(int sig) { build_interrupt_signal.store(sig); }
 
+// Two examples at the end of every --help: the program's and each subcommand's.
+void add_help_examples(CLI::App& app) {
+    const std::map<std::string, std::string> examples = {
+        {"", "  shardpack build --csv list.csv --classes class_dict.csv --out data/train --size 512x512\n"
+             "  shardpack colors --csv list.csv --classes class_dict.csv"},
+        {"build", "  shardpack build --csv list.csv --classes class_dict.csv --out data/train --size 512x512\n"
+                  "  shardpack build --csv photos.csv --out data/photos --size 224x224 --on-error skip"},
+        {"colors", "  shardpack colors --csv list.csv --classes class_dict.csv --color-tolerance 2\n"
+                   "  shardpack colors --csv list.csv --write-dict class_dict.csv"},
+        {"inspect", "  shardpack inspect data/train\n  shardpack inspect data/train --json"},
+        {"verify", "  shardpack verify data/train\n  shardpack verify data/train --json"},
+        {"export", "  shardpack export data/train --index 0 --out /tmp/sample0\n"
+                   "  shardpack export data/train --index 41 --out check/s41"},
+    };
+    app.footer("Examples:\n" + examples.at(""));
+    for (CLI::App* sub : app.get_subcommands({}))
+        if (const auto it = examples.find(sub->get_name()); it != examples.end()) sub->footer("Examples:\n" + it->second);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,8 +92,12 @@ int main(int argc, char** argv) {
     app.add_flag("-q,--quiet", quiet, "Log errors only");
     app.add_flag("-v,--verbose", verbose, "Log debug detail");
 
+    app.name("shardpack");
+    app.fallthrough();  // -q and -v also after the subcommand
     build_command_options build;
     CLI::App* build_cmd = add_build_command(app, build);
+    colors_command_options colors;
+    CLI::App* colors_cmd = add_colors_command(app, colors);
 
     merge_command_options merge;
     CLI::App* merge_cmd = add_merge_command(app, merge);
@@ -87,13 +112,20 @@ int main(int argc, char** argv) {
     verify_cmd->add_option("dir", dir, "Dataset folder")->required();
     verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
 
-    std::size_t export_index = 0;
-    std::string export_prefix;
-    CLI::App* export_cmd = app.add_subcommand("export", "Write one record as PNG files and print its key and class");
+    std::vector<std::size_t> export_indices;
+    std::string export_prefix, export_range, export_key;
+    bool export_overlay = false;
+    CLI::App* export_cmd = app.add_subcommand("export", "Write records as PNG files and print their keys and classes");
     export_cmd->add_option("dir", dir, "Dataset folder")->required();
-    export_cmd->add_option("--index", export_index, "Record index")->required();
-    export_cmd->add_option("--out", export_prefix, "Output prefix: writes PREFIX.image.png and PREFIX.label.png")->required();
+    export_cmd->add_option("--index", export_indices, "Record index; several allowed (--index 3 7 or --index 3,7)")->delimiter(',');
+    export_cmd->add_option("--range", export_range, "Records A:B (A inclusive, B exclusive)");
+    export_cmd->add_option("--key", export_key, "The record(s) whose key (the image path as the CSV wrote it) is KEY");
+    export_cmd->add_flag("--overlay", export_overlay, "Also write PREFIX.overlay.png: the label blended over the image");
+    export_cmd->add_option("--out", export_prefix,
+                           "Output prefix: PREFIX.image.png, PREFIX.label.png (PREFIX-I.* for several records); its folder is created")
+        ->required();
 
+    add_help_examples(app);
     try {
         std::vector<std::string> args;
         try {
@@ -122,6 +154,7 @@ int main(int argc, char** argv) {
             std::signal(SIGTERM, on_signal);
             return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
         }
+        if (*colors_cmd) return run_colors_command(colors);
         if (*merge_cmd) {
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
@@ -130,7 +163,16 @@ int main(int argc, char** argv) {
         if (*inspect_cmd) return run_inspect(dir, as_json);
         if (*verify_cmd) return run_verify(dir, as_json);
         if (*export_cmd) {
-            std::cout << export_record(dir, export_index, export_prefix).dump();
+            if (export_indices.empty() && export_range.empty() && export_key.empty())
+                throw usage_error("export: choose records with --index I, --range A:B or --key KEY");
+            const auto chosen = select_records(dir, export_indices, export_range, export_key);
+            if (chosen.size() == 1) {
+                std::cout << export_record(dir, chosen[0], export_prefix, export_overlay).dump();
+            } else {
+                detail::json all = detail::json::array();
+                for (auto i : chosen) all.push(export_record(dir, i, export_prefix + "-" + std::to_string(i), export_overlay));
+                std::cout << all.dump();
+            }
             return 0;
         }
     } catch (const usage_error& e) {

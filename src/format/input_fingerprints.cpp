@@ -95,6 +95,20 @@ void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
         if (i) out += ',';
         out += std::to_string(r.class_counts[i].first) + ":" + std::to_string(r.class_counts[i].second);
     }
+    // Two more fields only when there is something in them: lines of exact builds stay as they were.
+    if (!r.tolerance_counts.empty() || !r.unknown_values.empty()) {
+        out += "\t";
+        for (std::size_t i = 0; i < r.tolerance_counts.size(); ++i) {
+            if (i) out += ',';
+            out += std::to_string(r.tolerance_counts[i].first) + ":" + std::to_string(r.tolerance_counts[i].second);
+        }
+        out += "\t";
+        for (std::size_t i = 0; i < r.unknown_values.size(); ++i) {
+            const auto& u = r.unknown_values[i];
+            if (i) out += ',';
+            out += std::to_string(u.value) + ":" + std::to_string(u.pixels) + ":" + std::to_string(u.x) + ":" + std::to_string(u.y);
+        }
+    }
     out += "\n";
 }
 
@@ -128,7 +142,7 @@ std::optional<fingerprint_file> load_fingerprints(const std::string& path) {
             expected = n;
             continue;
         }
-        if (f.groups.empty() || expected == 0 || cells.size() != 11) return std::nullopt;
+        if (f.groups.empty() || expected == 0 || (cells.size() != 11 && cells.size() != 13)) return std::nullopt;
         record_fingerprint r;
         std::uint64_t class_id = 0;
         std::int64_t cid = 0;
@@ -148,6 +162,36 @@ std::optional<fingerprint_file> load_fingerprints(const std::string& path) {
                 if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) || !parse_u64(item.substr(colon + 1), n))
                     return std::nullopt;
                 r.class_counts.emplace_back(static_cast<std::uint32_t>(id), n);
+            }
+        }
+        if (cells.size() == 13) {
+            if (!cells[11].empty()) {
+                std::istringstream counts(cells[11]);
+                std::string item;
+                while (std::getline(counts, item, ',')) {
+                    const auto colon = item.find(':');
+                    std::uint64_t id = 0, n = 0;
+                    if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) ||
+                        !parse_u64(item.substr(colon + 1), n))
+                        return std::nullopt;
+                    r.tolerance_counts.emplace_back(static_cast<std::uint32_t>(id), n);
+                }
+            }
+            if (!cells[12].empty()) {
+                std::istringstream values(cells[12]);
+                std::string item;
+                while (std::getline(values, item, ',')) {
+                    std::uint64_t parts[4] = {};
+                    std::size_t start = 0;
+                    for (int k = 0; k < 4; ++k) {
+                        const std::size_t end = k < 3 ? item.find(':', start) : item.size();
+                        if (end == std::string::npos || !parse_u64(item.substr(start, end - start), parts[k])) return std::nullopt;
+                        start = end + 1;
+                    }
+                    if (parts[0] > 0xFFFFFFu || parts[2] > 0xFFFFFFFFu || parts[3] > 0xFFFFFFFFu) return std::nullopt;
+                    r.unknown_values.push_back({static_cast<std::uint32_t>(parts[0]), parts[1],
+                                                static_cast<std::uint32_t>(parts[2]), static_cast<std::uint32_t>(parts[3])});
+                }
             }
         }
         f.groups.back().records.push_back(std::move(r));

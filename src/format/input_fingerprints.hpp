@@ -18,12 +18,26 @@ struct file_stamp {
     bool operator==(const file_stamp&) const = default;
 };
 
+// A mask value not in the class table (a packed 0xRRGGBB colour, or an index mask's value):
+// its output pixel count in the record and its first source position.
+struct unknown_value_count {
+    std::uint32_t value = 0;
+    std::uint64_t pixels = 0;
+    std::uint32_t x = 0, y = 0;
+    bool operator==(const unknown_value_count&) const = default;
+};
+
+// A record's fingerprint lists at most this many distinct unknown values.
+inline constexpr std::size_t max_listed_unknown_values = 256;
+
 struct record_fingerprint {
     std::string key, label_key;  // the image and label cells as the CSV wrote them
     file_stamp image, label;     // label: segmentation only
     std::int32_t class_id = -1;
     std::uint64_t unknown_pixels = 0;
     std::vector<std::pair<std::uint32_t, std::uint64_t>> class_counts;  // non-zero counts only
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> tolerance_counts;  // of those, mapped by --color-tolerance
+    std::vector<unknown_value_count> unknown_values;                       // the unknown pixels by value
 };
 
 // The records of one shard, in order.

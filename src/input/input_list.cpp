@@ -1,6 +1,7 @@
 #include "input/input_list.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
@@ -109,6 +110,39 @@ bool is_column_word(std::string_view cell) {
         start = end + 1;
     }
     return tokens > 0;
+}
+
+// The image and label columns a header names: the first cell that is an image word (image,
+// img, picture, photo, file, path, filename, ...) and the first that is a label word (mask,
+// label, annotation, gt, target, class, category, ...), joined words such as image_path included.
+std::pair<std::optional<std::size_t>, std::optional<std::size_t>> columns_named_by_header(const csv_row& header) {
+    static const std::set<std::string, std::less<>> image_words = {
+        "image", "images", "img", "imgs", "picture", "photo", "file", "files", "filename", "fname", "path", "input", "src",
+        "source", "rgb", "x"};
+    static const std::set<std::string, std::less<>> label_words = {
+        "mask", "masks", "label", "labels", "annotation", "annotations", "gt", "groundtruth", "target", "targets", "seg",
+        "segmentation", "class", "classes", "cls", "category", "categories", "y"};
+    auto kind = [](const std::string& cell) {  // 1 image, 2 label, 0 neither; label words win in "mask_path"
+        const std::string s = lower_ascii(trim(cell));
+        int k = 0;
+        std::size_t start = 0;
+        while (start <= s.size()) {
+            const std::size_t end = std::min(s.find_first_of("_- ", start), s.size());
+            const std::string_view w = std::string_view(s).substr(start, end - start);
+            if (label_words.count(w)) return 2;
+            if (image_words.count(w)) k = 1;
+            start = end + 1;
+        }
+        return k;
+    };
+    std::optional<std::size_t> image, label;
+    for (std::size_t i = 0; i < header.cells.size(); ++i) {
+        if (!is_column_word(header.cells[i])) continue;
+        const int k = kind(header.cells[i]);
+        if (k == 1 && !image) image = i;
+        if (k == 2 && !label) label = i;
+    }
+    return {image, label};
 }
 
 bool looks_like_data(std::string_view cell) {
@@ -262,7 +296,7 @@ input_list load_input_list(const input_options& o) {
     if (named && o.header == header_mode::absent)
         throw usage_error("--no-header: columns can then only be given by 0-based index, not by name ('" +
                           (image_spec.by_name ? image_spec.text : label_spec.text) + "')");
-    if (o.task == task_kind::segmentation && o.classes_path.empty())
+    if (o.task == task_kind::segmentation && o.classes_path.empty() && !o.classes_optional)
         throw usage_error("--task seg needs --classes class_dict.csv (a header row name,r,g,b and one class per row)");
     if (!o.root.empty()) {
         std::error_code ec;
@@ -276,12 +310,28 @@ input_list load_input_list(const input_options& o) {
 
     // The CSV is parsed as it is read, and each record is dropped once its two cells are in the
     // list: neither the text nor all records are ever in memory at once.
-    text_file_reader file(csv);
+    if (o.list_text.empty()) {
+        std::error_code ec;
+        if (fs::is_directory(csv, ec))
+            throw usage_error("--csv " + csv + ": this is a folder; --csv takes a CSV file with one row per sample "
+                              "(image path, then mask path or class), or give --images DIR (one subfolder per class) "
+                              "or --images DIR --masks DIR (pairs by file name) instead");
+    }
+    std::optional<text_file_reader> file;
+    if (o.list_text.empty()) file.emplace(csv);
+    std::size_t text_read = 0;
     XXH3_state_t digest;
     XXH3_64bits_reset(&digest);
     csv_stream records(
         [&](char* buf, std::size_t n) {
-            const std::size_t got = file.read(buf, n);
+            std::size_t got = 0;
+            if (file) {
+                got = file->read(buf, n);
+            } else {
+                got = std::min(n, o.list_text.size() - text_read);
+                std::memcpy(buf, o.list_text.data() + text_read, got);
+                text_read += got;
+            }
             XXH3_64bits_update(&digest, buf, got);
             return got;
         },
@@ -301,6 +351,14 @@ input_list load_input_list(const input_options& o) {
                           (o.header == header_mode::detect && detect_header(head, image_spec.index, label_spec.index, base));
         image_col = image_spec.by_name ? find_named_column(image_spec, head[0], csv) : image_spec.index;
         label_col = label_spec.by_name ? find_named_column(label_spec, head[0], csv) : label_spec.index;
+        // A header that names its columns picks them when no column was chosen: "mask,image" reads right.
+        if (list.had_header && o.image_col == "0" && o.label_col == "1" && !head.empty()) {
+            const auto [named_image, named_label] = columns_named_by_header(head[0]);
+            if (named_image && named_label && *named_image != *named_label) {
+                image_col = *named_image;
+                label_col = *named_label;
+            }
+        }
         if (image_col == label_col)
             throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
                               std::to_string(image_col) + ")");
@@ -368,7 +426,9 @@ input_list load_input_list(const input_options& o) {
                               "(or give --task cls if the labels are class names)");
     }
 
-    if (list.task == task_kind::segmentation) list.classes = load_class_dict(o.classes_path);
+    if (list.task == task_kind::segmentation) {
+        if (!o.classes_path.empty()) list.classes = load_class_dict(o.classes_path);
+    }
     else list.classes = assign_class_ids(list, o);
     return list;
 }

@@ -20,6 +20,11 @@ struct input_options {
     std::string label_col = "1";
     task_kind task = task_kind::automatic;
     std::string classes_path;     // class_dict.csv (seg) or names list (cls); may be empty for cls
+    bool classes_optional = false;
+    // When not empty: the list's CSV text itself (from --images/--masks); csv_path then only
+    // names it in messages, and root must be given.
+    std::string list_text;
+    std::string list_source;  // with list_text: the options that made it ("--images A --masks B")  // seg without --classes is allowed (`shardpack colors`): no classes
 };
 
 // One row of the list. The views point into the input_list and live as long as it does.

@@ -1,6 +1,8 @@
 #include "inspect/dataset_inspector.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "format/dataset_writer.hpp"
 #include "shardpack/reader.hpp"
@@ -49,6 +51,22 @@ json inspect_dataset(const std::string& dir) {
     out.set("build", m.at("build"));
     out.set("tool", m.at("tool"));
     out.set("libraries", m.at("libraries"));
+    // The build's report, when it describes this very dataset: per-class counts and rejected rows.
+    try {
+        std::ifstream in(dir + "/report.json", std::ios::binary);
+        std::ostringstream text;
+        text << in.rdbuf();
+        if (in) {
+            const json report = json::parse(text.str());
+            if (report.at("content_hash").as_string() == ds.content_hash()) {
+                out.set("class_frequencies", report.at("class_frequencies"));
+                out.set("rejected", report.at("skipped"));
+                if (const json* w = report.find("warnings")) out.set("warnings", *w);
+            }
+        }
+    } catch (const std::exception&) {
+        // no report, or not one this tool wrote: the counts are left out
+    }
     return out;
 }
 
@@ -86,6 +104,8 @@ std::string format_inspection(const json& in) {
     const auto& classes = in.at("classes").as_array();
     std::snprintf(line, sizeof line, "classes      %zu\n", classes.size());
     out += line;
+    const json* freq = in.find("class_frequencies");
+    const bool counted = freq && freq->is_array() && freq->as_array().size() == classes.size();
     for (std::size_t c = 0; c < classes.size(); ++c) {
         std::string colour;
         if (const json* col = classes[c].find("color")) {
@@ -96,8 +116,30 @@ std::string format_inspection(const json& in) {
                             " values, not 3");
             colour = "(" + std::to_string(a[0].as_u64()) + "," + std::to_string(a[1].as_u64()) + "," + std::to_string(a[2].as_u64()) + ")";
         }
-        std::snprintf(line, sizeof line, "  %5zu  %-24s %s\n", c, classes[c].at("name").as_string().c_str(), colour.c_str());
+        std::string count;
+        if (counted) {
+            const json& f = freq->as_array()[c];
+            const json* n = f.find("pixels") ? f.find("pixels") : f.find("samples");
+            if (n && n->is_number() && f.find("fraction") && f.at("fraction").is_number()) {
+                char text[96];
+                std::snprintf(text, sizeof text, "%llu %s (%.1f%%)", static_cast<unsigned long long>(n->as_u64()),
+                              f.find("pixels") ? "pixels" : "samples", 100.0 * f.at("fraction").as_double());
+                count = text;
+            }
+        }
+        std::snprintf(line, sizeof line, "  %5zu  %-24s %-16s %s\n", c, classes[c].at("name").as_string().c_str(), colour.c_str(),
+                      count.c_str());
         out += line;
+    }
+    if (const json* rejected = in.find("rejected"); rejected && rejected->is_number())
+        out += "rejected     " + std::to_string(rejected->as_u64()) + " row(s) (rejected.csv)\n";
+    if (const json* notes = in.find("warnings"); notes && notes->is_array())
+        for (const auto& item : notes->as_array())
+            if (item.is_string()) out += "warning      " + item.as_string() + "\n";
+    if (const json* b = in.find("build"); b && b->is_object() && !b->as_object().empty()) {
+        out += "build       ";
+        for (const auto& [k, v] : b->as_object()) out += " " + k + "=" + v.dump(-1);
+        out += "\n";
     }
     std::snprintf(line, sizeof line, "\n%-32s %10s %12s %12s %8s %6s\n", "shard", "records", "first", "bytes", "ratio", "raw");
     out += line;

@@ -1,5 +1,7 @@
 #include "inspect/record_exporter.hpp"
 
+#include <filesystem>
+
 #include "decode/png_encoder.hpp"
 #include "errors.hpp"
 #include "format/output_file.hpp"
@@ -16,7 +18,52 @@ void write_png(const std::string& path, const image_u8& img) {
 }
 }  // namespace
 
-json export_record(const std::string& dir, std::size_t index, const std::string& prefix) {
+std::vector<std::size_t> select_records(const std::string& dir, const std::vector<std::size_t>& indices,
+                                        const std::string& range, const std::string& key) {
+    const dataset ds = dataset::open(dir);
+    std::vector<std::size_t> out;
+    for (auto i : indices) {
+        if (i >= ds.size())
+            throw usage_error("--index " + std::to_string(i) + ": the dataset has " + std::to_string(ds.size()) + " records (0.." +
+                              std::to_string(ds.size() ? ds.size() - 1 : 0) + ")");
+        out.push_back(i);
+    }
+    if (!range.empty()) {
+        const auto colon = range.find(':');
+        std::size_t a = 0, b = 0, used_a = 0, used_b = 0;
+        try {
+            if (colon == std::string::npos) throw std::invalid_argument("no colon");
+            a = std::stoull(range.substr(0, colon), &used_a);
+            b = std::stoull(range.substr(colon + 1), &used_b);
+        } catch (const std::exception&) {
+            used_a = 0;
+        }
+        if (colon == std::string::npos || used_a != colon || used_b != range.size() - colon - 1 || a >= b || b > ds.size())
+            throw usage_error("--range " + range + ": expected A:B with 0 <= A < B <= " + std::to_string(ds.size()) +
+                              " (B exclusive)");
+        for (std::size_t i = a; i < b; ++i) out.push_back(i);
+    }
+    if (!key.empty()) {
+        std::size_t found = 0;
+        for (std::size_t i = 0; i < ds.size(); ++i) {
+            const sample s = ds.at(i);
+            if (s.key() == key) {
+                out.push_back(i);
+                ++found;
+            }
+        }
+        if (!found) throw input_error(dir + ": no record has the key '" + key + "'");
+    }
+    return out;
+}
+
+json export_record(const std::string& dir, std::size_t index, const std::string& prefix, bool overlay) {
+    {
+        const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
+        std::error_code ec;
+        if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+        if (ec) throw io_error("cannot create " + parent.string() + ": " + ec.message());
+    }
     const dataset ds = dataset::open(dir);
     const sample s = ds.at(index);
     const auto view = s.image();
@@ -45,23 +92,46 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
     buffers.label_index = ids.data();
     buffers.label_index_capacity = ids.size();
     ds.read_into(index, buffers, ctx);
-    bool any_ignored = false;
-    for (auto id : ids) any_ignored |= id >= schema.class_count;
     image_u8 label;
     label.width = img.width;
     label.height = img.height;
-    label.channels = any_ignored ? 4 : 3;
-    label.pixels.assign(pixels * label.channels, 0);
+    label.channels = 3;
+    label.pixels.assign(pixels * 3, 0);
     std::vector<std::uint64_t> counts(schema.class_count, 0);
     for (std::size_t p = 0; p < pixels; ++p) {
-        std::uint8_t* px = label.pixels.data() + p * label.channels;
-        if (ids[p] >= schema.class_count) continue;  // transparent black
+        std::uint8_t* px = label.pixels.data() + p * 3;
+        if (ids[p] >= schema.class_count) {  // ignored: a magenta and black checkerboard
+            const std::size_t x = p % img.width, y = p / img.width;
+            if (((x / 4) + (y / 4)) % 2 == 0) {
+                px[0] = 255;
+                px[2] = 255;
+            }
+            continue;
+        }
         const auto& c = ds.classes()[ids[p]];
-        px[0] = c.r;
-        px[1] = c.g;
-        px[2] = c.b;
-        if (any_ignored) px[3] = 255;
+        if (c.has_colour) {
+            px[0] = c.r;
+            px[1] = c.g;
+            px[2] = c.b;
+        } else {  // no colour in the table: a grey level per class
+            px[0] = px[1] = px[2] = std::uint8_t(40 + (ids[p] * 53) % 200);
+        }
         ++counts[ids[p]];
+    }
+    if (overlay) {
+        image_u8 blend;
+        blend.width = img.width;
+        blend.height = img.height;
+        blend.channels = 3;
+        blend.pixels.resize(pixels * 3);
+        for (std::size_t p = 0; p < pixels; ++p)
+            for (int k = 0; k < 3; ++k) {
+                const std::uint8_t v = img.channels == 1 ? img.pixels[p] : img.pixels[p * img.channels + std::size_t(k)];
+                blend.pixels[p * 3 + std::size_t(k)] = std::uint8_t((unsigned(v) + label.pixels[p * 3 + std::size_t(k)] + 1) / 2);
+            }
+        const std::string overlay_path = prefix + ".overlay.png";
+        write_png(overlay_path, blend);
+        out.set("overlay", overlay_path);
     }
     const std::string label_path = prefix + ".label.png";
     write_png(label_path, label);

@@ -2,13 +2,24 @@
 // and a segmentation label drawn in the class dictionary's colours.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "shardpack/detail/json.hpp"
 
 namespace shardpack {
 
-// Writes PREFIX.image.png and, for segmentation, PREFIX.label.png. Ignored label pixels are
-// transparent (the label PNG is then RGBA); otherwise it is RGB. Returns what it wrote.
-detail::json export_record(const std::string& dir, std::size_t index, const std::string& prefix);
+// Writes PREFIX.image.png and, for segmentation, PREFIX.label.png (RGB, each class in its
+// dictionary colour, or a grey level for classes without one) and, with overlay,
+// PREFIX.overlay.png (the image with the label colours blended at 50%). Ignored label pixels
+// are drawn as a checkerboard of 4x4 magenta (255,0,255) and black squares, in the label and
+// the overlay alike. Creates PREFIX's folder. Returns what it wrote: index, key, image, class_id
+// and class (classification), or label, overlay, classes_present and ignored_pixels.
+detail::json export_record(const std::string& dir, std::size_t index, const std::string& prefix, bool overlay = false);
+
+// The records to export: `indices` (each checked), then `range` "A:B" (A inclusive, B exclusive),
+// then every record whose key equals `key`. Throws usage_error for a bad range or index and
+// input_error for a key no record has.
+std::vector<std::size_t> select_records(const std::string& dir, const std::vector<std::size_t>& indices,
+                                        const std::string& range, const std::string& key);
 
 }  // namespace shardpack

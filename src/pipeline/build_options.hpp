@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "format/record_compressor.hpp"
 #include "image.hpp"
@@ -15,6 +16,10 @@ namespace shardpack {
 
 enum class error_policy { fail, skip };
 enum class label_layout_option { one_hot, index };
+// How a mask's pixels name classes: by colour through the dictionary, or as the class ids
+// themselves (grayscale values or palette indices). automatic: index when the class table gives
+// ids (a name,id table), else colour.
+enum class mask_value_kind { automatic, color, index };
 
 struct build_options {
     input_options input;
@@ -23,6 +28,9 @@ struct build_options {
     geometry_options geometry;
     label_layout_option label_layout = label_layout_option::one_hot;
     unknown_colour_policy unknown_label = unknown_colour_policy::error;
+    unsigned colour_tolerance = 0;                        // --color-tolerance
+    mask_value_kind mask_values = mask_value_kind::automatic;
+    std::vector<std::uint16_t> ignore_values;             // --ignore-values (index masks)
     record_codec codec = record_codec::zstd;
     int level = 1;
     std::uint64_t shard_size = std::uint64_t(256) << 20;

@@ -23,6 +23,7 @@
 #include "shardpack/detail/xxhash.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
+#include "pipeline/build_messages.hpp"
 
 namespace shardpack {
 using detail::json;
@@ -93,7 +94,8 @@ std::string rejected_csv(const std::vector<rejected_row>& rows) {
 }
 
 json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
-                 const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused) {
+                 const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused,
+                 bool index_masks) {
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
@@ -130,18 +132,28 @@ json make_report(const build_options& o, const input_list& input, const build_to
         json e = json::object();
         e.set("class", input.classes[c].name);
         e.set(seg ? "pixels" : "samples", t.class_counts[c]);
+        if (seg) {
+            const std::uint64_t tolerant = c < t.tolerance_counts.size() ? t.tolerance_counts[c] : 0;
+            e.set("exact_pixels", t.class_counts[c] - std::min(tolerant, t.class_counts[c]));
+            e.set("tolerance_pixels", tolerant);
+        }
         e.set("fraction", total ? double(t.class_counts[c]) / double(total) : 0.0);
         freq.push(e);
     }
     r.set("class_frequencies", freq);
     if (seg) r.set("unknown_colour_pixels", t.unknown_pixels);
+    if (seg) r.set(index_masks ? "unknown_values" : "unknown_colours", unknown_values_json(t, index_masks));
+    json warnings = json::array();
+    for (const auto& w : build_warnings(input, t, index_masks)) warnings.push(w);
+    r.set("warnings", warnings);
     return r;
 }
 
 // Everything besides a row's own files that shapes its record's bytes. A previous build's
 // records are taken back only when this matches; shard size and order do not enter into it.
 std::string record_options_digest(const build_options& o, const detail::schema_record& schema,
-                                  const std::vector<detail::class_record>& classes, const json& libraries) {
+                                  const std::vector<detail::class_record>& classes, const json& libraries,
+                                  const char* mask_values, const std::vector<class_entry>& table) {
     json d = json::object();
     d.set("color", name_of(o.color));
     d.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
@@ -149,6 +161,11 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     d.set("crop", name_of(o.geometry.crop));
     d.set("filter", name_of(o.geometry.filter));
     d.set("unknown_label", o.unknown_label == unknown_colour_policy::error ? "error" : "ignore");
+    d.set("mask_values", mask_values);
+    d.set("color_tolerance", o.colour_tolerance);
+    json ignored = json::array();
+    for (auto v : o.ignore_values) ignored.push(unsigned(v));
+    d.set("ignore_values", ignored);
     d.set("compression", o.codec == record_codec::zstd ? "zstd" : "none");
     d.set("level", o.level);
     d.set("tool", SHARDPACK_VERSION);
@@ -159,6 +176,7 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     bytes.append(reinterpret_cast<const char*>(s), sizeof s);
     const auto c = detail::encode_classes(classes);
     bytes.append(reinterpret_cast<const char*>(c.data()), c.size());
+    for (const auto& e : table) bytes += std::to_string(e.value) + ",";  // index masks' values
     return hex64(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
@@ -216,6 +234,9 @@ build_result run_build(const build_options& options) {
     const auto started = std::chrono::steady_clock::now();
     const input_list input = load_input_list(options.input);
     if (input.empty()) throw input_error(options.input.csv_path + ": the list has no rows");
+    const mask_value_kind mask_values =
+        input.task == task_kind::segmentation ? resolve_mask_values(options, input.classes) : mask_value_kind::color;
+    const bool index_masks = mask_values == mask_value_kind::index;
     // Before anything is written: one build at a time per output folder.
     const output_lock lock(options.out_dir);
 
@@ -231,7 +252,21 @@ build_result run_build(const build_options& options) {
     wo.build = effective_options_json(options, input.task);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);
-    wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries);
+    const char* mask_values_name = index_masks ? "index" : "color";
+    if (input.task == task_kind::segmentation) {
+        wo.build.set("mask_values", mask_values_name);
+        if (!index_masks) wo.build.set("color_tolerance", options.colour_tolerance);
+        if (index_masks) {
+            json ignored = json::array();
+            for (auto v : options.ignore_values) ignored.push(unsigned(v));
+            wo.build.set("ignore_values", ignored);
+            json values = json::array();
+            for (std::size_t c = 0; c < input.classes.size(); ++c)
+                values.push(input.classes[c].value >= 0 ? unsigned(input.classes[c].value) : unsigned(c));
+            wo.build.set("class_values", values);
+        }
+    }
+    wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries, mask_values_name, input.classes);
     std::unique_ptr<previous_build> previous;
     if (!options.full) {
         previous = previous_build::load(options.out_dir, wo.options_digest);
@@ -253,14 +288,54 @@ build_result run_build(const build_options& options) {
     const std::size_t tokens = std::max<std::size_t>(4, std::size_t(threads) * 4);
     std::vector<sample_job> jobs(tokens);
     const file_loader loader(previous.get());
-    const sample_transformer transformer(options, schema, input.classes);
+    const sample_transformer transformer(options, schema, input.classes, mask_values, colors_command_hint(options));
     tbb::enumerable_thread_specific<transform_scratch> scratch;
     tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level);
     const std::string csv_name = std::filesystem::path(options.input.csv_path).filename().string();
     record_sink sink(writer, options, csv_name, input.classes.size());
 
     build_result result;
-    {
+    // With --on-error skip, a build that packs nothing, or that --max-errors stops, still leaves
+    // its rejected rows and a report, beside the unpublished shards (the old dataset keeps its
+    // own files), and says the commonest reasons.
+    auto keep_failure = [&](const std::string& what) -> build_stopped {
+        const build_totals& t = sink.totals();
+        const std::string dir = options.out_dir + "/" + dataset_writer::partial_dir;
+        json report = json::object();
+        report.set("dataset", options.out_dir);
+        report.set("published", false);
+        report.set("error", what);
+        report.set("rows", input.size());
+        report.set("rows_seen", t.rows);
+        report.set("records", t.records);
+        report.set("skipped", t.rejected.size());
+        report.set("common_reasons", common_reasons(t.rejected, 5));
+        json rejected = json::array();
+        for (const auto& row : t.rejected) {
+            json e = json::object();
+            e.set("line", row.csv_line);
+            e.set("image", row.image);
+            e.set("label", row.label);
+            e.set("reason", row.reason);
+            rejected.push(e);
+        }
+        report.set("rejected", rejected);
+        std::string where;
+        try {
+            write_file_atomically(dir + "/rejected.csv", rejected_csv(t.rejected));
+            write_file_atomically(dir + "/report.json", report.dump());
+            where = " Rejected rows: " + dir + "/rejected.csv; report: " + dir + "/report.json";
+            if (!options.report_path.empty()) {
+                write_file_atomically(options.report_path, report.dump());
+                where += " and " + options.report_path;
+            }
+            where += ".";
+        } catch (const std::exception& e) {
+            where = " (the rejected rows could not be written: " + std::string(e.what()) + ")";
+        }
+        return build_stopped(what + ". Most common reasons: " + common_reasons(t.rejected) + "." + where);
+    };
+    try {
         progress_line progress(options.progress, order.size());  // a part: its own rows
         std::size_t next = 0;
         tbb::task_arena arena(static_cast<int>(threads));
@@ -295,6 +370,9 @@ build_result run_build(const build_options& options) {
                         progress.update(std::size_t(sink.totals().rows));
                     }));
         });
+    } catch (const build_stopped& e) {
+        if (options.on_error != error_policy::skip || sink.totals().rejected.empty()) throw;
+        throw keep_failure(e.what());
     }
     result.interrupted_by = build_interrupt_signal.load();
     if (result.interrupted_by) {
@@ -304,15 +382,25 @@ build_result run_build(const build_options& options) {
     // A part may hold no record (fewer rows than parts, or all of its rows rejected); the merge
     // refuses a whole build without one.
     if (sink.totals().records == 0 && !options.partition)
-        throw build_stopped("no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
-                            " rejected); nothing was published");
+        throw keep_failure("no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
+                           " rejected); nothing was published");
 
+    const auto id_changes = class_id_changes(options.out_dir, input, !options.input.classes_path.empty());
     result.manifest = writer.publish();
     previous.reset();  // unmaps the shards the new manifest no longer names
     result.totals = sink.totals();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
-                                writer.shards_written(), writer.shards_reused());
+                                writer.shards_written(), writer.shards_reused(), index_masks);
+    if (!id_changes.empty()) {
+        json warnings = result.report.at("warnings");
+        for (const auto& w : id_changes) warnings.push(w);
+        result.report.set("warnings", warnings);
+    }
+    if (input.task == task_kind::classification)
+        for (const auto& line : class_id_table(input, result.totals)) spdlog::info("{}", line);
+    for (const auto& w : build_warnings(input, result.totals, index_masks)) spdlog::warn("{}", w);
+    for (const auto& w : id_changes) spdlog::warn("{}", w);
     const std::string report_text = result.report.dump();
     write_file_atomically(options.out_dir + "/report.json", report_text);
     if (!options.report_path.empty()) write_file_atomically(options.report_path, report_text);

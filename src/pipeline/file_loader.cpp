@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <string_view>
 
 namespace shardpack {
 
@@ -43,6 +45,23 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
 }
 
 namespace {
+// A file the list names but that is not there: where the path led, and how relative paths resolve.
+std::string missing_file_message(const std::string& path, std::string_view cell, const std::string& why) {
+    std::string text = path + ": " + why;
+    if (why.find("No such file or directory") == std::string::npos) return text;
+    std::error_code ec;
+    const std::string absolute = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (!ec && absolute != path) text += " (resolved to " + absolute + ")";
+    if (!cell.empty() && cell.front() != '/') {
+        std::string base = absolute;
+        if (base.size() > cell.size() && base.compare(base.size() - cell.size(), cell.size(), cell) == 0)
+            base.resize(base.size() - cell.size());
+        text += "; the list's relative path '" + std::string(cell) + "' was taken relative to " + base +
+                ": give --root DIR if the paths are relative to another folder";
+    }
+    return text;
+}
+
 bool same_file(const file_stamp& now, const file_stamp& before) {
     return now.size == before.size && now.mtime_ns == before.mtime_ns;
 }
@@ -76,13 +95,13 @@ void file_loader::operator()(sample_job& job) const {
 
     std::string why = read_file_into(job.image_path, job.image_file, &fp.image);
     if (!why.empty()) {
-        job.error = job.image_path + ": " + why;
+        job.error = missing_file_message(job.image_path, row.key, why);
         return;
     }
     if (has_label) {
         why = read_file_into(job.label_path, job.label_file, &fp.label);
         if (!why.empty()) {
-            job.error = job.label_path + ": " + why;
+            job.error = missing_file_message(job.label_path, row.label_key, why);
             return;
         }
     }
@@ -94,6 +113,8 @@ void file_loader::operator()(sample_job& job) const {
         job.reuse = previous;
         fp.unknown_pixels = previous->fingerprint->unknown_pixels;
         fp.class_counts = previous->fingerprint->class_counts;
+        fp.tolerance_counts = previous->fingerprint->tolerance_counts;
+        fp.unknown_values = previous->fingerprint->unknown_values;
     }
 }
 

@@ -7,6 +7,7 @@ namespace shardpack {
 record_sink::record_sink(dataset_writer& writer, const build_options& options, std::string csv_name, std::size_t classes)
     : writer_(writer), options_(options), csv_name_(std::move(csv_name)) {
     totals_.class_counts.assign(classes, 0);
+    totals_.tolerance_counts.assign(classes, 0);
 }
 
 void record_sink::operator()(const sample_job& job) {
@@ -31,6 +32,21 @@ void record_sink::operator()(const sample_job& job) {
     totals_.unknown_pixels += fp.unknown_pixels;
     for (const auto& [c, n] : fp.class_counts)
         if (c < totals_.class_counts.size()) totals_.class_counts[c] += n;
+    for (const auto& [c, n] : fp.tolerance_counts)
+        if (c < totals_.tolerance_counts.size()) totals_.tolerance_counts[c] += n;
+    for (const auto& u : fp.unknown_values) {
+        auto it = totals_.unknown_values.find(u.value);
+        if (it == totals_.unknown_values.end()) {
+            if (totals_.unknown_values.size() >= build_totals::max_unknown_listed) continue;
+            it = totals_.unknown_values.emplace(u.value, build_totals::unknown_total{}).first;
+            it->second.example = std::string(job.row.label_key);
+            it->second.line = job.row.csv_line;
+            it->second.x = u.x;
+            it->second.y = u.y;
+        }
+        it->second.pixels += u.pixels;
+        it->second.files += 1;
+    }
 }
 
 }  // namespace shardpack

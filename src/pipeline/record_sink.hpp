@@ -2,6 +2,7 @@
 // rows. Kept trivial: the work was done by the parallel stages.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,17 @@ struct build_totals {
     std::uint64_t stored_bytes = 0;   // after
     std::uint64_t unknown_pixels = 0;
     std::vector<std::uint64_t> class_counts;
+    std::vector<std::uint64_t> tolerance_counts;  // of class_counts, mapped by --color-tolerance
+    // Unknown colours (packed 0xRRGGBB) or index-mask values mapped to the ignore value, with
+    // the records they are in and the first such record's mask cell, line and source pixel.
+    struct unknown_total {
+        std::uint64_t pixels = 0, files = 0;
+        std::string example;
+        std::size_t line = 0;
+        std::uint32_t x = 0, y = 0;
+    };
+    std::map<std::uint32_t, unknown_total> unknown_values;  // at most max_unknown_listed entries
+    static constexpr std::size_t max_unknown_listed = 10000;
     std::vector<rejected_row> rejected;
 };
 

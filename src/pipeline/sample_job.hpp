@@ -40,6 +40,8 @@ struct sample_job {
         reuse = nullptr;
         key_hash = 0;
         fingerprint.class_counts.clear();
+        fingerprint.tolerance_counts.clear();
+        fingerprint.unknown_values.clear();
         fingerprint.unknown_pixels = 0;
         std::fill(class_counts.begin(), class_counts.end(), 0);
     }

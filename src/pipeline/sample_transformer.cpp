@@ -40,13 +40,10 @@ schema_record make_schema(const build_options& o, task_kind task, std::size_t cl
 }
 
 sample_transformer::sample_transformer(const build_options& options, const schema_record& schema,
-                                       const std::vector<class_entry>& classes)
+                                       const std::vector<class_entry>& classes, mask_value_kind mask_values,
+                                       std::string hint)
     : options_(options), schema_(schema) {
-    if (schema_.task == task_code::segmentation) {
-        std::vector<label_colour> colours;
-        for (const auto& c : classes) colours.push_back({c.r, c.g, c.b});
-        lookup_.emplace(colours);
-    }
+    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, options, std::move(hint));
 }
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
@@ -61,6 +58,15 @@ void sample_transformer::operator()(sample_job& job, transform_scratch& scratch)
     job.fingerprint.unknown_pixels = job.unknown_pixels;
     for (std::uint32_t c = 0; c < job.class_counts.size(); ++c)
         if (job.class_counts[c]) job.fingerprint.class_counts.emplace_back(c, job.class_counts[c]);
+    if (schema_.task == task_code::segmentation) {
+        const mask_mapping_stats& m = scratch.mapping;
+        for (std::uint32_t c = 0; c < m.by_tolerance.size(); ++c)
+            if (m.by_tolerance[c]) job.fingerprint.tolerance_counts.emplace_back(c, m.by_tolerance[c]);
+        for (const auto& u : m.unknown) {
+            if (job.fingerprint.unknown_values.size() == max_listed_unknown_values) break;
+            job.fingerprint.unknown_values.push_back({u.rgb, u.pixels, u.x, u.y});
+        }
+    }
 }
 
 namespace {
@@ -118,20 +124,11 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     const std::uint16_t* label_ids = nullptr;
     std::int32_t class_id = -1;
     if (segmentation) {
-        decode_request mask_request;
-        mask_request.layout = pixel_layout::rgb;
-        mask_request.max_rows = mask_plan.y.src_rows_needed();
-        image_u8& mask = scratch.mask;
-        try {
-            decode_image(job.label_file.data(), job.label_file.size(), mask_request, mask);
-        } catch (const std::exception& e) {
-            rethrow_for(job.label_path, e);
-        }
-        unknown_colour_hit first{};
         std::uint64_t unknown = 0;
         try {
-            map_mask(mask, mask_plan, *lookup_, options_.unknown_label, static_cast<std::uint16_t>(schema_.ignore_value),
-                     scratch.labels, &first, &unknown);
+            masks_->map(job.label_file.data(), job.label_file.size(), mask_plan,
+                        static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
+                        scratch.mask_values);
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }

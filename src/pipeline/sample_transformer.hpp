@@ -8,6 +8,7 @@
 #include "image.hpp"
 #include "input/class_table.hpp"
 #include "pipeline/build_options.hpp"
+#include "pipeline/mask_mapper.hpp"
 #include "pipeline/sample_job.hpp"
 #include "shardpack/detail/format.hpp"
 #include "transform/geometry.hpp"
@@ -22,6 +23,8 @@ struct transform_scratch {
     image_u8 image;    // the record's image
     label_plane labels;
     resample_scratch resample;
+    mask_scratch mask_values;
+    mask_mapping_stats mapping;
 };
 
 // The schema a build with these options writes.
@@ -35,14 +38,16 @@ geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, c
 
 class sample_transformer {
 public:
+    // mask_values: resolved (resolve_mask_values); hint: how to list the input's colours, for messages.
     sample_transformer(const build_options& options, const detail::schema_record& schema,
-                       const std::vector<class_entry>& classes);
+                       const std::vector<class_entry>& classes, mask_value_kind mask_values = mask_value_kind::color,
+                       std::string hint = "shardpack colors");
     void operator()(sample_job& job, transform_scratch& scratch) const;
 
 private:
     const build_options& options_;
     detail::schema_record schema_;
-    std::optional<colour_lookup> lookup_;
+    std::optional<mask_mapper> masks_;
     void transform(sample_job& job, transform_scratch& scratch) const;
 };
 

@@ -28,34 +28,48 @@ inline std::uint32_t packed_at(const std::uint8_t* row, std::uint32_t x) {
 template <int C>
 void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
               std::uint16_t ignore_value, label_plane& out, const std::vector<std::uint32_t>& xs,
-              unknown_colour_hit& first, std::uint64_t& unknown) {
+              unknown_colour_hit& first, std::uint64_t& unknown, mask_mapping_stats* stats) {
     const axis_plan &ax = plan.x, &ay = plan.y;
     std::uint32_t last_key = 0xFFFFFFFFu;  // never a 24-bit colour
     std::uint16_t last_id = 0;
+    bool last_tolerant = false;
+    std::uint64_t* tolerant_counts = stats ? stats->by_tolerance.data() : nullptr;
     std::uint32_t prev_sy = 0xFFFFFFFFu;
     std::uint64_t prev_row_unknown = 0;
+    bool prev_row_tolerant = false;
     for (std::uint32_t t = 0; t < ay.content_len; ++t) {
         const std::uint32_t sy = nearest_source(ay, ay.crop_offset + t);
         std::uint16_t* dst = out.ids.data() + std::size_t(ay.pad_before + t) * out.width + ax.pad_before;
         if (sy == prev_sy) {  // upscaling: the same source row again
             std::memcpy(dst, dst - out.width, std::size_t(ax.content_len) * sizeof(std::uint16_t));
             unknown += prev_row_unknown;
+            if (stats && (prev_row_unknown || prev_row_tolerant)) {  // its special pixels count again
+                const std::uint8_t* row = mask.row(sy);
+                for (std::uint32_t i = 0; i < ax.content_len; ++i) {
+                    const std::uint32_t key = packed_at<C>(row, xs[i]);
+                    const int v = lookup.find_packed(key);
+                    if (v < 0) ++stats->unknown[stats->unknown_index.at(key)].pixels;
+                    else if (v & colour_lookup::by_tolerance) ++tolerant_counts[v & colour_lookup::id_mask];
+                }
+            }
             continue;
         }
         prev_sy = sy;
         prev_row_unknown = 0;
+        prev_row_tolerant = false;
         const std::uint8_t* row = mask.row(sy);
         for (std::uint32_t i = 0; i < ax.content_len; ++i) {
             const std::uint32_t key = packed_at<C>(row, xs[i]);
             if (key != last_key) {
-                const int id = lookup.find_packed(key);
-                if (id < 0) {
+                const int v = lookup.find_packed(key);
+                if (v < 0) {
                     const auto r = static_cast<std::uint8_t>(key >> 16), g = static_cast<std::uint8_t>(key >> 8),
                                b = static_cast<std::uint8_t>(key);
                     if (policy == unknown_colour_policy::error)
-                        throw input_error("unknown colour " + colour_text(r, g, b) + " at pixel (" +
-                                          std::to_string(xs[i]) + "," + std::to_string(sy) +
-                                          ") \xE2\x80\x94 not in the class dictionary");
+                        throw unknown_colour_error("unknown colour " + colour_text(r, g, b) + " at pixel (" +
+                                                       std::to_string(xs[i]) + "," + std::to_string(sy) +
+                                                       ") \xE2\x80\x94 not in the class dictionary",
+                                                   key, xs[i], sy);
                     if (unknown == 0 && prev_row_unknown == 0) {
                         first.r = r;
                         first.g = g;
@@ -63,14 +77,24 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
                         first.x = xs[i];
                         first.y = sy;
                     }
+                    if (stats) {
+                        const auto [it, fresh] = stats->unknown_index.emplace(key, stats->unknown.size());
+                        if (fresh) stats->unknown.push_back({key, 0, xs[i], sy});
+                        ++stats->unknown[it->second].pixels;
+                    }
                     ++prev_row_unknown;
                     dst[i] = ignore_value;
                     continue;  // keep last_key: unknown colours are not cached
                 }
                 last_key = key;
-                last_id = static_cast<std::uint16_t>(id);
+                last_id = static_cast<std::uint16_t>(v & colour_lookup::id_mask);
+                last_tolerant = (v & colour_lookup::by_tolerance) != 0;
             }
             dst[i] = last_id;
+            if (last_tolerant && tolerant_counts) {
+                ++tolerant_counts[last_id];
+                prev_row_tolerant = true;
+            }
         }
         unknown += prev_row_unknown;
     }
@@ -78,13 +102,19 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
 
 }  // namespace
 
-colour_lookup::colour_lookup(const std::vector<label_colour>& colours) {
+colour_lookup::colour_lookup(const std::vector<label_colour>& colours, unsigned tolerance) : tolerance_(tolerance) {
     if (colours.size() > 65535)
         throw input_error("the class dictionary has " + std::to_string(colours.size()) +
                           " classes; at most 65535 are supported");
+    if (tolerance > 255) throw input_error("a colour tolerance is at most 255");
+    for (const label_colour& c : colours) colours_.push_back(pack(c.r, c.g, c.b));
+    const std::uint64_t side = 2 * std::uint64_t(tolerance) + 1;
+    const std::uint64_t cube_entries = colours.size() * side * side * side;
+    cube_ = tolerance > 0 && cube_entries <= (std::uint64_t(1) << 20);
+    const std::uint64_t entries = cube_ ? cube_entries : colours.size();
     std::uint32_t size = 16;
     int bits = 4;
-    while (size < colours.size() * 2) {
+    while (size < entries * 2) {
         size <<= 1;
         ++bits;
     }
@@ -106,12 +136,72 @@ colour_lookup::colour_lookup(const std::vector<label_colour>& colours) {
         keys_[i] = key;
         values_[i] = static_cast<std::int32_t>(id);
     }
+    if (tolerance > 0)
+        for (std::size_t a = 0; a < colours_.size(); ++a)
+            for (std::size_t b = a + 1; b < colours_.size(); ++b)
+                if (colour_distance(colours_[a], colours_[b]) <= 2 * tolerance)
+                    throw input_error("classes " + std::to_string(a) + " and " + std::to_string(b) +
+                                      " of the class dictionary lie within twice the colour tolerance " +
+                                      std::to_string(tolerance) + " of each other");
+    if (cube_) {
+        const int n = int(tolerance);
+        for (std::size_t id = 0; id < colours.size(); ++id) {
+            const label_colour& c = colours[id];
+            for (int dr = -n; dr <= n; ++dr)
+                for (int dg = -n; dg <= n; ++dg)
+                    for (int db = -n; db <= n; ++db) {
+                        const int r = c.r + dr, g = c.g + dg, b = c.b + db;
+                        if (r < 0 || r > 255 || g < 0 || g > 255 || b < 0 || b > 255 || (dr == 0 && dg == 0 && db == 0))
+                            continue;
+                        insert(pack(std::uint8_t(r), std::uint8_t(g), std::uint8_t(b)),
+                               static_cast<std::int32_t>(id) | by_tolerance);
+                    }
+        }
+    }
     count_ = colours.size();
+}
+
+void colour_lookup::insert(std::uint32_t key, std::int32_t value) {
+    std::uint32_t i = hash(key);
+    while (keys_[i] != empty_key) {
+        if (keys_[i] == key) return;  // cannot happen: colours more than 2N apart have disjoint cubes
+        i = (i + 1) & mask_;
+    }
+    keys_[i] = key;
+    values_[i] = value;
+}
+
+int colour_lookup::nearest_within(std::uint32_t rgb) const {
+    const nearest_result n = nearest(rgb);
+    return n.id >= 0 && n.distance <= tolerance_ ? (n.id | by_tolerance) : -1;
+}
+
+colour_lookup::nearest_result colour_lookup::nearest(std::uint32_t rgb) const {
+    nearest_result best;
+    for (std::size_t id = 0; id < colours_.size(); ++id) {
+        const unsigned d = colour_distance(rgb, colours_[id]);
+        if (best.id < 0 || d < best.distance) {
+            best.id = int(id);
+            best.distance = d;
+        }
+    }
+    return best;
 }
 
 void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
               std::uint16_t ignore_value, label_plane& out, unknown_colour_hit* first_unknown,
               std::uint64_t* unknown_count) {
+    map_mask(mask, plan, lookup, policy, ignore_value, out, first_unknown, unknown_count, nullptr);
+}
+
+void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
+              std::uint16_t ignore_value, label_plane& out, unknown_colour_hit* first_unknown,
+              std::uint64_t* unknown_count, mask_mapping_stats* stats) {
+    if (stats) {
+        stats->by_tolerance.assign(lookup.size(), 0);
+        stats->unknown.clear();
+        stats->unknown_index.clear();
+    }
     const axis_plan &ax = plan.x, &ay = plan.y;
     for (const axis_plan* a : {&ax, &ay})
         if (a->src_len == 0 || a->scaled_len == 0 || std::uint64_t(a->crop_offset) + a->content_len > a->scaled_len ||
@@ -145,9 +235,9 @@ void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_look
         xs.resize(ax.content_len);
         for (std::uint32_t i = 0; i < ax.content_len; ++i) xs[i] = nearest_source(ax, ax.crop_offset + i);
         switch (C) {
-            case 1: map_rows<1>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
-            case 3: map_rows<3>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
-            default: map_rows<4>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown); break;
+            case 1: map_rows<1>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown, stats); break;
+            case 3: map_rows<3>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown, stats); break;
+            default: map_rows<4>(mask, plan, lookup, policy, ignore_value, out, xs, first, unknown, stats); break;
         }
     }
     first.count = unknown;

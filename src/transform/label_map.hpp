@@ -1,9 +1,13 @@
 // Colour-coded segmentation masks → class ids, and the label layouts derived from them.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "errors.hpp"
 #include "image.hpp"
 #include "transform/geometry.hpp"
 
@@ -13,24 +17,51 @@ struct label_colour {
     std::uint8_t r = 0, g = 0, b = 0;
 };
 
-// Exact colour → class id lookup (never a palette index), built from the class dictionary in
-// order (id = position). Immutable after construction: one instance may be shared by threads.
-// Throws input_error for a colour listed twice or more than 65535 classes.
+// Largest colour difference between two colours: the largest of the three channel differences.
+inline unsigned colour_distance(std::uint32_t a_rgb, std::uint32_t b_rgb) {
+    unsigned d = 0;
+    for (int shift = 0; shift <= 16; shift += 8) {
+        const int a = int((a_rgb >> shift) & 0xFF), b = int((b_rgb >> shift) & 0xFF);
+        d = std::max(d, unsigned(a > b ? a - b : b - a));
+    }
+    return d;
+}
+
+// Colour → class id lookup (never a palette index), built from the class dictionary in order
+// (id = position). Exact by default; with a tolerance N, a colour within N (colour_distance) of
+// a dictionary colour maps to that class too. Since dictionary colours must then lie more than
+// 2N apart, such a colour is within N of exactly one class. Immutable after construction: one
+// instance may be shared by threads. Throws input_error for a colour listed twice, two colours
+// within 2N of each other, or more than 65535 classes.
 class colour_lookup {
 public:
-    explicit colour_lookup(const std::vector<label_colour>& colours);
-    // The class id of the colour, or -1.
-    int find(std::uint8_t r, std::uint8_t g, std::uint8_t b) const { return find_packed(pack(r, g, b)); }
+    explicit colour_lookup(const std::vector<label_colour>& colours, unsigned tolerance = 0);
+    // The class id of the colour (exact or within the tolerance), or -1.
+    int find(std::uint8_t r, std::uint8_t g, std::uint8_t b) const {
+        const int v = find_packed(pack(r, g, b));
+        return v < 0 ? v : v & id_mask;
+    }
+    // The class id, with by_tolerance set when the colour is not the dictionary's own; or -1.
     int find_packed(std::uint32_t rgb) const {
         std::uint32_t i = hash(rgb);
         for (;;) {
             const std::uint32_t k = keys_[i];
             if (k == rgb) return values_[i];
-            if (k == empty_key) return -1;
+            if (k == empty_key) return tolerance_ && !cube_ ? nearest_within(rgb) : -1;
             i = (i + 1) & mask_;
         }
     }
+    static constexpr int by_tolerance = 0x10000;
+    static constexpr int id_mask = 0xFFFF;
     std::size_t size() const { return count_; }
+    unsigned tolerance() const { return tolerance_; }
+    // The dictionary colour nearest to rgb (ties: the lower id) and its distance; id -1 when the
+    // dictionary is empty.
+    struct nearest_result {
+        int id = -1;
+        unsigned distance = 0;
+    };
+    nearest_result nearest(std::uint32_t rgb) const;
 
     static std::uint32_t pack(std::uint8_t r, std::uint8_t g, std::uint8_t b) {
         return (std::uint32_t(r) << 16) | (std::uint32_t(g) << 8) | b;
@@ -39,11 +70,40 @@ public:
 private:
     static constexpr std::uint32_t empty_key = 0xFFFFFFFFu;
     std::uint32_t hash(std::uint32_t rgb) const { return (rgb * 0x9E3779B1u) >> shift_; }
+    int nearest_within(std::uint32_t rgb) const;
+    void insert(std::uint32_t key, std::int32_t value);
     std::vector<std::uint32_t> keys_;
     std::vector<std::int32_t> values_;
+    std::vector<std::uint32_t> colours_;  // packed, by id
     std::uint32_t mask_ = 0;
     int shift_ = 32;
     std::size_t count_ = 0;
+    unsigned tolerance_ = 0;
+    // With a small tolerance every colour within it is in the table; a large one (where that
+    // table would pass 2^20 entries) searches the dictionary on a miss instead.
+    bool cube_ = false;
+};
+
+// Thrown by map_mask for a colour outside the dictionary (and its tolerance) under policy error:
+// the colour and its source position, for callers that add what the dictionary suggests.
+struct unknown_colour_error : input_error {
+    unknown_colour_error(const std::string& what, std::uint32_t rgb_, std::uint32_t x_, std::uint32_t y_)
+        : input_error(what), rgb(rgb_), x(x_), y(y_) {}
+    std::uint32_t rgb = 0, x = 0, y = 0;
+};
+
+// What mapping one mask found besides its class ids: per class the output pixels mapped by
+// tolerance rather than exactly, and each distinct unknown colour (ignore policy) with its
+// output pixel count and first source position. Cleared by map_mask.
+struct mask_mapping_stats {
+    struct unknown_colour {
+        std::uint32_t rgb = 0;
+        std::uint64_t pixels = 0;
+        std::uint32_t x = 0, y = 0;
+    };
+    std::vector<std::uint64_t> by_tolerance;  // sized to the class count by map_mask
+    std::vector<unknown_colour> unknown;      // in order of first appearance (output order)
+    std::unordered_map<std::uint32_t, std::size_t> unknown_index;  // rgb -> position in unknown
 };
 
 enum class unknown_colour_policy { error, ignore };
@@ -74,6 +134,11 @@ struct unknown_colour_hit {
 void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const colour_lookup& lookup,
               unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
               unknown_colour_hit* first_unknown, std::uint64_t* unknown_count);
+// The same, also filling `stats` (may be null). The error under policy error is an
+// unknown_colour_error.
+void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const colour_lookup& lookup,
+              unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
+              unknown_colour_hit* first_unknown, std::uint64_t* unknown_count, mask_mapping_stats* stats);
 
 // Index map → one-hot HWC u8 (0/1); an id >= classes (the ignore value) → all zeros. Writes
 // pixels * classes bytes to dst.

@@ -1,0 +1,402 @@
+#include "inspect/colour_census.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/info.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/task_arena.h>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "decode/image_decoder.hpp"
+#include "decode/png_value_decoder.hpp"
+#include "errors.hpp"
+#include "pipeline/file_loader.hpp"
+#include "pipeline/mask_mapper.hpp"
+#include "transform/index_mask.hpp"
+#include "transform/label_map.hpp"
+
+namespace shardpack {
+using detail::json;
+
+namespace {
+
+struct file_tally {
+    std::uint64_t pixels = 0;
+    std::uint32_t x = 0, y = 0;  // first occurrence
+};
+
+struct total_tally {
+    std::uint64_t pixels = 0, files = 0;
+    std::size_t row = SIZE_MAX;  // the earliest row holding it
+    std::uint32_t x = 0, y = 0;
+};
+
+// One thread's totals and its reusable buffers.
+struct census_worker {
+    std::unordered_map<std::uint32_t, total_tally> totals;
+    std::unordered_map<std::uint32_t, file_tally> file;
+    std::vector<std::uint8_t> bytes;
+    image_u8 colours;
+    value_plane values;
+    std::string path;
+    std::vector<unreadable_mask> unreadable;
+    std::uint64_t masks = 0, pixels = 0;
+};
+
+// Counts runs, not pixels, into the per-file map: masks are mostly long runs of one colour.
+template <typename Key>
+void tally_runs(std::uint32_t width, std::uint32_t height, Key key_at, std::unordered_map<std::uint32_t, file_tally>& file) {
+    for (std::uint32_t y = 0; y < height; ++y) {
+        std::uint32_t x = 0;
+        while (x < width) {
+            const std::uint32_t k = key_at(x, y);
+            std::uint32_t end = x + 1;
+            while (end < width && key_at(end, y) == k) ++end;
+            auto [it, fresh] = file.try_emplace(k);
+            if (fresh) {
+                it->second.x = x;
+                it->second.y = y;
+            }
+            it->second.pixels += end - x;
+            x = end;
+        }
+    }
+}
+
+}  // namespace
+
+colour_census scan_mask_colours(const colour_census_options& o) {
+    const auto started = std::chrono::steady_clock::now();
+    input_options in = o.input;
+    in.task = task_kind::segmentation;
+    in.classes_optional = true;
+    const input_list list = load_input_list(in);
+    if (list.empty()) throw input_error(in.csv_path + ": the list has no rows");
+
+    colour_census census;
+    census.classes = list.classes;
+    census.tolerance = o.tolerance;
+    const bool have_table = !list.classes.empty();
+    mask_value_kind kind = o.mask_values;
+    if (have_table) {
+        build_options b;
+        b.input = in;
+        b.mask_values = o.mask_values;
+        b.colour_tolerance = o.tolerance;
+        b.ignore_values = o.ignore_values;
+        kind = resolve_mask_values(b, list.classes);
+    } else if (kind == mask_value_kind::automatic) {
+        kind = mask_value_kind::color;
+    }
+    census.index_masks = kind == mask_value_kind::index;
+
+    tbb::enumerable_thread_specific<census_worker> workers;
+    const unsigned threads = o.threads ? o.threads : unsigned(tbb::info::default_concurrency());
+    tbb::task_arena arena(static_cast<int>(threads));
+    arena.execute([&] {
+        tbb::parallel_for(tbb::blocked_range<std::size_t>(0, list.size(), 1), [&](const tbb::blocked_range<std::size_t>& range) {
+            census_worker& w = workers.local();
+            for (std::size_t i = range.begin(); i != range.end(); ++i) {
+                list.label_path(i, w.path);
+                const sample_row row = list.row(i);
+                std::string why = read_file_into(w.path, w.bytes, nullptr);
+                w.file.clear();
+                if (why.empty()) {
+                    try {
+                        if (census.index_masks) {
+                            decode_mask_values(w.bytes.data(), w.bytes.size(), 0, w.values);
+                            const value_plane& v = w.values;
+                            tally_runs(v.width, v.height, [&](std::uint32_t x, std::uint32_t y) { return std::uint32_t(v.row(y)[x]); },
+                                       w.file);
+                            w.pixels += std::uint64_t(v.width) * v.height;
+                        } else {
+                            decode_request req;
+                            req.layout = pixel_layout::rgb;
+                            decode_image(w.bytes.data(), w.bytes.size(), req, w.colours);
+                            const image_u8& m = w.colours;
+                            tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
+                                const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;
+                                return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2];
+                            }, w.file);
+                            w.pixels += std::uint64_t(m.width) * m.height;
+                        }
+                    } catch (const std::exception& e) {
+                        why = e.what();
+                    }
+                }
+                if (!why.empty()) {
+                    w.unreadable.push_back({row.csv_line, w.path, why});
+                    continue;
+                }
+                ++w.masks;
+                for (const auto& [k, f] : w.file) {
+                    total_tally& t = w.totals[k];
+                    t.pixels += f.pixels;
+                    t.files += 1;
+                    if (i < t.row) {
+                        t.row = i;
+                        t.x = f.x;
+                        t.y = f.y;
+                    }
+                }
+            }
+        });
+    });
+
+    std::unordered_map<std::uint32_t, total_tally> totals;
+    for (auto& w : workers) {
+        census.masks += w.masks;
+        census.pixels += w.pixels;
+        for (auto& u : w.unreadable) census.unreadable.push_back(std::move(u));
+        for (const auto& [k, t] : w.totals) {
+            total_tally& all = totals[k];
+            all.pixels += t.pixels;
+            all.files += t.files;
+            if (t.row < all.row) {
+                all.row = t.row;
+                all.x = t.x;
+                all.y = t.y;
+            }
+        }
+    }
+    std::sort(census.unreadable.begin(), census.unreadable.end(), [](const auto& a, const auto& b) { return a.line < b.line; });
+
+    std::optional<colour_lookup> colours;
+    std::optional<value_lookup> values;
+    if (have_table && census.index_masks) {
+        std::vector<std::uint16_t> v;
+        const bool given = classes_have_values(list.classes);
+        for (std::size_t id = 0; id < list.classes.size(); ++id)
+            v.push_back(static_cast<std::uint16_t>(given ? list.classes[id].value : std::int32_t(id)));
+        values.emplace(v, o.ignore_values);
+    } else if (have_table) {
+        std::vector<label_colour> c;
+        for (const auto& e : list.classes) c.push_back({e.r, e.g, e.b});
+        colours.emplace(c, o.tolerance);
+    }
+    std::vector<bool> used(list.classes.size(), false);
+    for (const auto& [k, t] : totals) {
+        census_entry e;
+        e.value = k;
+        e.pixels = t.pixels;
+        e.files = t.files;
+        e.example_row = t.row;
+        const sample_row row = list.row(t.row);
+        e.example = std::string(row.label_key);
+        e.example_line = row.csv_line;
+        e.x = t.x;
+        e.y = t.y;
+        if (colours) {
+            const int v = colours->find_packed(k);
+            if (v >= 0) {
+                e.class_id = v & colour_lookup::id_mask;
+                e.match = (v & colour_lookup::by_tolerance) ? colour_match::tolerance : colour_match::exact;
+            }
+            const auto n = colours->nearest(k);
+            e.nearest = n.id;
+            e.distance = n.distance;
+        } else if (values) {
+            const int id = values->find(static_cast<std::uint16_t>(k));
+            if (id >= 0) {
+                e.class_id = id;
+                e.match = colour_match::exact;
+            } else if (id == value_lookup::ignored) {
+                e.match = colour_match::ignored;
+            }
+        }
+        if (e.class_id >= 0) used[std::size_t(e.class_id)] = true;
+        census.entries.push_back(std::move(e));
+    }
+    std::sort(census.entries.begin(), census.entries.end(), [](const census_entry& a, const census_entry& b) {
+        return a.pixels != b.pixels ? a.pixels > b.pixels : a.value < b.value;
+    });
+    for (std::size_t c = 0; c < used.size(); ++c)
+        if (!used[c]) census.unused_classes.push_back(c);
+    census.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return census;
+}
+
+namespace {
+
+std::string value_text(const colour_census& c, std::uint32_t v) {
+    return c.index_masks ? std::to_string(v) : colour_text(v);
+}
+
+const char* match_name(colour_match m) {
+    switch (m) {
+        case colour_match::exact: return "exact";
+        case colour_match::tolerance: return "tolerance";
+        case colour_match::ignored: return "ignored";
+        case colour_match::none: break;
+    }
+    return "unknown";
+}
+
+std::string class_text(const colour_census& c, std::size_t id) {
+    const class_entry& e = c.classes[id];
+    std::string t = "'" + e.name + "'";
+    if (c.index_masks) t += " (value " + std::to_string(e.value >= 0 ? e.value : std::int32_t(id)) + ")";
+    else if (e.has_colour) t += " " + colour_text(std::uint32_t(e.r) << 16 | std::uint32_t(e.g) << 8 | e.b);
+    return t;
+}
+
+}  // namespace
+
+json census_to_json(const colour_census& c) {
+    json out = json::object();
+    out.set("mask_values", c.index_masks ? "index" : "color");
+    out.set("masks", c.masks);
+    out.set("pixels", c.pixels);
+    out.set("seconds", c.seconds);
+    if (!c.index_masks) out.set("color_tolerance", c.tolerance);
+    json entries = json::array();
+    for (const auto& e : c.entries) {
+        json j = json::object();
+        if (c.index_masks) j.set("value", e.value);
+        else j.set("color", json(json::array_t{json((e.value >> 16) & 0xFFu), json((e.value >> 8) & 0xFFu), json(e.value & 0xFFu)}));
+        j.set("pixels", e.pixels);
+        j.set("fraction", c.pixels ? double(e.pixels) / double(c.pixels) : 0.0);
+        j.set("files", e.files);
+        json ex = json::object();
+        ex.set("mask", e.example);
+        ex.set("line", e.example_line);
+        ex.set("x", e.x);
+        ex.set("y", e.y);
+        j.set("example", ex);
+        if (!c.classes.empty()) {
+            j.set("match", match_name(e.match));
+            if (e.class_id >= 0) j.set("class", c.classes[std::size_t(e.class_id)].name);
+            else j.set("class", nullptr);
+            if (e.nearest >= 0) {
+                j.set("nearest_class", c.classes[std::size_t(e.nearest)].name);
+                j.set("distance", e.distance);
+            }
+        }
+        entries.push(j);
+    }
+    out.set(c.index_masks ? "values" : "colors", entries);
+    json unused = json::array();
+    for (auto id : c.unused_classes) {
+        json j = json::object();
+        j.set("id", id);
+        j.set("name", c.classes[id].name);
+        unused.push(j);
+    }
+    out.set("unused_classes", unused);
+    json bad = json::array();
+    for (const auto& u : c.unreadable) {
+        json j = json::object();
+        j.set("line", u.line);
+        j.set("mask", u.mask);
+        j.set("reason", u.reason);
+        bad.push(j);
+    }
+    out.set("unreadable", bad);
+    return out;
+}
+
+std::string format_census(const colour_census& c, std::size_t max_rows) {
+    std::string out;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%llu masks, %llu pixels, %zu distinct %s (%.2f s)\n", (unsigned long long)c.masks,
+                  (unsigned long long)c.pixels, c.entries.size(), c.index_masks ? "values" : "colours", c.seconds);
+    out += buf;
+    const bool table = !c.classes.empty();
+    std::snprintf(buf, sizeof buf, "%-15s %12s %7s %6s  %-30s%s\n", c.index_masks ? "value" : "colour", "pixels", "share",
+                  "files", "example (line) at pixel", table ? "  class" : "");
+    out += buf;
+    std::size_t shown = 0;
+    for (const auto& e : c.entries) {
+        if (shown++ == max_rows) {
+            out += "... " + std::to_string(c.entries.size() - max_rows) + " more (--json lists all)\n";
+            break;
+        }
+        const std::string example = e.example + " (" + std::to_string(e.example_line) + ") at (" + std::to_string(e.x) + "," +
+                                    std::to_string(e.y) + ")";
+        std::string cls;
+        if (table) {
+            if (e.match == colour_match::exact) cls = "  " + c.classes[std::size_t(e.class_id)].name;
+            else if (e.match == colour_match::tolerance)
+                cls = "  " + c.classes[std::size_t(e.class_id)].name + " (by tolerance, distance " + std::to_string(e.distance) + ")";
+            else if (e.match == colour_match::ignored) cls = "  ignored (--ignore-values)";
+            else if (e.nearest >= 0)
+                cls = "  UNKNOWN: nearest " + class_text(c, std::size_t(e.nearest)) + " at distance " + std::to_string(e.distance);
+            else cls = "  UNKNOWN: not in the class table";
+        }
+        std::snprintf(buf, sizeof buf, "%-15s %12llu %6.2f%% %6llu  %-30s", value_text(c, e.value).c_str(),
+                      (unsigned long long)e.pixels, c.pixels ? 100.0 * double(e.pixels) / double(c.pixels) : 0.0,
+                      (unsigned long long)e.files, example.c_str());
+        out += buf + cls + "\n";
+    }
+    if (table) {
+        if (c.unused_classes.empty()) {
+            out += "every class of the table is used\n";
+        } else {
+            out += "classes no mask uses:";
+            for (std::size_t i = 0; i < c.unused_classes.size(); ++i)
+                out += (i ? ", " : " ") + std::to_string(c.unused_classes[i]) + " " + class_text(c, c.unused_classes[i]);
+            out += "\n";
+        }
+        std::size_t unknown = 0;
+        unsigned max_near = 0;
+        for (const auto& e : c.entries)
+            if (e.match == colour_match::none) {
+                ++unknown;
+                max_near = std::max(max_near, e.distance);
+            }
+        if (unknown)
+            out += std::to_string(unknown) + (c.index_masks ? " value(s)" : " colour(s)") + " not in the class table" +
+                   (c.index_masks ? "" : " (within the tolerance " + std::to_string(c.tolerance) + ")") + "\n";
+    }
+    for (const auto& u : c.unreadable) out += "unreadable: line " + std::to_string(u.line) + ": " + u.mask + ": " + u.reason + "\n";
+    return out;
+}
+
+std::string census_class_dict(const colour_census& c, unsigned& tolerance_needed) {
+    tolerance_needed = 0;
+    std::vector<std::vector<const census_entry*>> by_class(c.classes.size());
+    std::vector<const census_entry*> strays;
+    for (const auto& e : c.entries) {
+        if (e.match == colour_match::ignored) continue;
+        if (e.class_id >= 0) by_class[std::size_t(e.class_id)].push_back(&e);
+        else strays.push_back(&e);
+    }
+    std::string out = c.index_masks ? "name,id\n" : "name,r,g,b\n";
+    auto quote = [](const std::string& s) {
+        if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+        std::string q = "\"";
+        for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        return q + "\"";
+    };
+    auto rgb = [](std::uint32_t v) {
+        return std::to_string((v >> 16) & 0xFF) + "," + std::to_string((v >> 8) & 0xFF) + "," + std::to_string(v & 0xFF);
+    };
+    for (std::size_t id = 0; id < c.classes.size(); ++id) {
+        const class_entry& k = c.classes[id];
+        if (c.index_masks) {
+            out += quote(k.name) + "," + std::to_string(k.value >= 0 ? k.value : std::int32_t(id)) + "\n";
+            continue;
+        }
+        std::uint32_t colour = std::uint32_t(k.r) << 16 | std::uint32_t(k.g) << 8 | k.b;
+        if (by_class[id].size() == 1) {
+            colour = by_class[id].front()->value;
+        } else {
+            for (const auto* e : by_class[id]) tolerance_needed = std::max(tolerance_needed, e->distance);
+        }
+        out += quote(k.name) + "," + rgb(colour) + "\n";
+    }
+    std::vector<const census_entry*> sorted = strays;
+    std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->value < b->value; });
+    for (const auto* e : sorted) {
+        if (c.index_masks) out += "class_" + std::to_string(e->value) + "," + std::to_string(e->value) + "\n";
+        else out += "class_" + std::to_string((e->value >> 16) & 0xFF) + "_" + std::to_string((e->value >> 8) & 0xFF) + "_" +
+                    std::to_string(e->value & 0xFF) + "," + rgb(e->value) + "\n";
+    }
+    return out;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,70 @@
+// `shardpack colors`: every distinct colour (or, for index masks, value) in the masks a list
+// names, with its pixel and file counts and one example, scanned in parallel; matched against
+// a class dictionary when one is given.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "input/input_list.hpp"
+#include "pipeline/build_options.hpp"
+#include "shardpack/detail/json.hpp"
+
+namespace shardpack {
+
+struct colour_census_options {
+    input_options input;        // task is forced to segmentation; classes_path may be empty
+    mask_value_kind mask_values = mask_value_kind::automatic;
+    unsigned tolerance = 0;     // --color-tolerance
+    std::vector<std::uint16_t> ignore_values;
+    unsigned threads = 0;       // 0: all cores
+};
+
+enum class colour_match { none, exact, tolerance, ignored };
+
+struct census_entry {
+    std::uint32_t value = 0;       // packed 0xRRGGBB, or an index mask's value
+    std::uint64_t pixels = 0, files = 0;
+    std::size_t example_row = 0;   // the first row (in list order) whose mask holds it
+    std::string example;           // that row's mask cell as written
+    std::size_t example_line = 0;  // its CSV line
+    std::uint32_t x = 0, y = 0;    // the first pixel there (row-major) with this value
+    // With a class table: the class it maps to (or -1), how, and the nearest class and distance.
+    int class_id = -1;
+    colour_match match = colour_match::none;
+    int nearest = -1;
+    unsigned distance = 0;
+};
+
+struct unreadable_mask {
+    std::size_t line = 0;
+    std::string mask, reason;
+};
+
+struct colour_census {
+    bool index_masks = false;
+    unsigned tolerance = 0;
+    std::vector<class_entry> classes;
+    std::vector<census_entry> entries;  // most pixels first (ties: smaller value first)
+    std::vector<std::size_t> unused_classes;  // ids no mask maps to
+    std::uint64_t masks = 0, pixels = 0;
+    std::vector<unreadable_mask> unreadable;
+    double seconds = 0;
+};
+
+// Reads the list and scans every mask (whole, at its own size). A mask that cannot be read or
+// decoded is listed in `unreadable`, not fatal. Throws usage_error/input_error for bad options,
+// lists and class tables (as build does).
+colour_census scan_mask_colours(const colour_census_options& options);
+
+detail::json census_to_json(const colour_census& census);
+std::string format_census(const colour_census& census, std::size_t max_rows = 200);
+
+// A class table that would build these masks: dictionary classes keep their names and ids; a
+// class that exactly one mask colour maps to (exactly or within the tolerance) gets that colour;
+// colours that map to no class become new classes named class_R_G_B (index masks: name,id with
+// class_V). Returns the CSV text, and in `tolerance_needed` the --color-tolerance a build with it
+// needs (0 unless several colours map to one class).
+std::string census_class_dict(const colour_census& census, unsigned& tolerance_needed);
+
+}  // namespace shardpack

@@ -1,0 +1,202 @@
+#include "pipeline/build_messages.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "pipeline/mask_mapper.hpp"
+#include "transform/label_map.hpp"
+
+namespace shardpack {
+using detail::json;
+
+namespace {
+
+std::string shell_word(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=,:") == std::string::npos)
+        return s;
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+std::vector<std::pair<std::uint32_t, const build_totals::unknown_total*>> by_pixels(const build_totals& t) {
+    std::vector<std::pair<std::uint32_t, const build_totals::unknown_total*>> v;
+    for (const auto& [value, total] : t.unknown_values) v.emplace_back(value, &total);
+    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second->pixels > b.second->pixels; });
+    return v;
+}
+
+std::string nearest_class_text(const std::vector<class_entry>& classes, std::uint32_t rgb) {
+    int best = -1;
+    unsigned best_d = 0;
+    for (std::size_t c = 0; c < classes.size(); ++c) {
+        if (!classes[c].has_colour) continue;
+        const unsigned d = colour_distance(rgb, std::uint32_t(classes[c].r) << 16 | std::uint32_t(classes[c].g) << 8 | classes[c].b);
+        if (best < 0 || d < best_d) {
+            best = int(c);
+            best_d = d;
+        }
+    }
+    if (best < 0) return "";
+    return ", nearest class '" + classes[std::size_t(best)].name + "' at distance " + std::to_string(best_d);
+}
+
+}  // namespace
+
+std::string colors_command_hint(const build_options& o) {
+    std::string hint = o.input.list_text.empty() ? "shardpack colors --csv " + shell_word(o.input.csv_path)
+                                                 : "shardpack colors " + o.input.list_source;
+    if (!o.input.classes_path.empty()) hint += " --classes " + shell_word(o.input.classes_path);
+    if (!o.input.root.empty() && o.input.list_text.empty()) hint += " --root " + shell_word(o.input.root);
+    if (o.input.label_col != "1") hint += " --label-col " + shell_word(o.input.label_col);
+    if (o.input.image_col != "0") hint += " --image-col " + shell_word(o.input.image_col);
+    if (o.mask_values == mask_value_kind::index) hint += " --mask-values index";
+    return hint;
+}
+
+std::vector<std::string> build_warnings(const input_list& input, const build_totals& t, bool index_masks) {
+    std::vector<std::string> out;
+    const bool seg = input.task == task_kind::segmentation;
+    for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
+        if (t.class_counts[c] == 0)
+            out.push_back("class " + std::to_string(c) + " '" + input.classes[c].name + "' has 0 " +
+                          (seg ? "pixels" : "samples") + " in the dataset" +
+                          (seg && !index_masks && input.classes[c].has_colour
+                               ? " (no mask holds its colour " +
+                                     colour_text(std::uint32_t(input.classes[c].r) << 16 |
+                                                 std::uint32_t(input.classes[c].g) << 8 | input.classes[c].b) +
+                                     "; see `shardpack colors` for the colours the masks do hold)"
+                               : std::string()));
+    if (!seg) {
+        for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
+            if (t.class_counts[c] == 1)
+                out.push_back("class " + std::to_string(c) + " '" + input.classes[c].name + "' has a single sample");
+        std::map<std::string, std::vector<std::size_t>> folded;  // names that differ only in case
+        for (std::size_t c = 0; c < input.classes.size(); ++c) {
+            std::string k;
+            for (char ch : input.classes[c].name) k += char(std::tolower(static_cast<unsigned char>(ch)));
+            folded[k].push_back(c);
+        }
+        for (const auto& [k, ids] : folded)
+            if (ids.size() > 1) {
+                std::string text = "class names that differ only in case are separate classes:";
+                for (auto id : ids) text += " " + std::to_string(id) + " '" + input.classes[id].name + "'";
+                out.push_back(text + " (a typo? give --classes with the names to refuse unknown ones)");
+            }
+    }
+    if (seg && t.unknown_pixels) {
+        const auto sorted = by_pixels(t);
+        std::string text = std::to_string(t.unknown_pixels) + " mask pixels had " +
+                           (index_masks ? "values not in the class table" : "colours not in the dictionary") +
+                           " and were mapped to the ignore value; " + std::to_string(t.unknown_values.size()) +
+                           (t.unknown_values.size() >= build_totals::max_unknown_listed ? "+" : "") + " distinct:";
+        std::size_t shown = 0;
+        for (const auto& [value, u] : sorted) {
+            if (shown++ == 20) {
+                text += "; ... (" + std::to_string(sorted.size() - 20) + " more in report.json)";
+                break;
+            }
+            text += (shown > 1 ? ";" : "") + std::string(" ") + (index_masks ? "value " + std::to_string(value) : colour_text(value)) +
+                    ": " + std::to_string(u->pixels) + " pixels in " + std::to_string(u->files) + " file(s), e.g. " +
+                    u->example + " (line " + std::to_string(u->line) + ") at (" + std::to_string(u->x) + "," +
+                    std::to_string(u->y) + ")" + (index_masks ? std::string() : nearest_class_text(input.classes, value));
+        }
+        out.push_back(text);
+    }
+    return out;
+}
+
+std::vector<std::string> class_id_table(const input_list& input, const build_totals& t) {
+    std::vector<std::string> out;
+    out.push_back("class ids (id, name, samples):");
+    for (std::size_t c = 0; c < input.classes.size(); ++c)
+        out.push_back("  " + std::to_string(c) + "  " + input.classes[c].name + "  " +
+                      std::to_string(c < t.class_counts.size() ? t.class_counts[c] : 0));
+    return out;
+}
+
+std::vector<std::string> class_id_changes(const std::string& out_dir, const input_list& input, bool classes_given) {
+    std::vector<std::string> out;
+    if (classes_given || input.task != task_kind::classification) return out;
+    std::vector<std::string> before;
+    try {
+        std::ifstream in(out_dir + "/manifest.json", std::ios::binary);
+        if (!in) return out;
+        std::ostringstream text;
+        text << in.rdbuf();
+        const json m = json::parse(text.str());
+        if (m.at("schema").at("task").as_string() != "classification") return out;
+        for (const auto& c : m.at("classes").as_array()) before.push_back(c.at("name").as_string());
+    } catch (const std::exception&) {
+        return out;
+    }
+    std::vector<std::string> now;
+    for (const auto& c : input.classes) now.push_back(c.name);
+    if (before == now) return out;
+    std::string moved;
+    std::size_t moves = 0;
+    for (std::size_t id = 0; id < before.size(); ++id) {
+        const auto it = std::find(now.begin(), now.end(), before[id]);
+        if (it == now.end()) moved += (moves++ < 10 ? "; '" + before[id] + "' (was " + std::to_string(id) + ") is gone" : "");
+        else if (std::size_t(it - now.begin()) != id)
+            moved += (moves++ < 10 ? "; '" + before[id] + "' was " + std::to_string(id) + ", now " + std::to_string(it - now.begin()) : "");
+    }
+    out.push_back("the previous build in " + out_dir + " had " + std::to_string(before.size()) + " classes, this list has " +
+                  std::to_string(now.size()) + (now.size() < before.size() ? " (fewer distinct names)" : "") +
+                  ": class ids change" + moved +
+                  "; give --classes with the full list of names to keep ids the same across builds");
+    return out;
+}
+
+json unknown_values_json(const build_totals& t, bool index_masks) {
+    json out = json::array();
+    for (const auto& [value, u] : by_pixels(t)) {
+        json e = json::object();
+        if (index_masks) e.set("value", value);
+        else e.set("color", json(json::array_t{json((value >> 16) & 0xFFu), json((value >> 8) & 0xFFu), json(value & 0xFFu)}));
+        e.set("pixels", u->pixels);
+        e.set("files", u->files);
+        json ex = json::object();
+        ex.set("mask", u->example);
+        ex.set("line", u->line);
+        ex.set("x", u->x);
+        ex.set("y", u->y);
+        e.set("example", ex);
+        out.push(e);
+    }
+    return out;
+}
+
+std::string common_reasons(const std::vector<rejected_row>& rows, std::size_t top) {
+    std::map<std::string, std::size_t> counts;
+    std::vector<std::string> order;
+    for (const auto& r : rows) {
+        std::string reason = r.reason;
+        // Take out the file name the reason starts with ("/data/masks/x.png: ...").
+        const std::size_t colon = reason.find(": ");
+        if (colon != std::string::npos && reason.substr(0, colon).find_first_of("/.") != std::string::npos)
+            reason = reason.substr(colon + 2);
+        reason = reason.substr(0, reason.find(';'));  // advice is per value; the reason itself is before it
+        std::string shape;
+        for (std::size_t i = 0; i < reason.size(); ++i) {
+            if (std::isdigit(static_cast<unsigned char>(reason[i]))) {
+                while (i + 1 < reason.size() && std::isdigit(static_cast<unsigned char>(reason[i + 1]))) ++i;
+                shape += 'N';
+            } else {
+                shape += reason[i];
+            }
+        }
+        if (counts[shape]++ == 0) order.push_back(shape);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) { return counts[a] > counts[b]; });
+    std::string out;
+    for (std::size_t i = 0; i < order.size() && i < top; ++i)
+        out += (i ? "; " : "") + std::to_string(counts[order[i]]) + " x " + order[i];
+    if (order.size() > top) out += "; and " + std::to_string(order.size() - top) + " other reason(s)";
+    return out;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,38 @@
+// What a build tells its user beyond the counts: warnings about classes that ended up empty and
+// about mask values the class table lacks, the unknown values as report JSON, the most common
+// reasons rows were rejected, and the command that lists every colour of the input.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "input/input_list.hpp"
+#include "pipeline/build_options.hpp"
+#include "pipeline/record_sink.hpp"
+#include "shardpack/detail/json.hpp"
+
+namespace shardpack {
+
+// "shardpack colors --csv LIST --classes DICT" with the --root and --label-col the build was given.
+std::string colors_command_hint(const build_options& options);
+
+// One line each: every class with 0 pixels (segmentation) or 0 samples (classification); and,
+// when pixels were mapped to the ignore value as unknown, each unknown colour or value with its
+// pixel and file counts, an example and (colours) the nearest class.
+std::vector<std::string> build_warnings(const input_list& input, const build_totals& totals, bool index_masks);
+
+// Classification: the id -> name -> count table, one line per class, for the log.
+std::vector<std::string> class_id_table(const input_list& input, const build_totals& totals);
+
+// Classification without --classes: when the dataset folder already holds a classification
+// dataset whose class names differ from this list's (fewer names, or the same names at other
+// ids), a warning per difference that says which ids moved. Read before publishing.
+std::vector<std::string> class_id_changes(const std::string& out_dir, const input_list& input, bool classes_given);
+
+// The report's unknown_colours / unknown_values array, most pixels first.
+detail::json unknown_values_json(const build_totals& totals, bool index_masks);
+
+// "12 x unknown colour (N,N,N) at pixel (N,N) ...; 3 x cannot open: No such file or directory":
+// the `top` most common reasons, counted with file names and numbers taken out.
+std::string common_reasons(const std::vector<rejected_row>& rows, std::size_t top = 3);
+
+}  // namespace shardpack
