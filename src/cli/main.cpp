@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cli/build_command.hpp"
+#include "cli/log_sanitizer.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
 #include "inspect/dataset_inspector.hpp"
@@ -60,7 +61,7 @@ void on_signal(int sig) { build_interrupt_signal.store(sig); }
 
 int main(int argc, char** argv) {
     auto logger = spdlog::stderr_color_mt("shardpack");
-    logger->set_pattern("%^%l%$: %v");
+    logger->set_formatter(make_sanitizing_formatter("%^%l%$: %v"));  // control characters escaped, long paths cut
     spdlog::set_default_logger(logger);
 
     CLI::App app{"shardpack: pack image datasets into sharded, indexed, checksummed record files, once"};
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
     std::string export_prefix;
     CLI::App* export_cmd = app.add_subcommand("export", "Write one record as PNG files and print its key and class");
     export_cmd->add_option("dir", dir, "Dataset folder")->required();
-    export_cmd->add_option("--index", export_index, "Record index")->required();
+    export_cmd->add_option("--index", export_index, "Record index")->required()->check(count_in_range(UINT64_MAX));
     export_cmd->add_option("--out", export_prefix, "Output prefix: writes PREFIX.image.png and PREFIX.label.png")->required();
 
     try {

@@ -189,6 +189,7 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
     static const std::uint8_t zeros[4 * 65536] = {};
     const std::uint8_t* prior = zeros;
     for (std::uint32_t y = 0; y < rows; ++y) {
+        if (decode_interrupted(req)) return false;  // libpng's path then stops at once, with its message
         std::uint8_t* line = scratch.raw.data() + std::size_t(y) * (stride + 1);
         if (!unfilter(line[0], line + 1, prior, stride, bpp)) return false;
         if (!convert_row(in, line + 1, out.pixels.data() + std::size_t(y) * in.width * want, want, scratch.rgba_row))
