@@ -8,6 +8,7 @@
 // jpeglib.h needs FILE and size_t declared before it.
 #include <cstdio>
 #include <csetjmp>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -111,6 +112,30 @@ void on_jpeg_message(j_common_ptr cinfo, int msg_level) {
 
 void on_jpeg_output(j_common_ptr) {}  // nothing is ever printed
 
+// The number of SOS markers in the file, counted up to limit + 1, by walking the marker
+// segments and skipping entropy-coded data (where 0xFF is followed by 0x00 or a restart
+// marker). A plain byte scan, so a file with thousands of scans is refused before any decoding.
+int count_jpeg_scans(const std::uint8_t* data, std::size_t size, int limit) {
+    int scans = 0;
+    std::size_t pos = 2;  // after SOI
+    while (pos + 4 <= size && scans <= limit) {
+        if (data[pos] != 0xFF) return scans;  // not a marker: libjpeg will say what is wrong
+        const std::uint8_t marker = data[pos + 1];
+        if (marker == 0xFF) { ++pos; continue; }  // fill byte
+        if (marker == 0xD9) return scans;         // EOI
+        const std::size_t length = (std::size_t(data[pos + 2]) << 8) | data[pos + 3];
+        pos += 2 + length;
+        if (marker != 0xDA) continue;
+        ++scans;
+        while (pos + 1 < size && !(data[pos] == 0xFF && data[pos + 1] != 0x00 && (data[pos + 1] < 0xD0 || data[pos + 1] > 0xD7))) {
+            const void* next = std::memchr(data + pos + 1, 0xFF, size - pos - 1);
+            if (next == nullptr) return scans;
+            pos = std::size_t(static_cast<const std::uint8_t*>(next) - data);
+        }
+    }
+    return scans;
+}
+
 // Called by libjpeg per iMCU row while it reads scans (jpeg_start_decompress reads every scan
 // of a progressive file) and per jpeg_read_scanlines: bounds the scans and lets a signal stop
 // a long decode.
@@ -118,7 +143,7 @@ void on_jpeg_progress(j_common_ptr cinfo) {
     jpeg_session& s = session_of(cinfo);
     const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
     if (d->input_scan_number > max_jpeg_scans) {
-        std::snprintf(s.message, sizeof s.message, "JPEG: more than %d scans (a progressive file with this many is a decoding bomb)",
+        std::snprintf(s.message, sizeof s.message, "JPEG: more than %d scans (refused: each scan is a pass over the whole image)",
                       max_jpeg_scans);
         fail(s);
     }
@@ -246,6 +271,9 @@ void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_reques
     if (req.max_decoder_memory != 0 && req.max_decoder_memory < std::uint64_t(jpeg_max_memory))
         cinfo.mem->max_memory_to_use = long(req.max_decoder_memory);
     if (info != nullptr) *info = decoded_info{cinfo.image_width, cinfo.image_height};
+    if (cinfo.progressive_mode && count_jpeg_scans(data, size, max_jpeg_scans) > max_jpeg_scans)
+        throw decode_error("JPEG: more than " + std::to_string(max_jpeg_scans) +
+                           " scans (refused: each scan is a pass over the whole image)");
 
     // Let libjpeg-turbo write the wanted layout directly where it can (gray->RGB(A) and
     // YCbCr->RGB(A) included; its RGBA alpha is 0xFF); convert CMYK and colour->gray here.
