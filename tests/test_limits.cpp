@@ -569,3 +569,13 @@ TEST_CASE("the reader bounds the manifest it parses", "[limits][reader]") {
     REQUIRE(::truncate((dir / "ds/manifest.json").c_str(), off_t(65) << 20) == 0);
     CHECK_THROWS_WITH(dataset::open(dir / "ds"), Contains("more than the 67108864 bytes accepted"));
 }
+
+TEST_CASE("the list read from standard input with --csv - from standard input (a pipe is allowed there)", "[limits][fifo]") {
+    temp_dir dir("stdin");
+    write_file(dir / "img.png", small_png());
+    write_file(dir / "list.csv", "image,label\n" + (dir / "img.png") + ",0\n" + (dir / "img.png") + ",1\n");
+    const std::string cmd = "cat '" + (dir / "list.csv") + "' | timeout 20 '" + SHARDPACK_CLI + "' -q build --csv - --out '" +
+                            (dir / "o") + "' --task cls";
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    CHECK(dataset::open(dir / "o").size() == 2);
+}
