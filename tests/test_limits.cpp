@@ -538,6 +538,12 @@ TEST_CASE("numeric options are range-checked and name the option (exit 2)", "[li
         CHECK_FALSE(fs::exists(dir / "o"));  // refused before the build started
     }
     CHECK(cli({"export", dir / "o", "--index", "-1", "--out", dir / "x"}, 10).code == 2);
+    // A report inside the dataset folder the build creates is fine.
+    std::vector<std::string> in_out = base;
+    in_out.insert(in_out.end(), {"--report", dir / "o/extra.json"});
+    CHECK(cli(in_out, 20).code == 0);
+    CHECK(fs::exists(dir / "o/extra.json"));
+    fs::remove_all(dir / "o");
     // Segmentation records whose labels take them past 4 GiB: refused once the classes are known.
     std::string classes = "name,r,g,b\n";
     for (int c = 0; c < 200; ++c) classes += "c" + std::to_string(c) + "," + std::to_string(c) + ",0,0\n";

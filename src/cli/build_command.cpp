@@ -144,12 +144,14 @@ void check_record_fits(const build_options& b) {
 
 // --report is written after the dataset is published: a path that cannot be written is found
 // here, before the build starts, not after.
-void check_report_path(const std::string& path) {
+void check_report_path(const std::string& path, const std::string& out_dir) {
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path p(path);
     const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
     if (p.filename().empty()) throw usage_error("--report " + path + ": names a folder, not a file");
+    // In the dataset folder, which the build creates: checked by the build.
+    if (dir.lexically_normal() == fs::path(out_dir).lexically_normal() && !fs::exists(dir, ec)) return;
     if (!fs::is_directory(dir, ec)) throw usage_error("--report " + path + ": the folder " + dir.string() + " does not exist");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
         throw usage_error("--report " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
@@ -199,7 +201,7 @@ build_options to_build_options(const build_command_options& o) {
     if (b.max_errors && b.on_error != error_policy::skip) throw usage_error("--max-errors needs --on-error skip");
     b.threads = o.threads;
     b.report_path = o.report;
-    if (!b.report_path.empty()) check_report_path(b.report_path);
+    if (!b.report_path.empty()) check_report_path(b.report_path, o.out);
     b.full = o.full;
     return b;
 }
