@@ -25,6 +25,7 @@
 #include "decode/image_decoder.hpp"
 #include "decode/jpeg_encoder.hpp"
 #include "decode/png_encoder.hpp"
+#include "pipeline/memory_budget.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -584,4 +585,32 @@ TEST_CASE("the list read from standard input with --csv - from standard input (a
                             (dir / "o") + "' --task cls";
     REQUIRE(std::system(cmd.c_str()) == 0);
     CHECK(dataset::open(dir / "o").size() == 2);
+}
+
+TEST_CASE("the memory plan: threads capped, rows in flight and the per-row share from the limit", "[limits][memory]") {
+    const std::uint64_t gib = std::uint64_t(1) << 30, mib = std::uint64_t(1) << 20;
+    auto p = plan_memory(6 * gib, 0, 2);
+    CHECK(p.threads == 2);
+    CHECK(p.rows_in_flight == 8);
+    CHECK(p.per_row == 6 * gib / 10);
+    CHECK(p.notes.empty());
+    p = plan_memory(6 * gib, 10000, 2);
+    CHECK(p.threads == 8);
+    REQUIRE(p.notes.size() == 1);
+    CHECK_THAT(p.notes[0], Contains("--threads 10000: using 8"));
+    // Many cores: rows in flight go down to one per thread so that a row keeps 512 MiB.
+    p = plan_memory(64 * gib, 0, 64);
+    CHECK(p.threads == 64);
+    CHECK(p.rows_in_flight == 64);
+    CHECK(p.per_row == 512 * mib);
+    // A small limit lowers the threads too; the parts never add up to more than the limit.
+    p = plan_memory(64 * mib, 16, 16);
+    CHECK(p.threads == 1);
+    CHECK(p.per_row * (p.threads + p.rows_in_flight) <= 64 * mib);
+    for (unsigned cores : {1u, 2u, 7u, 64u})
+        for (std::uint64_t limit : {64 * mib, 300 * mib, 6 * gib, 100 * gib}) {
+            const auto q = plan_memory(limit, 0, cores);
+            CHECK(q.rows_in_flight >= q.threads);
+            CHECK(q.per_row * (q.threads + q.rows_in_flight) <= limit);
+        }
 }

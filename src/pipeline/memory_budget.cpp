@@ -24,7 +24,9 @@ std::uint64_t read_cgroup_limit(const char* path) {
 
 constexpr std::uint64_t mib = std::uint64_t(1) << 20;
 constexpr std::uint64_t min_per_thread = 32 * mib;
-constexpr std::uint64_t min_per_row = 64 * mib;
+// Rows in flight are lowered (down to one per thread) until a row may take this much, so that
+// large photos fit on machines with many cores; more rows than threads only smooth the flow.
+constexpr std::uint64_t wanted_per_row = 512 * mib;
 
 }  // namespace
 
@@ -68,7 +70,7 @@ memory_plan plan_memory(std::uint64_t limit, unsigned requested_threads, unsigne
     }
     p.threads = threads;
     std::size_t rows = std::size_t(threads) * 4;
-    while (rows > threads && limit / (threads + rows) < min_per_row) --rows;
+    while (rows > threads && limit / (threads + rows) < wanted_per_row) --rows;
     p.rows_in_flight = rows;
     p.per_row = limit / (threads + rows);
     return p;

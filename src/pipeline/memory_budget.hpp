@@ -32,7 +32,7 @@ struct memory_plan {
 // requested_threads: 0 for all cores. cores: the cores this process may use. The thread count
 // is capped at 4 x cores (more cannot run at once and each costs memory) and where each thread
 // would get less than 32 MiB; rows in flight are 4 x threads, fewer where a row would get less
-// than 64 MiB, never fewer than the threads.
+// than 512 MiB, never fewer than the threads.
 memory_plan plan_memory(std::uint64_t limit, unsigned requested_threads, unsigned cores);
 
 }  // namespace shardpack
