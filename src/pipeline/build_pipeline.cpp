@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
@@ -261,6 +262,9 @@ build_result run_build(const build_options& options) {
     {
         progress_line progress(options.progress, input.size());
         std::size_t next = 0;
+        // TBB's default allows one thread per core in all; --threads may ask for more (up to 4 x
+        // the cores, for slow file systems), which it then really gets.
+        const tbb::global_control allow(tbb::global_control::max_allowed_parallelism, threads);
         tbb::task_arena arena(static_cast<int>(threads));
         try {
         arena.execute([&] {
