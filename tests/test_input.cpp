@@ -169,8 +169,8 @@ TEST_CASE("csv: read_text_file reads bytes and names the path on failure", "[inp
     CHECK(read_text_file(dir.write("empty.csv", "")).empty());
     REQUIRE_THROWS_AS(read_text_file(dir / "missing.csv"), input_error);
     REQUIRE_THROWS_WITH(read_text_file(dir / "missing.csv"),
-                        Contains("cannot read " + (dir / "missing.csv") + ": No such file or directory"));
-    REQUIRE_THROWS_WITH(read_text_file(dir.str()), Contains("cannot read " + dir.str() + ": Is a directory"));
+                        Contains("cannot read " + (dir / "missing.csv") + ": cannot open: No such file or directory"));
+    REQUIRE_THROWS_WITH(read_text_file(dir.str()), Contains("cannot read " + dir.str() + ": not a regular file (a folder)"));
 }
 
 namespace {

@@ -27,7 +27,7 @@
 //
 // LIMITS
 //   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
-//   keys up to 64 KiB. Offsets are 64-bit everywhere. Every size and offset read from a file is
+//   keys up to 64 KiB; manifest.json up to 64 MiB and 2,097,152 JSON values. Offsets are 64-bit everywhere. Every size and offset read from a file is
 //   checked against the mapping and these limits before use.
 //
 // ERROR MODEL
@@ -76,6 +76,7 @@
 #include "detail/error.hpp"
 #include "detail/format.hpp"
 #include "detail/json.hpp"
+#include "detail/regular_file.hpp"
 #include "detail/shard_file.hpp"
 #include "detail/zstd_frames.hpp"
 
@@ -189,13 +190,16 @@ struct dataset_state {
     }
 };
 
-inline std::string read_whole_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw error(path + ": cannot open");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw error(path + ": read error");
-    return ss.str();
+// A manifest's text is read whole and parsed into a tree of about 40 bytes per value; these
+// bound what a damaged or hostile manifest.json can cost every reader process. A manifest lists
+// per shard 6 values in ~180 bytes and per class up to 5, so the limits hold ~300,000 shards
+// and 65535 classes.
+inline constexpr std::uint64_t manifest_max_bytes = std::uint64_t(64) << 20;
+inline constexpr std::size_t manifest_max_values = std::size_t(2) << 20;
+
+// The whole manifest (or another text file), without blocking on a FIFO: see regular_file.hpp.
+inline std::string read_whole_file(const std::string& path, std::uint64_t max_bytes = manifest_max_bytes) {
+    return read_regular_file(path, max_bytes);
 }
 
 inline schema_info to_info(const schema_record& s) {
@@ -344,8 +348,9 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
     st->path = folder;
     st->verify = options.verify_checksums;
     const std::string manifest_path = folder + "/" + manifest_file_name;
+    const std::string manifest_text = read_whole_file(manifest_path);  // its errors name the file
     try {
-        st->manifest = json::parse(read_whole_file(manifest_path));
+        st->manifest = json::parse(manifest_text, manifest_max_values);
     } catch (const error& e) {
         throw error(manifest_path + ": " + e.what());
     }

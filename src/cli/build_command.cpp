@@ -2,14 +2,23 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
 #include <set>
 #include <iostream>
 
 #include "errors.hpp"
 #include "input/folder_input.hpp"
 #include "pipeline/build_pipeline.hpp"
+#include "input/csv_reader.hpp"
+#include "pipeline/memory_budget.hpp"
+#include "shardpack/detail/format.hpp"
 
 namespace shardpack {
 
@@ -85,12 +94,16 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
     b->add_option("--shard-size", o.shard_size, "Start a new shard beyond this size (e.g. 256MiB, 1GiB)")->capture_default_str();
     b->add_flag("--shuffle", o.shuffle, "Write records in a seeded random order instead of CSV order");
-    b->add_option("--seed", o.seed, "Seed for --shuffle")->capture_default_str();
+    b->add_option("--seed", o.seed, "Seed for --shuffle")->check(count_in_range(UINT64_MAX))->capture_default_str();
     b->add_option("--on-error", o.on_error, "A bad row: fail (stop, publish nothing) or skip (list it in rejected.csv)")
         ->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
     b->add_option("--max-errors", o.max_errors, "With --on-error skip: stop (publish nothing) once this many rows are rejected; 0 = no limit")
-        ->capture_default_str();
-    b->add_option("--threads", o.threads, "Worker threads; 0 = all cores")->capture_default_str();
+        ->check(count_in_range(std::uint64_t(INT64_MAX)))->capture_default_str();
+    b->add_option("--threads", o.threads, "Worker threads; 0 = all cores (at most 4 x the cores are used)")
+        ->check(count_in_range(1u << 20))->capture_default_str();
+    b->add_option("--memory-limit", o.memory_limit,
+                  "Memory budget of the build (e.g. 2GiB): rows in flight, threads and the largest image are derived "
+                  "from it; default: a quarter of the RAM or cgroup limit, here " + format_bytes(default_memory_limit()));
     b->add_option("--report", o.report, "Also write the JSON build report here (the dataset folder always gets report.json)");
     b->add_flag("--json", o.json, "Print the build report as JSON to stdout");
     b->add_option("--partition", o.partition, "K/N: pack only the K-th of N contiguous slices of the output order (0 <= K < N), "
@@ -99,14 +112,18 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     return b;
 }
 
-std::uint64_t parse_byte_size(const std::string& text) {
+std::uint64_t parse_byte_size(const std::string& option, const std::string& text) {
+    const auto bad = [&](const std::string& why) {
+        return usage_error(option + " '" + text + "': " + why);
+    };
     std::size_t used = 0;
-    unsigned long long n = 0;
-    try {
-        n = std::stoull(text, &used);
-    } catch (const std::exception&) {
-        throw usage_error("bad size '" + text + "': expected a number with an optional unit (KiB, MiB, GiB, KB, MB, GB)");
+    std::uint64_t n = 0;
+    while (used < text.size() && text[used] >= '0' && text[used] <= '9') {
+        if (__builtin_mul_overflow(n, std::uint64_t(10), &n) || __builtin_add_overflow(n, std::uint64_t(text[used] - '0'), &n))
+            throw bad("too large");
+        ++used;
     }
+    if (used == 0) throw bad("expected a number of bytes with an optional unit (KiB, MiB, GiB, KB, MB, GB)");
     std::string unit = text.substr(used);
     for (auto& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     std::uint64_t mul = 1;
@@ -117,8 +134,26 @@ std::uint64_t parse_byte_size(const std::string& text) {
     else if (unit == "kb") mul = 1000;
     else if (unit == "mb") mul = 1000 * 1000;
     else if (unit == "gb") mul = 1000 * 1000 * 1000;
-    else throw usage_error("bad size unit in '" + text + "'");
-    return n * mul;
+    else throw bad("unknown unit (use KiB, MiB, GiB, KB, MB or GB)");
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(n, mul, &bytes)) throw bad("too large");
+    return bytes;
+}
+
+CLI::Validator count_in_range(std::uint64_t max) {
+    return CLI::Validator(
+        [max](std::string& text) -> std::string {
+            const std::string why = "expected a whole number from 0 to " + std::to_string(max) + ", got '" + text + "'";
+            if (text.empty()) return why;
+            std::uint64_t v = 0;
+            for (char c : text) {
+                if (c < '0' || c > '9') return why;
+                if (__builtin_mul_overflow(v, std::uint64_t(10), &v) || __builtin_add_overflow(v, std::uint64_t(c - '0'), &v))
+                    return why;
+            }
+            return v > max ? why : std::string();
+        },
+        "");
 }
 
 namespace {
@@ -136,6 +171,34 @@ void parse_wxh(const std::string& text, std::uint32_t& w, std::uint32_t& h) {
     } catch (const std::exception&) {
         throw usage_error("--size '" + text + "': expected WxH with 1..65536 each, e.g. 512x512");
     }
+}
+// Fixed-size records larger than the format allows are refused before any work: the image
+// alone (the labels, known once the class table is read, are checked by run_build).
+void check_record_fits(const build_options& b) {
+    if (b.geometry.width == 0 || !(b.geometry.resize != resize_mode::none || b.geometry.crop != crop_mode::none)) return;
+    const std::uint64_t image_bytes = std::uint64_t(b.geometry.width) * b.geometry.height * channel_count(b.color);
+    if (image_bytes >= detail::max_record_bytes)
+        throw usage_error("--size " + std::to_string(b.geometry.width) + "x" + std::to_string(b.geometry.height) +
+                          ": each record's image would be " + std::to_string(image_bytes) +
+                          " bytes, over the format's 4 GiB record limit");
+}
+
+// --report is written after the dataset is published: a path that cannot be written is found
+// here, before the build starts, not after.
+void check_report_path(const std::string& path, const std::string& out_dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path p(path);
+    const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+    if (p.filename().empty()) throw usage_error("--report " + path + ": names a folder, not a file");
+    // In the dataset folder, which the build creates: checked by the build.
+    if (dir.lexically_normal() == fs::path(out_dir).lexically_normal() && !fs::exists(dir, ec)) return;
+    if (!fs::is_directory(dir, ec)) throw usage_error("--report " + path + ": the folder " + dir.string() + " does not exist");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw usage_error("--report " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
+    const auto st = fs::symlink_status(p, ec);
+    if (!ec && fs::exists(st) && !fs::is_regular_file(st))
+        throw usage_error("--report " + path + ": exists and is not a regular file");
 }
 }  // namespace
 
@@ -176,8 +239,13 @@ build_options to_build_options(const build_command_options& o) {
     b.ignore_values = parse_ignore_values(o.ignore_values);
     b.codec = o.compression == "none" ? record_codec::none : record_codec::zstd;
     b.level = o.level;
-    b.shard_size = parse_byte_size(o.shard_size);
+    b.shard_size = parse_byte_size("--shard-size", o.shard_size);
     if (b.shard_size < 4096) throw usage_error("--shard-size must be at least 4096 bytes");
+    if (b.shard_size > (std::uint64_t(1) << 62)) throw usage_error("--shard-size '" + o.shard_size + "': too large");
+    b.memory_limit = o.memory_limit.empty() ? default_memory_limit() : parse_byte_size("--memory-limit", o.memory_limit);
+    if (b.memory_limit < min_memory_limit)
+        throw usage_error("--memory-limit '" + o.memory_limit + "': at least " + format_bytes(min_memory_limit) + " is needed");
+    check_record_fits(b);
     b.shuffle = o.shuffle;
     b.seed = o.seed;
     b.on_error = o.on_error == "skip" ? error_policy::skip : error_policy::fail;
@@ -185,10 +253,16 @@ build_options to_build_options(const build_command_options& o) {
     if (b.max_errors && b.on_error != error_policy::skip) throw usage_error("--max-errors needs --on-error skip");
     b.threads = o.threads;
     b.report_path = o.report;
+    if (!b.report_path.empty()) check_report_path(b.report_path, o.out);
     b.full = o.full;
     if (!o.partition.empty()) b.partition = parse_partition(o.partition);
     return b;
 }
+
+namespace {
+// A config file holds a few dozen options.
+constexpr std::uint64_t max_config_bytes = std::uint64_t(1) << 20;
+}  // namespace
 
 std::vector<std::string> expand_build_config(const std::vector<std::string>& args) {
     const auto build_at = std::find(args.begin(), args.end(), "build");
@@ -203,7 +277,9 @@ std::vector<std::string> expand_build_config(const std::vector<std::string>& arg
     if (path.empty()) return args;
     std::vector<CLI::ConfigItem> items;
     try {
-        items = CLI::ConfigTOML().from_file(path);
+        // Read here, not by CLI11's ifstream: a FIFO or /dev/zero is refused, not waited on.
+        std::istringstream text(read_text_file(path, max_config_bytes));
+        items = CLI::ConfigTOML().from_config(text);
     } catch (const std::exception& e) {
         throw usage_error("--config " + path + ": " + e.what());
     }

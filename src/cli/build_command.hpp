@@ -23,6 +23,7 @@ struct build_command_options {
     std::string on_error = "fail";
     std::uint64_t max_errors = 0;
     unsigned threads = 0;
+    std::string memory_limit;  // empty: default_memory_limit()
     std::string report, config;
     bool json = false;
     bool full = false;
@@ -37,8 +38,14 @@ std::vector<std::uint16_t> parse_ignore_values(const std::string& text);
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);
 build_options to_build_options(const build_command_options& options);
-// Parses sizes such as 4096, 64KiB, 256MiB, 1GiB, 10MB.
-std::uint64_t parse_byte_size(const std::string& text);
+// Parses sizes such as 4096, 64KiB, 256MiB, 1GiB, 10MB: decimal digits only (no sign, no
+// spaces) and a unit. Throws usage_error naming `option` for anything else or a value that
+// does not fit in 64 bits (no wrap-around).
+std::uint64_t parse_byte_size(const std::string& option, const std::string& text);
+
+// A CLI11 check for an integer option: decimal digits only (no sign: "-1" is refused rather
+// than wrapped) and at most `max`. CLI11 names the option in the message (exit 2).
+CLI::Validator count_in_range(std::uint64_t max);
 // CLI11 2.1 does not read a subcommand's config file, so `build --config FILE` is expanded
 // here, before parsing: each `key = value` of FILE (top level or a [build] section) becomes
 // `--key value`, unless the command line gives that option itself (the command line wins).

@@ -17,6 +17,7 @@
 #include "cli/build_command.hpp"
 #include "cli/colors_command.hpp"
 #include "cli/merge_command.hpp"
+#include "cli/log_sanitizer.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
 #include "inspect/dataset_inspector.hpp"
@@ -82,7 +83,7 @@ void add_help_examples(CLI::App& app) {
 
 int main(int argc, char** argv) {
     auto logger = spdlog::stderr_color_mt("shardpack");
-    logger->set_pattern("%^%l%$: %v");
+    logger->set_formatter(make_sanitizing_formatter("%^%l%$: %v"));  // control characters escaped, long paths cut
     spdlog::set_default_logger(logger);
 
     CLI::App app{"shardpack: pack image datasets into sharded, indexed, checksummed record files, once"};
@@ -117,7 +118,9 @@ int main(int argc, char** argv) {
     bool export_overlay = false;
     CLI::App* export_cmd = app.add_subcommand("export", "Write records as PNG files and print their keys and classes");
     export_cmd->add_option("dir", dir, "Dataset folder")->required();
-    export_cmd->add_option("--index", export_indices, "Record index; several allowed (--index 3 7 or --index 3,7)")->delimiter(',');
+    export_cmd->add_option("--index", export_indices, "Record index; several allowed (--index 3 7 or --index 3,7)")
+        ->delimiter(',')
+        ->check(count_in_range(UINT64_MAX));
     export_cmd->add_option("--range", export_range, "Records A:B (A inclusive, B exclusive)");
     export_cmd->add_option("--key", export_key, "The record(s) whose key (the image path as the CSV wrote it) is KEY");
     export_cmd->add_flag("--overlay", export_overlay, "Also write PREFIX.overlay.png: the label blended over the image");

@@ -1,6 +1,8 @@
 // What a caller asks a decoder for, what it learns back, and the size limits every decoder
 // enforces so that a hostile header cannot make the packer allocate without bound.
 #pragma once
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "image.hpp"
@@ -23,7 +25,29 @@ struct decode_request {
     // scale whose output is still >= min_width x min_height. 0 on an axis = no constraint
     // on that axis; both 0 = no scaling. Never upscales.
     std::uint32_t min_width = 0, min_height = 0;
+
+    // When set and non-zero (a signal arrived), a long decode stops with decode_error
+    // "interrupted": JPEG checks it per scan and per row, PNG per row and per chunk read.
+    const std::atomic<int>* interrupt = nullptr;
+
+    // JPEG: the most memory libjpeg may take for its own buffers (the coefficients of
+    // progressive files); 0: jpeg's default cap (1 GiB).
+    std::uint64_t max_decoder_memory = 0;
 };
+
+// Progressive JPEGs with more scans than this are refused: each scan is a pass over the whole
+// image (883 scans of a large image took 111 s), and encoders write about 10.
+inline constexpr int max_jpeg_scans = 256;
+
+// Zlib data a PNG may inflate beyond the rows its header promises (a stream that "runs on for
+// gigabytes" behind a small image): refused past this many compressed bytes read after the
+// last row.
+inline constexpr std::size_t max_png_trailing_idat_bytes = std::size_t(1) << 16;
+
+// True when req.interrupt is set and a signal arrived.
+inline bool decode_interrupted(const decode_request& req) {
+    return req.interrupt != nullptr && req.interrupt->load(std::memory_order_relaxed) != 0;
+}
 
 // The source's original size, before any DCT scaling or early stop.
 struct decoded_info {
@@ -35,6 +59,13 @@ inline constexpr std::uint32_t max_decode_dimension = std::uint32_t(1) << 16;
 
 // Largest decoded pixel buffer (width * height * channels) a decoder will allocate.
 inline constexpr std::uint64_t max_decoded_bytes = std::uint64_t(1) << 31;
+
+// An upper estimate of the memory decode_image takes for this PNG or JPEG of the given full
+// size (read_image_size), from its header alone: the output buffer for req (DCT scale, rows)
+// and, for PNG, the inflated rows the fast path holds. libjpeg's own buffers are not included:
+// req.max_decoder_memory caps them.
+std::uint64_t decode_memory_estimate(const std::uint8_t* data, std::size_t size, std::uint32_t width, std::uint32_t height,
+                                     const decode_request& req);
 
 // Throws decode_error naming `format` when width * height * channels > max_decoded_bytes.
 void check_decoded_size(const char* format, std::uint64_t width, std::uint64_t height, std::uint32_t channels);

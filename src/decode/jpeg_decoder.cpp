@@ -8,6 +8,7 @@
 // jpeglib.h needs FILE and size_t declared before it.
 #include <cstdio>
 #include <csetjmp>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +35,8 @@ enum class row_conversion { none, rgb_to_gray, cmyk_to_gray, cmyk_to_rgb, cmyk_t
 struct jpeg_session {
     jpeg_decompress_struct cinfo{};  // zeroed: jpeg_destroy on it is a no-op until created
     jpeg_error_mgr jerr{};
+    jpeg_progress_mgr progress{};
+    const decode_request* request = nullptr;  // for the scan limit and the interrupt flag
     std::jmp_buf jump{};
     char message[JMSG_LENGTH_MAX + 64] = {};
 
@@ -69,7 +72,7 @@ void record_message(j_common_ptr cinfo) {
     }
     if (cinfo->err->msg_code == JERR_NO_BACKING_STORE) {  // what libjpeg says when max_memory_to_use is hit
         std::snprintf(s.message, sizeof s.message, "JPEG: image needs more than %ld MiB of decoder memory",
-                      jpeg_max_memory >> 20);
+                      cinfo->mem->max_memory_to_use >> 20);
         return;
     }
     char text[JMSG_LENGTH_MAX];
@@ -109,6 +112,47 @@ void on_jpeg_message(j_common_ptr cinfo, int msg_level) {
 
 void on_jpeg_output(j_common_ptr) {}  // nothing is ever printed
 
+// The number of SOS markers in the file, counted up to limit + 1, by walking the marker
+// segments and skipping entropy-coded data (where 0xFF is followed by 0x00 or a restart
+// marker). A plain byte scan, so a file with thousands of scans is refused before any decoding.
+int count_jpeg_scans(const std::uint8_t* data, std::size_t size, int limit) {
+    int scans = 0;
+    std::size_t pos = 2;  // after SOI
+    while (pos + 4 <= size && scans <= limit) {
+        if (data[pos] != 0xFF) return scans;  // not a marker: libjpeg will say what is wrong
+        const std::uint8_t marker = data[pos + 1];
+        if (marker == 0xFF) { ++pos; continue; }  // fill byte
+        if (marker == 0xD9) return scans;         // EOI
+        const std::size_t length = (std::size_t(data[pos + 2]) << 8) | data[pos + 3];
+        pos += 2 + length;
+        if (marker != 0xDA) continue;
+        ++scans;
+        while (pos + 1 < size && !(data[pos] == 0xFF && data[pos + 1] != 0x00 && (data[pos + 1] < 0xD0 || data[pos + 1] > 0xD7))) {
+            const void* next = std::memchr(data + pos + 1, 0xFF, size - pos - 1);
+            if (next == nullptr) return scans;
+            pos = std::size_t(static_cast<const std::uint8_t*>(next) - data);
+        }
+    }
+    return scans;
+}
+
+// Called by libjpeg per iMCU row while it reads scans (jpeg_start_decompress reads every scan
+// of a progressive file) and per jpeg_read_scanlines: bounds the scans and lets a signal stop
+// a long decode.
+void on_jpeg_progress(j_common_ptr cinfo) {
+    jpeg_session& s = session_of(cinfo);
+    const auto* d = reinterpret_cast<j_decompress_ptr>(cinfo);
+    if (d->input_scan_number > max_jpeg_scans) {
+        std::snprintf(s.message, sizeof s.message, "JPEG: more than %d scans (refused: each scan is a pass over the whole image)",
+                      max_jpeg_scans);
+        fail(s);
+    }
+    if (s.request != nullptr && decode_interrupted(*s.request)) {
+        std::snprintf(s.message, sizeof s.message, "JPEG: interrupted");
+        fail(s);
+    }
+}
+
 // Runs body(s) under setjmp; false when libjpeg raised an error (s.message says why).
 bool jpeg_guarded(jpeg_session& s, void (*body)(jpeg_session&)) {
     if (setjmp(s.jump)) return false;
@@ -117,7 +161,8 @@ bool jpeg_guarded(jpeg_session& s, void (*body)(jpeg_session&)) {
 }
 
 void open_body(jpeg_session& s) {
-    jpeg_create_decompress(&s.cinfo);
+    jpeg_create_decompress(&s.cinfo);  // zeroes cinfo but for err and client_data
+    s.cinfo.progress = &s.progress;
     s.cinfo.mem->max_memory_to_use = jpeg_max_memory;
     jpeg_mem_src(&s.cinfo, s.data, static_cast<unsigned long>(s.size));  // errors on empty input
     jpeg_read_header(&s.cinfo, TRUE);
@@ -159,6 +204,10 @@ void start_body(jpeg_session& s) { jpeg_start_decompress(&s.cinfo); }
 
 void read_rows_body(jpeg_session& s) {
     while (s.cinfo.output_scanline < s.rows) {
+        if (s.request != nullptr && decode_interrupted(*s.request)) {
+            std::snprintf(s.message, sizeof s.message, "JPEG: interrupted");
+            fail(s);
+        }
         std::uint8_t* row = s.dst + std::size_t(s.cinfo.output_scanline) * s.dst_stride;
         JSAMPROW target = s.scratch != nullptr ? s.scratch : row;
         if (jpeg_read_scanlines(&s.cinfo, &target, 1) != 1) {
@@ -186,6 +235,7 @@ void open_jpeg(jpeg_session& s, const std::uint8_t* data, std::size_t size) {
     s.jerr.emit_message = on_jpeg_message;
     s.jerr.output_message = on_jpeg_output;
     s.cinfo.client_data = &s;
+    s.progress.progress_monitor = on_jpeg_progress;
     s.data = data;
     s.size = data != nullptr ? size : 0;
     if (!jpeg_guarded(s, open_body)) throw_jpeg_error(s);
@@ -215,9 +265,15 @@ void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_reques
 
     jpeg_session s;
     jpeg_session_guard guard{s};
+    s.request = &req;
     open_jpeg(s, data, size);
     jpeg_decompress_struct& cinfo = s.cinfo;
+    if (req.max_decoder_memory != 0 && req.max_decoder_memory < std::uint64_t(jpeg_max_memory))
+        cinfo.mem->max_memory_to_use = long(req.max_decoder_memory);
     if (info != nullptr) *info = decoded_info{cinfo.image_width, cinfo.image_height};
+    if (cinfo.progressive_mode && count_jpeg_scans(data, size, max_jpeg_scans) > max_jpeg_scans)
+        throw decode_error("JPEG: more than " + std::to_string(max_jpeg_scans) +
+                           " scans (refused: each scan is a pass over the whole image)");
 
     // Let libjpeg-turbo write the wanted layout directly where it can (gray->RGB(A) and
     // YCbCr->RGB(A) included; its RGBA alpha is 0xFF); convert CMYK and colour->gray here.

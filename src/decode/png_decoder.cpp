@@ -58,6 +58,13 @@ struct png_session {
     char warning[160] = {};
 
     pixel_layout layout = pixel_layout::rgb;  // wanted output, read by the transforms body
+    const decode_request* request = nullptr;  // for the interrupt flag
+
+    // Set just before the last row is read (libpng inflates what follows the rows while reading
+    // it): IDAT bytes read from then on (up to idat_end, the end of the IDAT chunks), beyond the
+    // last row's own data, are zlib data the image does not need, inflated only to be dropped.
+    bool rows_done = false;
+    std::size_t rows_done_pos = 0, idat_end = 0, trailing_limit = 0;
 
     // Set by the header body.
     png_uint_32 width = 0, height = 0;
@@ -96,6 +103,9 @@ void on_png_warning(png_structp png, png_const_charp message) {
 
 void read_from_memory(png_structp png, png_bytep out, std::size_t length) {
     auto* s = static_cast<png_session*>(png_get_io_ptr(png));
+    if (s->request != nullptr && decode_interrupted(*s->request)) png_error(png, "interrupted");
+    if (s->rows_done && s->pos < s->idat_end && s->pos - s->rows_done_pos > s->trailing_limit)
+        png_error(png, "the image data goes on past the last row (more zlib data than the header's size needs)");
     if (length > s->size - s->pos) png_error(png, "truncated file (unexpected end of data)");
     std::memcpy(out, s->data + s->pos, length);
     s->pos += length;
@@ -141,6 +151,14 @@ void read_rows_body(png_session& s) {
     // Interlaced: every pass visits every row; libpng merges each pass into the row we pass.
     for (int pass = 0; pass < s.passes; ++pass) {
         for (std::uint32_t y = 0; y < s.rows; ++y) {
+            if (s.request != nullptr && decode_interrupted(*s.request)) png_error(s.png, "interrupted");
+            if (s.finish && pass == s.passes - 1 && y == s.rows - 1) {
+                s.rows_done = true;
+                s.rows_done_pos = s.pos;
+                // The last row's own compressed bytes (at most about its raw size) plus the slack.
+                s.trailing_limit = max_png_trailing_idat_bytes +
+                                   2 * ((std::size_t(s.width) * s.source_channels * unsigned(s.bit_depth) + 7) / 8 + 1);
+            }
             std::uint8_t* row = s.dst + y * s.dst_stride;
             if (s.scratch != nullptr) {
                 png_read_row(s.png, s.scratch, nullptr);
@@ -152,6 +170,23 @@ void read_rows_body(png_session& s) {
     }
     // Reading on to IEND checks the CRCs and the trailing chunks: a truncated file is an error.
     if (s.finish) png_read_end(s.png, nullptr);
+}
+
+// The offset just past the run of IDAT chunks (0 when there is none): chunk lengths walked
+// from the signature, without trusting any to fit.
+std::size_t idat_run_end(const std::uint8_t* data, std::size_t size) {
+    std::size_t pos = 8;
+    bool in_idat = false;
+    while (size >= 12 && pos <= size - 12) {
+        const std::size_t length = (std::size_t(data[pos]) << 24) | (std::size_t(data[pos + 1]) << 16) |
+                                   (std::size_t(data[pos + 2]) << 8) | data[pos + 3];
+        const bool idat = std::memcmp(data + pos + 4, "IDAT", 4) == 0;
+        if (in_idat && !idat) return pos;
+        in_idat = idat;
+        if (length > size - pos - 12) return in_idat ? size : 0;
+        pos += length + 12;
+    }
+    return in_idat ? pos : 0;
 }
 
 [[noreturn]] void throw_png_error(const png_session& s) {
@@ -192,6 +227,8 @@ void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_
     png_session_guard guard{s};
     open_png(s, data, size);
     s.layout = req.layout;
+    s.request = &req;
+    s.idat_end = idat_run_end(s.data, s.size);
     if (!png_guarded(s, read_header_body)) throw_png_error(s);
     if (info != nullptr) *info = decoded_info{s.width, s.height};
     const std::uint64_t image_data_bytes = std::uint64_t(s.width) * s.height * s.source_channels * unsigned(s.bit_depth) / 8;

@@ -175,11 +175,14 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
     const std::uint32_t rows = (req.max_rows == 0 || req.max_rows >= in.height) ? in.height : req.max_rows;
     if (std::uint64_t(in.width) * rows * want > max_decoded_bytes) return false;
     scratch.raw.resize(static_cast<std::size_t>(raw_size));
-    std::size_t produced = 0;
-    if (libdeflate_zlib_decompress(scratch.inflater.get(), scratch.idat.data(), scratch.idat.size(), scratch.raw.data(),
-                                   scratch.raw.size(), &produced) != LIBDEFLATE_SUCCESS ||
+    std::size_t produced = 0, consumed = 0;
+    if (libdeflate_zlib_decompress_ex(scratch.inflater.get(), scratch.idat.data(), scratch.idat.size(), scratch.raw.data(),
+                                      scratch.raw.size(), &consumed, &produced) != LIBDEFLATE_SUCCESS ||
         produced != raw_size)
         return false;
+    // Much data after the zlib stream: libpng's path decides (it bounds such data), so that both
+    // paths take the same files.
+    if (scratch.idat.size() - consumed > max_png_trailing_idat_bytes) return false;
 
     out.width = in.width;
     out.height = rows;
@@ -189,6 +192,7 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
     static const std::uint8_t zeros[4 * 65536] = {};
     const std::uint8_t* prior = zeros;
     for (std::uint32_t y = 0; y < rows; ++y) {
+        if (decode_interrupted(req)) return false;  // libpng's path then stops at once, with its message
         std::uint8_t* line = scratch.raw.data() + std::size_t(y) * (stride + 1);
         if (!unfilter(line[0], line + 1, prior, stride, bpp)) return false;
         if (!convert_row(in, line + 1, out.pixels.data() + std::size_t(y) * in.width * want, want, scratch.rgba_row))

@@ -123,6 +123,9 @@ std::string format_fingerprint_group(const fingerprint_group& g) {
 }
 
 std::optional<fingerprint_file> load_fingerprints(const std::string& path) {
+    // Only a regular file: a FIFO left in the folder must not hang the build.
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
     std::ifstream in(path, std::ios::binary);
     if (!in) return std::nullopt;
     fingerprint_file f;

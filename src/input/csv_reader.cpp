@@ -1,10 +1,14 @@
 #include "input/csv_reader.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
 #include "errors.hpp"
+#include "shardpack/detail/regular_file.hpp"
 #include "input/text_util.hpp"
 
 namespace shardpack {
@@ -158,26 +162,44 @@ std::vector<csv_row> parse_csv(std::string_view text, std::string_view source_na
     return rows;
 }
 
-text_file_reader::text_file_reader(const std::string& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
-    if (!file_) throw input_error("cannot read " + path + ": " + std::strerror(errno));
+text_file_reader::text_file_reader(const std::string& path) : path_(path) {
+    if (path == "-") {
+        fd_ = STDIN_FILENO;
+        return;
+    }
+    struct stat st {};
+    std::string why;
+    fd_ = detail::open_regular_file(path, st, why);
+    if (fd_ < 0) throw input_error("cannot read " + path + ": " + why);
+    owned_ = true;
+    size_ = static_cast<std::uint64_t>(st.st_size);
+}
+
+text_file_reader::~text_file_reader() {
+    if (owned_) ::close(fd_);
 }
 
 std::size_t text_file_reader::read(char* buf, std::size_t n) {
     if (done_ || n == 0) return 0;
-    errno = 0;
-    const std::size_t got = std::fread(buf, 1, n, file_.get());
-    const int read_errno = errno;
-    // A folder opens fine on Linux and fails on the first read (EISDIR).
-    if (std::ferror(file_.get())) throw input_error("cannot read " + path_ + ": " + std::strerror(read_errno));
-    done_ = got < n;  // fread returns short only at the end of the file (or on an error)
-    return got;
+    const long long got = detail::read_fully(fd_, buf, n);
+    if (got < 0) throw input_error("cannot read " + path_ + ": " + std::strerror(errno));
+    done_ = static_cast<std::size_t>(got) < n;  // short only at the end of the file
+    return static_cast<std::size_t>(got);
 }
 
-std::string read_text_file(const std::string& path) {
+std::string read_text_file(const std::string& path, std::uint64_t max_bytes) {
     text_file_reader file(path);
+    if (file.size() > max_bytes)
+        throw input_error("cannot read " + path + ": it is " + std::to_string(file.size()) + " bytes, more than the " +
+                          std::to_string(max_bytes) + " accepted for this kind of file");
     std::string out;
     char buf[1 << 16];
-    while (const std::size_t n = file.read(buf, sizeof buf)) out.append(buf, n);
+    while (const std::size_t n = file.read(buf, sizeof buf)) {
+        if (out.size() + n > max_bytes)  // standard input, or a file that grew
+            throw input_error("cannot read " + path + ": more than the " + std::to_string(max_bytes) +
+                              " bytes accepted for this kind of file");
+        out.append(buf, n);
+    }
     return out;
 }
 

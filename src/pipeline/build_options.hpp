@@ -39,6 +39,7 @@ struct build_options {
     error_policy on_error = error_policy::fail;
     std::uint64_t max_errors = 0;  // 0: no limit (skip mode)
     unsigned threads = 0;          // 0: all cores
+    std::uint64_t memory_limit = 0;  // bytes; 0: default_memory_limit()
     std::string report_path;       // extra copy of the report; the dataset folder always gets one
     bool full = false;             // ignore the previous build: decode every row again
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)

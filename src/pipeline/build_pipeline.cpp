@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/parallel_pipeline.h>
 #include <oneapi/tbb/task_arena.h>
@@ -19,6 +20,7 @@
 #include "format/record_compressor.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/library_versions.hpp"
+#include "pipeline/memory_budget.hpp"
 #include "pipeline/previous_build.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "pipeline/sample_order.hpp"
@@ -180,6 +182,25 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     return hex64(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
+// A fixed-size record (image and labels) must fit the format's 4 GiB record limit: refused
+// before any row is read, as bad usage.
+void check_fixed_record_size(const detail::schema_record& s, const memory_plan& memory) {
+    if (s.fixed_width == 0) return;
+    const std::uint64_t pixels = std::uint64_t(s.fixed_width) * s.fixed_height;
+    const std::uint64_t label_bytes = s.label_layout == detail::layout_code::one_hot ? std::uint64_t(s.class_count)
+                                    : s.label_layout == detail::layout_code::index ? s.label_dtype_bytes : 0;
+    const std::uint64_t bytes = pixels * (s.channels + label_bytes);
+    if (bytes >= detail::max_record_bytes)
+        throw usage_error("--size " + std::to_string(s.fixed_width) + "x" + std::to_string(s.fixed_height) + ": each record would be " +
+                          std::to_string(bytes) + " bytes (" + std::to_string(s.channels) + " image + " +
+                          std::to_string(label_bytes) + " label bytes per pixel), over the format's 4 GiB record limit");
+    if (2 * bytes > memory.per_row)  // the payload and its compressed copy
+        throw usage_error("--size " + std::to_string(s.fixed_width) + "x" + std::to_string(s.fixed_height) + ": each record would be " +
+                          format_bytes(bytes) + "; twice that does not fit in what a row may take, " + format_bytes(memory.per_row) +
+                          " (--memory-limit " + format_bytes(memory.limit) + " over " + std::to_string(memory.threads) +
+                          " threads and " + std::to_string(memory.rows_in_flight) + " rows in flight)");
+}
+
 }  // namespace
 
 std::string partition_options_digest(const json& build, const std::string& record_options_digest) {
@@ -240,8 +261,14 @@ build_result run_build(const build_options& options) {
     // Before anything is written: one build at a time per output folder.
     const output_lock lock(options.out_dir);
 
-    const unsigned threads = options.threads ? options.threads : unsigned(tbb::info::default_concurrency());
+    const memory_plan memory = plan_memory(options.memory_limit ? options.memory_limit : default_memory_limit(),
+                                           options.threads, unsigned(tbb::info::default_concurrency()));
+    for (const auto& note : memory.notes) spdlog::warn("{}", note);
+    spdlog::debug("memory limit {}: {} threads, {} rows in flight, {} per row", format_bytes(memory.limit), memory.threads,
+                  memory.rows_in_flight, format_bytes(memory.per_row));
+    const unsigned threads = memory.threads;
     const detail::schema_record schema = make_schema(options, input.task, input.classes.size());
+    check_fixed_record_size(schema, memory);
 
     dataset_writer_options wo;
     wo.out_dir = options.out_dir;
@@ -285,10 +312,11 @@ build_result run_build(const build_options& options) {
                       slice.first, slice.first + slice.size);
     }
     dataset_writer writer(wo);
-    const std::size_t tokens = std::max<std::size_t>(4, std::size_t(threads) * 4);
+    const std::size_t tokens = memory.rows_in_flight;
     std::vector<sample_job> jobs(tokens);
-    const file_loader loader(previous.get());
-    const sample_transformer transformer(options, schema, input.classes, mask_values, colors_command_hint(options));
+    const file_loader loader(previous.get(), memory.per_row);
+    const sample_transformer transformer(options, schema, input.classes, mask_values, colors_command_hint(options),
+                                         memory.per_row, &build_interrupt_signal);
     tbb::enumerable_thread_specific<transform_scratch> scratch;
     tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level);
     const std::string csv_name = std::filesystem::path(options.input.csv_path).filename().string();
@@ -338,7 +366,11 @@ build_result run_build(const build_options& options) {
     try {
         progress_line progress(options.progress, order.size());  // a part: its own rows
         std::size_t next = 0;
+        // TBB's default allows one thread per core in all; --threads may ask for more (up to 4 x
+        // the cores, for slow file systems), which it then really gets.
+        const tbb::global_control allow(tbb::global_control::max_allowed_parallelism, threads);
         tbb::task_arena arena(static_cast<int>(threads));
+        try {
         arena.execute([&] {
             tbb::parallel_pipeline(
                 tokens,
@@ -370,6 +402,10 @@ build_result run_build(const build_options& options) {
                         progress.update(std::size_t(sink.totals().rows));
                     }));
         });
+        } catch (const std::exception&) {
+            // A row stopped by the signal fails as "interrupted": the signal is the news.
+            if (!build_interrupt_signal.load()) throw;
+        }
     } catch (const build_stopped& e) {
         if (options.on_error != error_policy::skip || sink.totals().rejected.empty()) throw;
         throw keep_failure(e.what());

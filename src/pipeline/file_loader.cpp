@@ -1,12 +1,17 @@
 #include "pipeline/file_loader.hpp"
 
+#include "decode/image_decoder.hpp"
+#include "decode/sniff.hpp"
+#include "pipeline/memory_budget.hpp"
 #include "pipeline/previous_build.hpp"
+#include "shardpack/detail/regular_file.hpp"
 #include "shardpack/detail/xxhash.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -14,28 +19,49 @@
 
 namespace shardpack {
 
-std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::string("cannot open: ") + std::strerror(errno);
+std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp,
+                           std::uint64_t max_bytes) {
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::string why;
+    const int fd = detail::open_regular_file(path, st, why);
+    if (fd < 0) return why;
+    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
+    if (size == 0) {
         ::close(fd);
-        return "not a regular file";
+        return "empty file";
     }
-    out.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t done = 0;
-    while (done < out.size()) {
-        const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = n < 0 ? errno : 0;
-            ::close(fd);
-            return err ? std::string("read error: ") + std::strerror(err) : "file shrank while being read";
+    // The type first, from the first bytes: a huge file that is no image is refused unread.
+    std::uint8_t head[16];
+    const long long head_got = detail::read_fully(fd, head, std::min<std::uint64_t>(sizeof head, size));
+    if (head_got < 0) {
+        const int err = errno;
+        ::close(fd);
+        return std::string("read error: ") + std::strerror(err);
+    }
+    const file_format format = sniff_format(head, static_cast<std::size_t>(head_got));
+    if (format != file_format::png && format != file_format::jpeg) {
+        ::close(fd);
+        try {
+            std::uint32_t w = 0, h = 0;
+            read_image_size(head, static_cast<std::size_t>(head_got), w, h);  // throws the decoder's refusal
+        } catch (const std::exception& e) {
+            return e.what();
         }
-        done += static_cast<std::size_t>(n);
+        return "unrecognised image data";
     }
+    if (size > max_bytes) {
+        ::close(fd);
+        return "file is " + std::to_string(size) + " bytes (" + format_bytes(size) + "), more than a row may take: " +
+               format_bytes(max_bytes) + " (from --memory-limit)";
+    }
+    out.resize(static_cast<std::size_t>(size));
+    std::memcpy(out.data(), head, static_cast<std::size_t>(head_got));
+    const std::size_t rest = out.size() - static_cast<std::size_t>(head_got);
+    const long long got = detail::read_fully(fd, out.data() + head_got, rest);
+    const int err = errno;
     ::close(fd);
-    if (out.empty()) return "empty file";
+    if (got < 0) return std::string("read error: ") + std::strerror(err);
+    if (static_cast<std::size_t>(got) != rest) return "file shrank while being read";
     if (stamp) {
         stamp->size = out.size();
         stamp->mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -93,13 +119,13 @@ void file_loader::operator()(sample_job& job) const {
         }
     }
 
-    std::string why = read_file_into(job.image_path, job.image_file, &fp.image);
+    std::string why = read_file_into(job.image_path, job.image_file, &fp.image, max_row_bytes_);
     if (!why.empty()) {
         job.error = missing_file_message(job.image_path, row.key, why);
         return;
     }
     if (has_label) {
-        why = read_file_into(job.label_path, job.label_file, &fp.label);
+        why = read_file_into(job.label_path, job.label_file, &fp.label, max_row_bytes_ - fp.image.size);
         if (!why.empty()) {
             job.error = missing_file_message(job.label_path, row.label_key, why);
             return;

@@ -1,5 +1,6 @@
 // Pipeline stage 2 (parallel): reads a sample's image and mask files into memory.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -8,9 +9,12 @@
 
 namespace shardpack {
 
-// Reads a whole file into `out` (reusing its capacity) and fills `stamp` (size, mtime, hash).
-// Returns an empty string or the reason.
-std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp = nullptr);
+// Reads a whole image file into `out` (reusing its capacity) and fills `stamp` (size, mtime,
+// hash). Returns an empty string or the reason. The file is opened without blocking and must be
+// a regular file; its first bytes must be a PNG or JPEG signature (anything else is refused with
+// the decoder's message before the rest is read) and it must be at most max_bytes long.
+std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp = nullptr,
+                           std::uint64_t max_bytes = UINT64_MAX);
 
 class previous_build;
 
@@ -19,11 +23,15 @@ class previous_build;
 // back, after its checksum is checked.
 class file_loader {
 public:
-    explicit file_loader(const previous_build* previous = nullptr) : previous_(previous) {}
+    // max_row_bytes: the memory one row may take (memory_plan::per_row); its files together
+    // must fit in it.
+    explicit file_loader(const previous_build* previous = nullptr, std::uint64_t max_row_bytes = UINT64_MAX)
+        : previous_(previous), max_row_bytes_(max_row_bytes) {}
     void operator()(sample_job& job) const;
 
 private:
     const previous_build* previous_;
+    std::uint64_t max_row_bytes_;
 }; 
 
 }  // namespace shardpack

@@ -71,7 +71,8 @@ std::string mask_mapper::explain_value(std::uint16_t value) const {
 }
 
 void mask_mapper::map(const std::uint8_t* data, std::size_t size, const geometry_plan& plan, std::uint16_t ignore_value,
-                      label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch) const {
+                      label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
+                      const std::atomic<int>* interrupt) const {
     if (values_) {
         decode_mask_values(data, size, plan.y.src_rows_needed(), scratch.values);
         try {
@@ -84,6 +85,7 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, const geometry
     decode_request request;
     request.layout = pixel_layout::rgb;
     request.max_rows = plan.y.src_rows_needed();
+    request.interrupt = interrupt;
     decode_image(data, size, request, scratch.colours);
     try {
         map_mask(scratch.colours, plan, *colours_, policy_, ignore_value, out, nullptr, &unknown, &stats);

@@ -3,6 +3,7 @@
 // name,id table, with --ignore-values). Also writes the messages that help with a value the
 // table lacks. Immutable after construction; shared by the transformer's threads.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,8 +39,10 @@ public:
 
     // Decodes the mask's rows that `plan` needs and maps them (see map_mask, map_index_mask).
     // Throws input_error: decode errors, and unknown colours or values with what would fix them.
+    // interrupt: the build's signal flag, polled inside the colour mask's decode (may be null).
     void map(const std::uint8_t* data, std::size_t size, const geometry_plan& plan, std::uint16_t ignore_value,
-             label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch) const;
+             label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
+             const std::atomic<int>* interrupt = nullptr) const;
 
     // "nearest class 'road' (128,64,128) at distance 2: --color-tolerance 2 would map it" and so on.
     std::string explain_colour(std::uint32_t rgb) const;

@@ -7,6 +7,7 @@
 #include "decode/sniff.hpp"
 #include "errors.hpp"
 #include "format/record_encoder.hpp"
+#include "pipeline/memory_budget.hpp"
 
 namespace shardpack {
 using namespace detail;
@@ -41,8 +42,8 @@ schema_record make_schema(const build_options& o, task_kind task, std::size_t cl
 
 sample_transformer::sample_transformer(const build_options& options, const schema_record& schema,
                                        const std::vector<class_entry>& classes, mask_value_kind mask_values,
-                                       std::string hint)
-    : options_(options), schema_(schema) {
+                                       std::string hint, std::uint64_t max_row_bytes, const std::atomic<int>* interrupt)
+    : options_(options), max_row_bytes_(max_row_bytes), interrupt_(interrupt), schema_(schema) {
     if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, options, std::move(hint));
 }
 
@@ -110,6 +111,29 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg)
         image_plan = plan_jpeg_dct_scaling(width, height, mask_plan, options_.geometry, request);
     request.max_rows = image_plan.y.src_rows_needed();
+    request.interrupt = interrupt_;
+    decode_request mask_request;
+    mask_request.layout = pixel_layout::rgb;
+    mask_request.max_rows = mask_plan.y.src_rows_needed();
+    mask_request.interrupt = interrupt_;
+
+    // The row's memory, from the headers, before anything is decoded: its files, the decodes,
+    // and the record (payload and compressed copy) at the output size.
+    {
+        const std::uint64_t label_bytes = !segmentation ? 0
+                                        : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
+        const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len * (schema_.channels + label_bytes);
+        std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
+                             decode_memory_estimate(img_bytes.data(), img_bytes.size(), width, height, request);
+        if (segmentation)
+            need += decode_memory_estimate(job.label_file.data(), job.label_file.size(), mask_w, mask_h, mask_request);
+        if (need > max_row_bytes_)
+            throw input_error(job.image_path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
+                              " image needs about " + format_bytes(need) + " to decode and pack, more than a row may take: " +
+                              format_bytes(max_row_bytes_) + " (from --memory-limit)");
+        // libjpeg's own buffers (a progressive file's coefficients) get what is left.
+        if (max_row_bytes_ != UINT64_MAX) request.max_decoder_memory = std::max<std::uint64_t>(max_row_bytes_ - need, 16 << 20);
+    }
 
     image_u8& decoded = scratch.decoded;
     try {
@@ -128,7 +152,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         try {
             masks_->map(job.label_file.data(), job.label_file.size(), mask_plan,
                         static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
-                        scratch.mask_values);
+                        scratch.mask_values, interrupt_);
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }

@@ -1,6 +1,8 @@
 // Pipeline stage 3 (parallel): decode, crop/resize, convert colour, map the mask's colours to
 // classes and lay the record out. Pure: the same job always gives the same bytes.
 #pragma once
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -39,13 +41,19 @@ geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, c
 class sample_transformer {
 public:
     // mask_values: resolved (resolve_mask_values); hint: how to list the input's colours, for messages.
+    // max_row_bytes: the memory one row may take (memory_plan::per_row): a row whose files,
+    // decodes and record would take more (from the headers, before decoding) is refused naming
+    // the limit. interrupt: the build's signal flag, polled inside long decodes.
     sample_transformer(const build_options& options, const detail::schema_record& schema,
                        const std::vector<class_entry>& classes, mask_value_kind mask_values = mask_value_kind::color,
-                       std::string hint = "shardpack colors");
+                       std::string hint = "shardpack colors", std::uint64_t max_row_bytes = UINT64_MAX,
+                       const std::atomic<int>* interrupt = nullptr);
     void operator()(sample_job& job, transform_scratch& scratch) const;
 
 private:
     const build_options& options_;
+    std::uint64_t max_row_bytes_;
+    const std::atomic<int>* interrupt_;
     detail::schema_record schema_;
     std::optional<mask_mapper> masks_;
     void transform(sample_job& job, transform_scratch& scratch) const;

@@ -103,8 +103,10 @@ public:
         return out;
     }
 
-    static json parse(std::string_view text) {
-        parser p{text, 0, 0};
+    // max_values bounds the number of values (a reader's defence against a manifest made of
+    // millions of tiny values: each costs a json of ~40 bytes, 20 times its text).
+    static json parse(std::string_view text, std::size_t max_values = SIZE_MAX) {
+        parser p{text, 0, 0, max_values};
         p.skip_ws();
         json v = p.value();
         p.skip_ws();
@@ -127,24 +129,59 @@ private:
         return *p;
     }
 
+    // The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
+    // surrogates, nothing above U+10FFFF), or 0 where the byte starts none.
+    static std::size_t utf8_sequence_length(const std::string& s, std::size_t i) {
+        const auto byte = [&](std::size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
+        const unsigned c = byte(i);
+        const auto cont = [&](std::size_t k) { return (byte(k) & 0xC0u) == 0x80u; };
+        if (c < 0x80) return 1;
+        if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+        if (c >= 0xE0 && c <= 0xEF) {
+            const unsigned c1 = byte(i + 1);
+            if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;  // overlong; surrogate
+            return cont(i + 1) && cont(i + 2) ? 3 : 0;
+        }
+        if (c >= 0xF0 && c <= 0xF4) {
+            const unsigned c1 = byte(i + 1);
+            if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;  // overlong; > U+10FFFF
+            return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+        }
+        return 0;
+    }
+
+    // Strings are byte strings (paths, class names). Valid UTF-8 is written as it is; each byte
+    // that is not part of valid UTF-8 is written as the escaped lone surrogate \udcXX (XX the
+    // byte, 80..ff), Python's "surrogateescape": the output is valid JSON for any bytes, and the
+    // parser below (or Python's s.encode("utf-8", "surrogateescape")) gives the bytes back.
     static void write_string(std::string& out, const std::string& s) {
         out += '"';
-        for (unsigned char c : s) {
+        for (std::size_t i = 0; i < s.size();) {
+            const unsigned char c = static_cast<unsigned char>(s[i]);
             switch (c) {
-                case '"': out += "\\\""; break;
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\r': out += "\\r"; break;
-                case '\t': out += "\\t"; break;
-                default:
-                    if (c < 0x20) {
-                        char buf[8];
-                        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                        out += buf;
-                    } else {
-                        out += char(c);
-                    }
+                case '"': out += "\\\""; ++i; continue;
+                case '\\': out += "\\\\"; ++i; continue;
+                case '\n': out += "\\n"; ++i; continue;
+                case '\r': out += "\\r"; ++i; continue;
+                case '\t': out += "\\t"; ++i; continue;
+                default: break;
             }
+            char buf[8];
+            if (c < 0x20) {
+                std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                out += buf;
+                ++i;
+                continue;
+            }
+            const std::size_t n = utf8_sequence_length(s, i);
+            if (n == 0) {
+                std::snprintf(buf, sizeof buf, "\\udc%02x", c);
+                out += buf;
+                ++i;
+                continue;
+            }
+            out.append(s, i, n);
+            i += n;
         }
         out += '"';
     }
@@ -203,6 +240,7 @@ private:
         std::string_view s;
         std::size_t pos;
         int depth;
+        std::size_t values_left;
 
         [[noreturn]] void fail(const std::string& why) const {
             throw error("JSON: " + why + " at byte " + std::to_string(pos));
@@ -223,6 +261,7 @@ private:
             skip_ws();
             if (pos >= s.size()) fail("unexpected end");
             if (++depth > 64) fail("nesting too deep");
+            if (values_left-- == 0) fail("too many values");
             json v;
             switch (s[pos]) {
                 case '{': v = object_value(); break;
@@ -303,6 +342,11 @@ private:
                     case 't': out += '\t'; break;
                     case 'u': {
                         std::uint32_t cp = hex4();
+                        if (cp >= 0xDC80 && cp <= 0xDCFF) {  // a byte escaped by write_string
+                            out += char(cp - 0xDC00);
+                            break;
+                        }
+                        if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate");
                         if (cp >= 0xD800 && cp < 0xDC00) {
                             if (s.substr(pos, 2) != "\\u") fail("lone surrogate");
                             pos += 2;

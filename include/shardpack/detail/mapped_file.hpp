@@ -12,24 +12,18 @@
 #include <string>
 
 #include "error.hpp"
+#include "regular_file.hpp"
 
 namespace shardpack::detail {
 
 class mapped_file {
 public:
     explicit mapped_file(const std::string& path) {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) throw error(path + ": cannot open: " + std::strerror(errno));
+        // Non-blocking open and a type check first: a FIFO named like a shard must not hang.
         struct stat st {};
-        if (::fstat(fd, &st) != 0) {
-            const int e = errno;
-            ::close(fd);
-            throw error(path + ": cannot stat: " + std::strerror(e));
-        }
-        if (!S_ISREG(st.st_mode)) {
-            ::close(fd);
-            throw error(path + ": not a regular file");
-        }
+        std::string why;
+        const int fd = open_regular_file(path, st, why);
+        if (fd < 0) throw error(path + ": " + why);
         size_ = static_cast<std::size_t>(st.st_size);
         if (size_ > 0) {
             void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
