@@ -721,7 +721,8 @@ TEST_CASE("export draws ignored pixels visibly and writes overlays for several r
     REQUIRE(r.code == 0);
     CHECK(detail::json::parse(r.out).as_array().size() == 5);
     CHECK(fs::exists(dir / "r/all-4.label.png"));
-    CHECK(cli({"export", dir / "ds", "--range", "3:9", "--out", dir / "r/x"}).code == 2);
+    CHECK(cli({"export", dir / "ds", "--range", "3:9", "--out", dir / "r/x"}).code == 1);  // beyond the 5 records
+    CHECK(cli({"export", dir / "ds", "--range", "3-4", "--out", dir / "r/x"}).code == 2);
     CHECK(cli({"export", dir / "ds", "--key", "nope.png", "--out", dir / "r/x"}).code == 1);
     CHECK(cli({"export", dir / "ds", "--out", dir / "r/x"}).code == 2);
 }
