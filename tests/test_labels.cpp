@@ -452,6 +452,13 @@ TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are
                                             Catch::Contains("(3,3,3): 24 pixels in 2 file(s), e.g. masks/img_0003.png (line 5)") &&
                                             Catch::Contains("(250,10,250)") && Catch::Contains("nearest class '"));
     CHECK_THAT(r.err, Catch::Contains("warning: class 6 'bicycle' has 0 pixels") && Catch::Contains("(250,10,250): 24 pixels"));
+    // a rebuild that takes every record back reports the same unknown colours
+    const auto again = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out",
+                            dir / "ds", "--unknown-label", "ignore", "--json"});
+    REQUIRE(again.code == 0);
+    const auto second = detail::json::parse(again.out);
+    CHECK(second.at("reused_records").as_u64() == 14);
+    CHECK(second.at("unknown_colours").dump() == report.at("unknown_colours").dump());
 }
 
 TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bit masks and sparse id tables", "[labels][index]") {
