@@ -452,6 +452,13 @@ TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are
                                             Catch::Contains("(3,3,3): 24 pixels in 2 file(s), e.g. masks/img_0003.png (line 5)") &&
                                             Catch::Contains("(250,10,250)") && Catch::Contains("nearest class '"));
     CHECK_THAT(r.err, Catch::Contains("warning: class 6 'bicycle' has 0 pixels") && Catch::Contains("(250,10,250): 24 pixels"));
+    // a rebuild that takes every record back reports the same unknown colours
+    const auto again = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out",
+                            dir / "ds", "--unknown-label", "ignore", "--json"});
+    REQUIRE(again.code == 0);
+    const auto second = detail::json::parse(again.out);
+    CHECK(second.at("reused_records").as_u64() == 14);
+    CHECK(second.at("unknown_colours").dump() == report.at("unknown_colours").dump());
 }
 
 TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bit masks and sparse id tables", "[labels][index]") {
@@ -721,7 +728,35 @@ TEST_CASE("export draws ignored pixels visibly and writes overlays for several r
     REQUIRE(r.code == 0);
     CHECK(detail::json::parse(r.out).as_array().size() == 5);
     CHECK(fs::exists(dir / "r/all-4.label.png"));
-    CHECK(cli({"export", dir / "ds", "--range", "3:9", "--out", dir / "r/x"}).code == 2);
+    CHECK(cli({"export", dir / "ds", "--range", "3:9", "--out", dir / "r/x"}).code == 1);  // beyond the 5 records
+    CHECK(cli({"export", dir / "ds", "--range", "3-4", "--out", dir / "r/x"}).code == 2);
     CHECK(cli({"export", dir / "ds", "--key", "nope.png", "--out", dir / "r/x"}).code == 1);
     CHECK(cli({"export", dir / "ds", "--out", dir / "r/x"}).code == 2);
+}
+
+TEST_CASE("colors lists an unreadable mask and exits 1 and reads index masks without a table", "[labels][colors]") {
+    temp_dir dir("colors2");
+    make_samples(dir / "src", {"--count", "3", "--width", "32", "--height", "24", "--palette-masks"});
+    write_file(dir / "src/masks/img_0001.png", "not a png");
+    auto r = cli({"colors", "--csv", dir / "src/list.csv", "--json"});
+    CHECK(r.code == 1);
+    const auto j = detail::json::parse(r.out);
+    CHECK(j.at("masks").as_u64() == 2);
+    REQUIRE(j.at("unreadable").as_array().size() == 1);
+    CHECK(j.at("unreadable").as_array()[0].at("line").as_u64() == 3);
+    CHECK_THAT(j.at("unreadable").as_array()[0].at("reason").as_string(), Catch::Contains("unrecognised image data"));
+    CHECK_THAT(r.err, Catch::Contains("1 mask(s) could not be read"));
+    // palette masks read as index masks: the palette indices (make_sample_data reverses the order: 5 - id)
+    fs::remove(dir / "src/masks/img_0001.png");
+    write_file(dir / "src/list2.csv", "image,mask\nimages/img_0000.png,masks/img_0000.png\nimages/img_0002.png,masks/img_0002.png\n");
+    r = cli({"colors", "--csv", dir / "src/list2.csv", "--mask-values", "index", "--json"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const auto v = detail::json::parse(r.out);
+    std::uint64_t total = 0;
+    for (const auto& e : v.at("values").as_array()) {
+        CHECK(e.at("value").as_u64() <= 5);
+        total += e.at("pixels").as_u64();
+    }
+    CHECK(total == 2u * 32 * 24);
 }

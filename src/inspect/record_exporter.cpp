@@ -24,7 +24,7 @@ std::vector<std::size_t> select_records(const std::string& dir, const std::vecto
     std::vector<std::size_t> out;
     for (auto i : indices) {
         if (i >= ds.size())
-            throw usage_error("--index " + std::to_string(i) + ": the dataset has " + std::to_string(ds.size()) + " records (0.." +
+            throw input_error("--index " + std::to_string(i) + " is out of range: the dataset has " + std::to_string(ds.size()) + " records (0.." +
                               std::to_string(ds.size() ? ds.size() - 1 : 0) + ")");
         out.push_back(i);
     }
@@ -38,8 +38,10 @@ std::vector<std::size_t> select_records(const std::string& dir, const std::vecto
         } catch (const std::exception&) {
             used_a = 0;
         }
-        if (colon == std::string::npos || used_a != colon || used_b != range.size() - colon - 1 || a >= b || b > ds.size())
-            throw usage_error("--range " + range + ": expected A:B with 0 <= A < B <= " + std::to_string(ds.size()) +
+        if (colon == std::string::npos || used_a != colon || used_b != range.size() - colon - 1 || a >= b)
+            throw usage_error("--range " + range + ": expected A:B with A < B (B exclusive)");
+        if (b > ds.size())
+            throw input_error("--range " + range + ": expected A:B with 0 <= A < B <= " + std::to_string(ds.size()) +
                               " (B exclusive)");
         for (std::size_t i = a; i < b; ++i) out.push_back(i);
     }

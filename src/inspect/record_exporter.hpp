@@ -17,8 +17,8 @@ namespace shardpack {
 detail::json export_record(const std::string& dir, std::size_t index, const std::string& prefix, bool overlay = false);
 
 // The records to export: `indices` (each checked), then `range` "A:B" (A inclusive, B exclusive),
-// then every record whose key equals `key`. Throws usage_error for a bad range or index and
-// input_error for a key no record has.
+// then every record whose key equals `key`. Throws usage_error for a malformed range and
+// input_error for an index or range beyond the dataset or a key no record has.
 std::vector<std::size_t> select_records(const std::string& dir, const std::vector<std::size_t>& indices,
                                         const std::string& range, const std::string& key);
 
