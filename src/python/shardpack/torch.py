@@ -43,6 +43,17 @@ def _open(source, verify_checksums=True):
     return _sp.open(source, verify_checksums=verify_checksums)
 
 
+def _shared_empty(shape, dtype):
+    """An uninitialised tensor in shared memory, as default_collate makes them in workers."""
+    empty = _torch.empty(0, dtype=_TORCH_DTYPES[_np.dtype(dtype)])
+    numel = int(_np.prod(shape))
+    if hasattr(empty, "_typed_storage"):  # PyTorch 2
+        storage = empty._typed_storage()._new_shared(numel, device="cpu")
+    else:  # PyTorch 1.13
+        storage = empty.storage()._new_shared(numel)
+    return empty.new(storage).resize_(*shape)
+
+
 class Batch(tuple):
     """(images, labels) of a whole batch, as Dataset.__getitems__ returns it; collate passes it
     through unchanged."""
@@ -71,7 +82,8 @@ class Dataset(_data.Dataset):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
         self.threads = threads
-        self.dataset.batch_spec(1, dtype, layout, label)  # checks the options and the fixed size now
+        self._spec_options = dict(dtype=dtype, layout=layout, label=label)
+        self.dataset.batch_spec(1, **self._spec_options)  # checks the options and the fixed size now
 
     def __len__(self):
         return len(self.dataset)
@@ -82,8 +94,16 @@ class Dataset(_data.Dataset):
         return 1 if _data.get_worker_info() is not None else 0
 
     def __getitems__(self, indices):
-        images, labels = self.dataset.read_batch(indices, threads=self._threads(), **self.options)
-        return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+        if _data.get_worker_info() is None:
+            images, labels = self.dataset.read_batch(indices, threads=self._threads(), **self.options)
+            return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+        # In a DataLoader worker: straight into shared memory, which is how the batch travels to
+        # the main process (anything else would be copied there once more).
+        indices = _np.asarray(indices)
+        (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
+        images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
+        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), **self.options)
+        return Batch((images, labels))
 
     def __getitem__(self, i):
         if isinstance(i, (list, tuple, range, _np.ndarray, _torch.Tensor)) and getattr(i, "ndim", 1) == 1:
