@@ -256,3 +256,16 @@ def test_read_batch_fills_torch_tensors_in_place_through_dlpack(built):
         ds.read_batch(idx, label="index", out=(torch.empty(3, 24, 32, 3).permute(0, 3, 1, 2), labels))
     with pytest.raises(shardpack.Error, match="int64"):
         ds.read_batch(idx, label="index", out=(images, torch.empty(y.shape, dtype=torch.int32)))
+
+
+def test_the_process_exits_cleanly_with_a_loader_iterator_still_running(built):
+    # Python kills daemon threads at exit wherever they are; one killed inside read_batch would
+    # abort the process ("terminate called without an active exception", exit 134).
+    import subprocess
+    import sys
+    code = ("import shardpack.torch as spt\n"
+            f"it = iter(spt.Loader({built['onehot']!r}, batch_size=2, prefetch=1, threads=2))\n"
+            "next(it)\n")
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr

@@ -19,6 +19,7 @@ __getitems__), with a batch sampler and batch_size=None, so each index is a whol
     dl = DataLoader(spt.Dataset(path), sampler=BatchSampler(spt.Sampler(...), 64, drop_last=True),
                     batch_size=None, num_workers=2)
 """
+import atexit as _atexit
 import queue as _queue
 import threading as _threading
 import warnings as _warnings
@@ -202,6 +203,19 @@ class Sampler(_data.Sampler):
 
 _END = object()
 
+# Producer threads of Loader iterators still running. They are daemon threads (an abandoned
+# iterator must not keep the process alive), but Python 3.11 kills daemon threads at exit in
+# the middle of what they do, and a thread killed inside a C++ call (read_batch) aborts the
+# process. So they are stopped and joined at exit, before that happens.
+_producers = set()
+
+
+@_atexit.register
+def _stop_producers():
+    for stop, thread in list(_producers):
+        stop.set()
+        thread.join()
+
 
 class Loader:
     """Batches of torch tensors filled by the C++ reader's thread pool, `prefetch` batches ahead,
@@ -297,6 +311,7 @@ class Loader:
         producer = _threading.Thread(target=self._produce, args=(order, q, stop), daemon=True,
                                      name="shardpack.Loader")
         producer.start()
+        _producers.add((stop, producer))
         complete = False
         try:
             while True:
@@ -312,6 +327,7 @@ class Loader:
         finally:
             stop.set()
             producer.join()
+            _producers.discard((stop, producer))
             if complete:
                 # The epoch is over: the state says so (position at its end), or, when nobody
                 # called set_epoch for it, the next pass starts the next epoch.
