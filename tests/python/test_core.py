@@ -333,3 +333,15 @@ def test_the_thread_pool_works_in_a_forked_child(built):
         os.waitpid(pid, 0)
         pytest.fail("read_batch in a forked child hung")
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_out_arrays_in_pinned_memory_are_filled_and_gpu_arrays_refused(built):
+    # DLPack reports a pinned CPU tensor (PyTorch) as kDLCUDAHost: CPU memory, filled in place.
+    from dlpack_fake import gpu, pinned
+    ds = shardpack.open(built["index"])
+    want_x, want_y = ds.read_batch([2, 7], label="index")
+    x, y = np.zeros_like(want_x), np.zeros_like(want_y)
+    ds.read_batch([2, 7], label="index", out=(pinned(x), pinned(y)))
+    assert np.array_equal(x, want_x) and np.array_equal(y, want_y)
+    with pytest.raises(shardpack.Error, match="not in CPU memory"):
+        ds.read_batch([2, 7], label="index", out=(gpu(np.zeros_like(want_x)), y))
