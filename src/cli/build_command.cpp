@@ -19,7 +19,8 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--config", o.config, "Read options from a TOML/INI file (keys are long option names, e.g. size = \"512x512\"); the command line wins")
         ->check(CLI::ExistingFile);
     b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)")->required();
-    b->add_option("--out", o.out, "The dataset folder to write (created; an existing dataset is replaced atomically)")->required();
+    b->add_option("--out", o.out, "The dataset folder to write: missing, empty, or a shardpack dataset (replaced atomically); "
+                  "anything else is refused without --force")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     b->add_flag("--header", o.header, "The CSV's first row is a header (default: detected)");
     b->add_flag("--no-header", o.no_header, "The CSV has no header row (default: detected)");
@@ -55,6 +56,8 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--report", o.report, "Also write the JSON build report here (the dataset folder always gets report.json)");
     b->add_flag("--json", o.json, "Print the build report as JSON to stdout");
     b->add_flag("--full", o.full, "Decode every row again instead of taking unchanged rows back from the previous build");
+    b->add_flag("--force", o.force, "Write into a folder that is not empty and not a shardpack dataset (beside its files: "
+                "none is ever overwritten or removed), or replace a dataset of a newer format version");
     return b;
 }
 
@@ -134,6 +137,7 @@ build_options to_build_options(const build_command_options& o) {
     b.threads = o.threads;
     b.report_path = o.report;
     b.full = o.full;
+    b.force = o.force;
     return b;
 }
 

@@ -26,6 +26,7 @@ struct build_command_options {
     std::string report, config;
     bool json = false;
     bool full = false;
+    bool force = false;
 };
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);

@@ -31,6 +31,7 @@ struct build_options {
     unsigned threads = 0;          // 0: all cores
     std::string report_path;       // extra copy of the report; the dataset folder always gets one
     bool full = false;             // ignore the previous build: decode every row again
+    bool force = false;            // write into a folder that is not shardpack's (beside its files, never over them)
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
 };
 
