@@ -75,8 +75,11 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
     return s;
 }
 
-output_claim claim_output_folder(const std::string& dir, bool force, const std::vector<std::string>& inputs) {
-    if (dir.empty()) throw usage_error("--out: empty path");
+output_claim claim_output_folder(const std::string& given, bool force, const std::vector<std::string>& inputs) {
+    if (given.empty()) throw usage_error("--out: empty path");
+    // "DIR/" would resolve a link at DIR: the checks below look at DIR itself.
+    std::string dir = given;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     struct stat st {};
     output_claim c;
     if (::lstat(dir.c_str(), &st) == 0) {
@@ -153,7 +156,6 @@ bool may_be_dataset_file(const std::string& path) {
 }
 
 void refuse_input_in_output(const output_claim& claim, const std::string& path, const std::string& what) {
-    if (!may_be_dataset_file(path)) return;
     const std::string real = real_path_of(path);
     const fs::path p(real);
     const std::string parent = p.parent_path().string(), name = p.filename().string();

@@ -39,11 +39,13 @@ struct output_claim {
 output_claim claim_output_folder(const std::string& dir, bool force, const std::vector<std::string>& inputs = {});
 
 // usage_error when the file at `path` (described as `what`, e.g. "--csv list.csv" or
-// "list.csv:12: image x.png") lies in the claimed folder under a name a build writes or removes,
-// or below its .partial/: the build would overwrite or delete it.
+// "list.csv:12: image x.png"), links resolved, lies in the claimed folder under a name a build
+// writes or removes, or below its .partial/: the build would overwrite or delete it.
 void refuse_input_in_output(const output_claim& claim, const std::string& path, const std::string& what);
-// The cheap test before that one: whether the path's last component is such a name or the path
-// passes through a .partial folder. Most inputs fail it and need no file system call.
+// A cheap test before that one, for the many image and mask paths: whether the path's last
+// component is such a name or the path passes through a .partial folder. Most fail it and need
+// no file system call. (A link named otherwise that points at such a file is not found this
+// way; the list, class table and --report get the full test.)
 bool may_be_dataset_file(const std::string& path);
 
 }  // namespace shardpack

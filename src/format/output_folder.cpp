@@ -22,7 +22,9 @@ namespace {
 }
 }  // namespace
 
-std::shared_ptr<output_folder> output_folder::open(const std::string& path, bool create, bool follow_link) {
+std::shared_ptr<output_folder> output_folder::open(const std::string& given, bool create, bool follow_link) {
+    std::string path = given;  // "DIR/" would resolve a link at DIR despite O_NOFOLLOW
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
     if (create) {
         std::error_code ec;
         const std::filesystem::path p(path);
