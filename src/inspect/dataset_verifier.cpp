@@ -65,6 +65,12 @@ bool names_its_own_hash(const std::string& path, const std::string& name) {
     }
 }
 
+// A JSON value as text for a message, cut short.
+std::string brief(const detail::json& value) {
+    const std::string text = value.dump(-1);
+    return text.size() > 80 ? text.substr(0, 80) + "..." : text;
+}
+
 // Every member of `expected` must be in `actual` with the same value (members `actual` has
 // beyond those are left alone: a newer writer may add some). Mismatches are reported by path.
 template <class Report>
@@ -75,7 +81,7 @@ void compare_copy(const detail::json& expected, const detail::json* actual, cons
     }
     if (expected.is_object()) {
         if (!actual->is_object()) {
-            report(path + " is " + actual->dump(-1) + ", not an object");
+            report(path + " is " + brief(*actual) + ", not an object");
             return;
         }
         for (const auto& [key, value] : expected.as_object()) compare_copy(value, actual->find(key), path + "." + key, report);
@@ -83,7 +89,7 @@ void compare_copy(const detail::json& expected, const detail::json* actual, cons
     }
     if (expected.is_array()) {
         if (!actual->is_array() || actual->as_array().size() != expected.as_array().size()) {
-            report(path + " has " + (actual->is_array() ? std::to_string(actual->as_array().size()) + " entries" : actual->dump(-1)) +
+            report(path + " has " + (actual->is_array() ? std::to_string(actual->as_array().size()) + " entries" : brief(*actual)) +
                    ", the shards " + std::to_string(expected.as_array().size()));
             return;
         }
@@ -92,7 +98,7 @@ void compare_copy(const detail::json& expected, const detail::json* actual, cons
         return;
     }
     const std::string want = expected.dump(-1), have = actual->dump(-1);
-    if (want != have) report(path + " is " + (have.size() > 80 ? have.substr(0, 80) + "..." : have) + ", the shards say " + want);
+    if (want != have) report(path + " is " + brief(*actual) + ", the shards say " + want);
 }
 
 }  // namespace
