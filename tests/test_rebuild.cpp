@@ -107,6 +107,12 @@ std::string preload_write_fault() {
     return std::string("LD_PRELOAD=") + (asan.empty() ? "" : asan + ":") + SHARDPACK_WRITE_FAULT;
 }
 
+// LD_PRELOAD=... for the slow-open shim, the same way.
+std::string preload_slow_open() {
+    const std::string asan = shared_asan_runtime();
+    return std::string("LD_PRELOAD=") + (asan.empty() ? "" : asan + ":") + SHARDPACK_SLOW_OPEN;
+}
+
 std::vector<std::string> temporaries(const std::string& dir) {
     std::vector<std::string> found;
     for (const auto& e : fs::recursive_directory_iterator(dir))
@@ -256,11 +262,19 @@ TEST_CASE("kill -9 at 20 random moments of a build leaves the old dataset verify
         if (now == new_hash) REQUIRE(run_cli(f.build_args(out, {"--full"})).code == 0);  // the old one back, for the next try
     }
     REQUIRE(killed >= 5);  // kills landed before the switch, not only after
-    // The next build cleans up what the killed ones left.
+    // The next build cleans up what the killed ones left: only the replaced manifest's shards
+    // stay, for readers that read it, and the build after that removes them.
     REQUIRE(run_cli(args).code == 0);
     REQUIRE(temporaries(out).empty());
     REQUIRE_FALSE(fs::exists(out + "/.partial"));
-    const auto v = verify_dataset(out);
+    auto v = verify_dataset(out);
+    REQUIRE(v.ok());
+    for (const auto& w : v.warnings) {
+        INFO(w);
+        REQUIRE_THAT(w, Catch::Contains("is kept from the previous build"));
+    }
+    REQUIRE(run_cli(args).code == 0);
+    v = verify_dataset(out);
     for (const auto& w : v.warnings) UNSCOPED_INFO(w);
     REQUIRE(v.ok());
     REQUIRE(v.warnings.empty());  // no extra shard left either
@@ -342,4 +356,53 @@ TEST_CASE("a real full disk: a tiny tmpfs", "[rebuild][io][tmpfs]") {
     REQUIRE(r.code == 1);
     REQUIRE_THAT(r.err, Catch::Contains("No space left on device"));
     REQUIRE(intact);
+}
+
+// A reader that read manifest.json must still find the shards it names while rebuilds publish:
+// a build keeps the replaced manifest's shards until the next build, and dataset::open tries
+// once more when the manifest changed under it. The reader here is `shardpack inspect`, whose
+// every shard open is slowed by 5 ms (a slow file system), in a loop in its own process.
+TEST_CASE("a reader opening in a loop while rebuilds with changing content run never misses a shard", "[rebuild][reader]") {
+    fixture f(24, 64, 48);
+    const std::string out = f.dir / "ds";
+    auto args = [&](int seed) {
+        return f.build_args(out, {"--size", "32x24", "--shard-size", "4KiB", "--shuffle", "--seed", std::to_string(seed)});
+    };
+    REQUIRE(run_cli(args(0)).code == 0);
+    REQUIRE(dataset::open(out).shard_count() >= 8);
+    const std::string stop = f.dir / "stop", log = f.dir / "reader.log", done = f.dir / "opened";
+    const std::string script = "n=0; while [ ! -e '" + stop + "' ]; do n=$((n+1)); " + preload_slow_open() +
+                               " SHARDPACK_SLOW_OPEN_US=5000 '" + SHARDPACK_CLI + "' inspect '" + out + "' >/dev/null 2>>'" + log +
+                               "' || echo FAILED >>'" + log + "'; echo >>'" + done + "'; done; echo opens $n >>'" + log + "'";
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t reader = ::fork();
+    REQUIRE(reader >= 0);
+    if (reader == 0) {
+        ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+        std::_Exit(127);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    int builds = 0;
+    // At least 10 rebuilds, and on until the reader has opened at least 10 times, within 20 s.
+    // The builds are spaced 300 ms apart, as rebuilds from cron are: the guarantee is for a
+    // reader whose open takes less than the time between two publishes (a reader slower than
+    // that sees the shards of the manifest it read removed by the publish after next, however
+    // often it retries).
+    auto reader_opens = [&] { return fs::exists(done) ? fs::file_size(done) : std::uintmax_t(0); };
+    for (int seed = 1; std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20); ++seed) {
+        builds += run_cli(args(seed)).code == 0;
+        if (seed >= 10 && reader_opens() >= 10) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }
+    write_file(stop, "");
+    int status = 0;
+    ::waitpid(reader, &status, 0);
+    const std::string text = read_file(log);
+    INFO(text);
+    REQUIRE(builds >= 5);
+    REQUIRE(text.find("FAILED") == std::string::npos);
+    const auto at = text.find("opens ");
+    REQUIRE(at != std::string::npos);
+    REQUIRE(std::stoi(text.substr(at + 6)) >= 10);
 }

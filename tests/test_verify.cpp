@@ -156,8 +156,9 @@ TEST_CASE("verify reports missing or mistyped manifest hashes as damage and stil
 }
 
 // Found by tests/fuzz/fuzz_manifest (an ASan heap-use-after-free): `shardpack inspect` printed a
-// class colour from the manifest as a[0], a[1], a[2] whatever the array's length.
-TEST_CASE("inspect refuses a manifest class colour that is not three values, without reading past it", "[verify][inspect]") {
+// class colour from the manifest as a[0], a[1], a[2] whatever the array's length. It now shows
+// the shards' classes and flags the manifest's copy as contradicting them.
+TEST_CASE("inspect shows the shards' class colours when the manifest's are not three values, without reading past it", "[verify][inspect]") {
     temp_dir dir("icolour");
     write_synthetic(dir.str(), small());
     const std::string manifest = read_file(dir / "manifest.json");
@@ -173,6 +174,93 @@ TEST_CASE("inspect refuses a manifest class colour that is not three values, wit
         m.set("classes", classes);
         write_file(dir / "manifest.json", m.dump());
         INFO(colour);
-        REQUIRE_THROWS_WITH(format_inspection(inspect_dataset(dir.str())), Catch::Contains("values, not 3"));
+        const std::string text = format_inspection(inspect_dataset(dir.str()));
+        REQUIRE_THAT(text, Catch::Contains("contradicts the shards") && Catch::Contains("classes[0].color") &&
+                               Catch::Contains("class1") && Catch::Contains("(1,2,3)"));
+        REQUIRE_FALSE(verify_dataset(dir.str()).ok());
+    }
+}
+
+TEST_CASE("verify flags a manifest schema or class copy that contradicts the shards, and inspect shows the shards'", "[verify][inspect]") {
+    temp_dir dir("vschema");
+    write_synthetic(dir.str(), small());
+    const std::string manifest = read_file(dir / "manifest.json");
+    REQUIRE(verify_dataset(dir.str()).ok());
+
+    auto edited = [&](auto edit) {
+        auto m = detail::json::parse(manifest);
+        edit(m);
+        write_file(dir / "manifest.json", m.dump());
+    };
+    auto problems_of = [&] {
+        std::string all;
+        for (const auto& p : verify_dataset(dir.str()).problems) all += p + "\n";
+        return all;
+    };
+
+    SECTION("image channels and order") {
+        edited([](detail::json& m) {
+            detail::json schema = m.at("schema");
+            detail::json image = schema.at("image");
+            image.set("channels", 1);
+            image.set("channel_order", "L");
+            schema.set("image", image);
+            m.set("schema", schema);
+        });
+        const std::string p = problems_of();
+        REQUIRE_THAT(p, Catch::Contains("schema.image.channels is 1, the shards say 3") &&
+                            Catch::Contains("schema.image.channel_order is \"L\", the shards say \"RGB\""));
+        const std::string text = format_inspection(inspect_dataset(dir.str()));
+        REQUIRE_THAT(text, Catch::Contains("contradicts the shards") && Catch::Contains("image        RGB uint8"));
+        REQUIRE(inspect_dataset(dir.str()).at("schema").at("image").at("channels").as_u64() == 3);
+    }
+    SECTION("a class renamed, a class missing, the class count") {
+        edited([](detail::json& m) {
+            detail::json classes = detail::json::array();
+            detail::json first = m.at("classes").as_array()[0];
+            first.set("name", "ocean");
+            classes.push(first);
+            classes.push(m.at("classes").as_array()[1]);
+            m.set("classes", classes);
+            detail::json schema = m.at("schema");
+            schema.set("classes", 2);
+            m.set("schema", schema);
+        });
+        const std::string p = problems_of();
+        REQUIRE_THAT(p, Catch::Contains("classes has 2 entries, the shards 3") && Catch::Contains("schema.classes is 2, the shards say 3"));
+        edited([](detail::json& m) {
+            detail::json classes = m.at("classes");
+            detail::json renamed = detail::json::array();
+            for (std::size_t i = 0; i < classes.as_array().size(); ++i) {
+                detail::json c = classes.as_array()[i];
+                if (i == 2) c.set("name", "ocean");
+                renamed.push(c);
+            }
+            m.set("classes", renamed);
+        });
+        REQUIRE_THAT(problems_of(), Catch::Contains("classes[2].name is \"ocean\", the shards say \"class2\""));
+        REQUIRE_THAT(format_inspection(inspect_dataset(dir.str())), Catch::Contains("class2") && !Catch::Contains("  ocean"));
+    }
+    SECTION("the schema copy missing") {
+        edited([](detail::json& m) {
+            detail::json out = detail::json::object();
+            for (const auto& [k, v] : m.as_object())
+                if (k != "schema") out.set(k, v);
+            m = out;
+        });
+        REQUIRE_THAT(problems_of(), Catch::Contains("manifest.json: schema is missing"));
+    }
+    SECTION("members reordered or added are no contradiction") {
+        edited([](detail::json& m) {
+            detail::json schema = detail::json::object();
+            const auto& members = m.at("schema").as_object();
+            for (auto it = members.rbegin(); it != members.rend(); ++it) schema.set(it->first, it->second);
+            schema.set("added_by_a_newer_writer", true);
+            m.set("schema", schema);
+        });
+        const auto v = verify_dataset(dir.str());
+        for (const auto& p : v.problems) UNSCOPED_INFO(p);
+        REQUIRE(v.ok());
+        REQUIRE(inspect_dataset(dir.str()).find("manifest_contradictions") == nullptr);
     }
 }

@@ -53,11 +53,19 @@
 //   key()) are valid while the sample they came from is; taking a view from a temporary sample
 //   (auto img = ds.at(i).image();) does not compile, and a temporary's key() is a std::string.
 //
+// REBUILDS
+//   A rebuild replaces manifest.json atomically and keeps the shards of the manifest it
+//   replaced until the next build, so a reader that read the previous manifest still opens its
+//   shards. open() maps every shard it opens (a mapped shard stays readable after a rebuild
+//   removes its name); if opening fails and manifest.json was replaced meanwhile, it reads the
+//   new manifest and tries again (up to 8 attempts, each one after a replaced manifest).
+//
 // FORMAT
 //   formats/shardpack-v1.md describes every byte. This reader accepts major version 1, any
 //   minor version, skips optional sections it does not know and refuses unknown required
 //   sections and feature bits.
 #pragma once
+#include <sys/stat.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -325,6 +333,8 @@ private:
     friend class sample;
     std::shared_ptr<const detail::dataset_state> s_;
 
+    static dataset open_once(const std::string& folder, const open_options& options);
+
     void locate(std::size_t i, std::size_t& shard, std::size_t& local) const {
         if (i >= size())
             throw error(s_->path + ": index " + std::to_string(i) + " is out of range (" + std::to_string(size()) + " records)");
@@ -342,7 +352,47 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Implementation
 
+namespace detail {
+// What tells one manifest.json from the next: a rebuild renames a new file over it.
+struct file_identity {
+    bool exists = false;
+    std::uint64_t device = 0, inode = 0, size = 0;
+    std::int64_t mtime_ns = 0;
+    bool operator==(const file_identity& o) const {
+        return exists == o.exists && device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+    }
+};
+inline file_identity identify_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
+            std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+}  // namespace detail
+
+// A rebuild publishing while open() reads can remove a shard the manifest it read names (the
+// shards of the manifest before the previous one). The failure then concerns a dataset that is
+// no longer current: when manifest.json has been replaced since the attempt began, it opens the
+// current one (up to 8 attempts in all).
 inline dataset dataset::open(const std::string& folder, const open_options& options) {
+    const std::string manifest_path = folder + "/" + manifest_file_name;
+    // A reader slower than the rebuilds (a slow file system, many shards) can see the manifest
+    // replaced more than once while it opens; it tries again while each failure coincides with
+    // a new manifest, a bounded number of times.
+    constexpr int max_attempts = 8;
+    detail::file_identity before = detail::identify_file(manifest_path);
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return open_once(folder, options);
+        } catch (const error&) {
+            const detail::file_identity after = detail::identify_file(manifest_path);
+            if (attempt == max_attempts || !after.exists || after == before) throw;
+            before = after;
+        }
+    }
+}
+
+inline dataset dataset::open_once(const std::string& folder, const open_options& options) {
     using namespace detail;
     auto st = std::make_shared<dataset_state>();
     st->path = folder;

@@ -66,7 +66,8 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)");
     b->add_option("--images", o.images, "Instead of --csv: a folder with one subfolder per class, or with --masks the images");
     b->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
-    b->add_option("--out", o.out, "The dataset folder to write (created; an existing dataset is replaced atomically)")->required();
+    b->add_option("--out", o.out, "The dataset folder to write: missing, empty, or a shardpack dataset (replaced atomically); "
+                  "anything else is refused without --force")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     b->add_flag("--header", o.header, "The CSV's first row is a header (default: detected)");
     b->add_flag("--no-header", o.no_header, "The CSV has no header row (default: detected)");
@@ -109,6 +110,8 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--partition", o.partition, "K/N: pack only the K-th of N contiguous slices of the output order (0 <= K < N), "
                   "for `shardpack merge`; slurm: K and N from the job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT)");
     b->add_flag("--full", o.full, "Decode every row again instead of taking unchanged rows back from the previous build");
+    b->add_flag("--force", o.force, "Write into a folder that is not empty and not a shardpack dataset (beside its files: "
+                "none is ever overwritten or removed), or replace a dataset of a newer format version");
     return b;
 }
 
@@ -256,6 +259,7 @@ build_options to_build_options(const build_command_options& o) {
     if (!b.report_path.empty()) check_report_path(b.report_path, o.out);
     b.full = o.full;
     if (!o.partition.empty()) b.partition = parse_partition(o.partition);
+    b.force = o.force;
     return b;
 }
 

@@ -31,6 +31,7 @@ struct build_command_options {
     unsigned color_tolerance = 0;
     std::string mask_values = "auto", ignore_values;
     std::string images, masks;  // --images DIR [--masks DIR] instead of --csv
+    bool force = false;
 };
 
 // --ignore-values "255,0": the values, each 0..65535; throws usage_error naming a bad one.

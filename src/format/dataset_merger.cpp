@@ -15,6 +15,8 @@
 #include "format/dataset_writer.hpp"
 #include "format/input_fingerprints.hpp"
 #include "format/output_file.hpp"
+#include "format/folder_ownership.hpp"
+#include "format/output_folder.hpp"
 #include "format/output_lock.hpp"
 #include "pipeline/partition.hpp"
 #include "shardpack/detail/xxhash.hpp"
@@ -164,8 +166,27 @@ merge_result merge_parts(const merge_options& o) {
     }
     std::vector<std::unique_ptr<output_lock>> part_locks;
     for (const auto& p : parts) part_locks.push_back(std::make_unique<output_lock>(p.path));
+    // The output folder is claimed as a build claims it: missing, empty or a shardpack dataset,
+    // never a link, and never one of the parts or a folder holding them.
     std::unique_ptr<output_lock> lock;
-    if (!o.check_only) lock = std::make_unique<output_lock>(o.out_dir);
+    std::shared_ptr<output_folder> out_folder;
+    if (!o.check_only) {
+        std::vector<std::string> part_paths;
+        for (const auto& p : parts) part_paths.push_back(p.path);
+        const output_claim claim = claim_output_folder(o.out_dir, false, part_paths);
+        std::error_code ec;
+        for (const auto& p : parts) {
+            const std::string part_real = std::filesystem::weakly_canonical(std::filesystem::absolute(p.path), ec).string();
+            const auto inside = [](const std::string& inner, const std::string& outer) {
+                return inner == outer || inner.compare(0, outer.size() + 1, outer + "/") == 0;
+            };
+            if (inside(part_real, claim.real_path) || inside(claim.real_path, part_real))
+                throw usage_error("--out " + o.out_dir + " is or holds the part " + part_name(p) +
+                                  "; merge into a folder of its own");
+        }
+        out_folder = claim.folder;
+        lock = std::make_unique<output_lock>(*out_folder);
+    }
 
     merge_result r;
     r.parts = parts.size();
@@ -189,6 +210,7 @@ merge_result merge_parts(const merge_options& o) {
             first_part = false;
             dataset_writer_options wo;
             wo.out_dir = o.out_dir;
+            wo.folder = out_folder;
             const json& m = ds.manifest();
             wo.shard_size = m.at("build").at("shard_size").as_u64();
             wo.schema = first.schema();

@@ -14,6 +14,9 @@
 #include <algorithm>
 
 #include "errors.hpp"
+#include "format/dataset_names.hpp"
+#include "format/folder_ledger.hpp"
+#include "format/folder_ownership.hpp"
 #include "format/output_file.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
@@ -64,28 +67,38 @@ json classes_to_json(const std::vector<detail::class_record>& classes) {
 namespace {
 
 // Removes what an interrupted or killed build left: shards being written, half-written small
-// files. Called under the output lock, so no other build is writing them.
-void remove_stale_temporaries(const std::string& dir) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) return;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind(".tmp-", 0) == 0 || name.find(".tmp-") != std::string::npos) fs::remove(entry.path(), ec);
-    }
+// files. Called under the output lock, so no other build is writing them. Only names of the
+// forms a build gives its temporaries are touched.
+void remove_stale_temporaries(const output_folder& folder) {
+    for (const auto& name : folder.names())
+        if (is_temporary_name(name)) folder.remove(name);
 }
 
-std::string read_first_line(const std::string& path) {
-    std::ifstream in(path);
-    std::string line;
-    std::getline(in, line);
-    return line;
+// Empties .partial/ of what a build put there: finished shards and their fingerprints.
+// What a build leaves in .partial/: finished shards and their fingerprints for a resumed build,
+// and, from a --on-error skip build that published nothing, its rejected.csv and report.json.
+void clear_partial(const output_folder& partial) {
+    for (const auto& name : partial.names())
+        if (is_shard_name(name) || is_temporary_name(name) || name == dataset_writer::fingerprints_file ||
+            name == "rejected.csv" || name == "report.json")
+            partial.remove(name);
+}
+
+std::string read_first_line(const output_folder& folder, const std::string& name) {
+    const int fd = ::openat(folder.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return {};
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    const std::string text(buf, n > 0 ? std::size_t(n) : 0);
+    return text.substr(0, text.find('\n'));
 }
 
 // Appends the pieces one after the other (in pieces, so that a big text need not be copied
 // into one string first).
-void append_durably(const std::string& path, std::initializer_list<std::string_view> pieces) {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) throw io_error("cannot open " + path + ": " + std::strerror(errno));
+void append_durably(const output_folder& folder, const std::string& name, std::initializer_list<std::string_view> pieces) {
+    const std::string path = folder.path_of(name);
+    const int fd = folder.open_append(name);
     for (const std::string_view text : pieces) {
         std::size_t done = 0;
         while (done < text.size()) {
@@ -105,23 +118,30 @@ void append_durably(const std::string& path, std::initializer_list<std::string_v
     if (rc != 0) throw io_error("cannot sync " + path + ": " + std::strerror(err));
 }
 
+// After the publish: a file that cannot be removed is left for the next build, not an error.
+void remove_quietly(const output_folder& folder, const std::string& name) {
+    try {
+        folder.remove(name);
+    } catch (const std::exception&) {
+    }
+}
+
 }  // namespace
 
-dataset_writer::dataset_writer(dataset_writer_options options)
-    : opt_(std::move(options)), partial_(opt_.out_dir + "/" + partial_dir) {
+dataset_writer::dataset_writer(dataset_writer_options options) : opt_(std::move(options)) {
     if (opt_.shard_size < 4096) throw usage_error("--shard-size must be at least 4096 bytes");
-    std::error_code ec;
-    fs::create_directories(partial_, ec);
-    if (ec) throw io_error("cannot create " + partial_ + ": " + ec.message());
-    remove_stale_temporaries(opt_.out_dir);
-    remove_stale_temporaries(partial_);
+    folder_ = opt_.folder ? opt_.folder : output_folder::open(opt_.out_dir, true);
+    // The mark that this folder is shardpack's, before anything else is written into it.
+    if (!folder_ledger::load(*folder_)) folder_ledger{}.store(*folder_);
+    if (opt_.remove_leftovers) remove_stale_temporaries(*folder_);
+    partial_ = folder_->subfolder(partial_dir, true);
+    if (opt_.remove_leftovers) remove_stale_temporaries(*partial_);
     // Finished shards of an interrupted build with the same options stay, for reuse; any
     // others are of no use.
-    const std::string list = partial_ + "/" + fingerprints_file;
     const std::string header = format_fingerprint_header("partial", opt_.options_digest);
-    if (read_first_line(list) + "\n" != header) {
-        for (const auto& entry : fs::directory_iterator(partial_)) fs::remove_all(entry.path(), ec);
-        append_durably(list, {header});
+    if (read_first_line(*partial_, fingerprints_file) + "\n" != header) {
+        clear_partial(*partial_);
+        append_durably(*partial_, fingerprints_file, {header});
     }
     header_length_ = build_shard_header(opt_.schema, opt_.classes, {}, opt_.extra_sections).size();
     if (header_length_ > detail::max_header_bytes)
@@ -156,9 +176,9 @@ bool dataset_writer::cut_after(std::uint64_t stored_size, std::uint64_t key_hash
 
 void dataset_writer::open_real_shard() {
     const std::size_t number = done_.size();
-    current_temp_ = opt_.out_dir + "/.tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(number) + ".spk";
+    current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(number) + ".spk";
     const shard_identity id{number, records_ - extent_.count(), opt_.uses_zstd};
-    current_ = std::make_unique<shard_writer>(current_temp_, opt_.schema, opt_.classes, id, opt_.extra_sections);
+    current_ = std::make_unique<shard_writer>(*folder_, current_temp_, opt_.schema, opt_.classes, id, opt_.extra_sections);
 }
 
 // The previous shard turned out not to be equal after all: write what was held back. The
@@ -177,6 +197,7 @@ void dataset_writer::add(const record_view& record, std::uint64_t key_hash, cons
     if (local == 0 && origin.shard && origin.local == 0 && origin.shard->header().shard_number == done_.size() &&
         origin.shard->header().first_record == records_ && origin.shard->record_count() > 0) {
         adopt_ = origin.shard;
+        adopt_in_partial_ = origin.path != folder_->path_of(origin.shard->name());
         adopt_path_ = origin.path;
     }
     if (adopt_ && origin.shard == adopt_ && origin.local == local && local < adopt_->record_count()) {
@@ -204,7 +225,7 @@ void dataset_writer::finish_shard() {
             s.hash = h;
             s.bytes = adopt_->size();
             s.file = adopt_->name();
-            s.path = adopt_path_;
+            s.in_partial = adopt_in_partial_;
             s.reused = true;
             if (opt_.adopt != dataset_writer_options::adopt_mode::move) bring_in(s);
         }
@@ -217,17 +238,18 @@ void dataset_writer::finish_shard() {
         char name[64];
         std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", done_.size(), hex64(s.hash).c_str());
         s.file = name;
-        s.path = partial_ + "/" + s.file;
-        rename_durably(current_temp_, s.path);
+        s.in_partial = true;
+        folder_->rename(current_temp_, *partial_, s.file);
+        partial_->sync();
         current_.reset();
         current_temp_.clear();
     }
     const std::string group_head = format_fingerprint_group_head(s.file, s.records);
-    if (!s.reused) append_durably(partial_ + "/" + fingerprints_file, {group_head, fingerprint_lines_});
+    if (!s.reused) append_durably(*partial_, fingerprints_file, {group_head, fingerprint_lines_});
     // Every shard's fingerprints, for the published list; streamed to a file to keep memory flat.
     if (!all_fingerprints_) {
-        all_fingerprints_path_ = opt_.out_dir + "/.tmp-" + std::to_string(::getpid()) + "-fingerprints.tsv";
-        all_fingerprints_ = std::make_unique<output_file>(all_fingerprints_path_);
+        all_fingerprints_name_ = ".tmp-" + std::to_string(::getpid()) + "-fingerprints.tsv";
+        all_fingerprints_ = std::make_unique<output_file>(*folder_, all_fingerprints_name_);
     }
     all_fingerprints_->write(group_head.data(), group_head.size());
     all_fingerprints_->write(fingerprint_lines_.data(), fingerprint_lines_.size());
@@ -241,20 +263,19 @@ void dataset_writer::finish_shard() {
 // A shard taken over from another dataset (a merge's part): placed in .partial/ under its name
 // by a hard link or a copy, never by moving or changing the source.
 void dataset_writer::bring_in(published_shard& s) {
-    const std::string target = partial_ + "/" + s.file;
-    std::error_code ec;
-    fs::remove(target, ec);  // left by an interrupted run; same name, same bytes
-    if (opt_.adopt == dataset_writer_options::adopt_mode::link && ::link(s.path.c_str(), target.c_str()) == 0) {
+    partial_->remove(s.file);  // left by an interrupted run; same name, same bytes
+    s.in_partial = true;
+    if (opt_.adopt == dataset_writer_options::adopt_mode::link &&
+        ::linkat(AT_FDCWD, adopt_path_.c_str(), partial_->fd(), s.file.c_str(), 0) == 0) {
         ++shards_linked_;
-        s.path = target;
+        partial_->sync();
         return;
     }
-    const std::string temp = opt_.out_dir + "/.tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(done_.size()) + ".spk";
-    current_temp_ = temp;  // removed by discard() if the copy stops half way
-    {
-        const int in = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
-        if (in < 0) throw io_error("cannot open " + s.path + ": " + std::strerror(errno));
-        output_file out(temp);
+    current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(done_.size()) + ".spk";
+    {  // removed by discard() if the copy stops half way
+        const int in = ::open(adopt_path_.c_str(), O_RDONLY | O_CLOEXEC);
+        if (in < 0) throw io_error("cannot open " + adopt_path_ + ": " + std::strerror(errno));
+        output_file out(*folder_, current_temp_);
         std::vector<char> chunk(1 << 20);
         for (;;) {
             const ssize_t n = ::read(in, chunk.data(), chunk.size());
@@ -262,7 +283,7 @@ void dataset_writer::bring_in(published_shard& s) {
             if (n < 0) {
                 const int err = errno;
                 ::close(in);
-                throw io_error("cannot read " + s.path + ": " + std::strerror(err));
+                throw io_error("cannot read " + adopt_path_ + ": " + std::strerror(err));
             }
             if (n == 0) break;
             out.write(chunk.data(), std::size_t(n));
@@ -271,9 +292,9 @@ void dataset_writer::bring_in(published_shard& s) {
         out.sync();
         out.close();
     }
-    rename_durably(temp, target);
+    folder_->rename(current_temp_, *partial_, s.file);
+    partial_->sync();
     current_temp_.clear();
-    s.path = target;
 }
 
 json dataset_writer::publish() {
@@ -281,13 +302,9 @@ json dataset_writer::publish() {
 
     std::vector<unsigned char> shard_hashes;  // the content hash covers these, in order
     json shards = json::array();
-    std::set<std::string> keep;
-    std::string fingerprint_groups;
+    std::set<std::string> named;  // by the new manifest
     for (const auto& s : done_) {
-        const std::string final_path = opt_.out_dir + "/" + s.file;
-        if (s.path != final_path && std::rename(s.path.c_str(), final_path.c_str()) != 0)
-            throw io_error("cannot move " + s.path + " to " + final_path + ": " + std::strerror(errno));
-        keep.insert(s.file);
+        named.insert(s.file);
         shard_hashes.resize(shard_hashes.size() + 8);
         detail::store_u64(shard_hashes.data() + shard_hashes.size() - 8, s.hash);
         json e = json::object();
@@ -298,7 +315,20 @@ json dataset_writer::publish() {
         e.set("xxh3", hex64(s.hash));
         shards.push(e);
     }
-    sync_directory(opt_.out_dir);
+
+    // The ledger first: the shards about to be named and those of the current manifest, so
+    // that whatever moment a crash comes, every shard of ours in the folder stays listed and a
+    // later build can prove it its own.
+    std::set<std::string> current;  // named by the manifest in place now
+    if (const auto m = read_manifest_summary(*folder_)) current.insert(m->shards.begin(), m->shards.end());
+    folder_ledger ledger = folder_ledger::load(*folder_).value_or(folder_ledger{});
+    ledger.retained.insert(current.begin(), current.end());
+    ledger.pending.insert(named.begin(), named.end());
+    ledger.store(*folder_);
+
+    for (const auto& s : done_)
+        if (s.in_partial) partial_->rename(s.file, *folder_, s.file);
+    folder_->sync();
 
     json m = json::object();
     m.set("format", "shardpack");
@@ -317,33 +347,55 @@ json dataset_writer::publish() {
     m.set("tool", tool);
     m.set("libraries", opt_.libraries);
     if (!opt_.partition.is_null()) m.set("partition", opt_.partition);
-    write_file_atomically(opt_.out_dir + "/" + manifest_file_name, m.dump());
+    folder_->write_atomically(manifest_file_name, m.dump());
     published_ = true;
 
     // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
     // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
     {
         const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
-        const std::string final_path = opt_.out_dir + "/" + fingerprints_file;
-        const std::string tmp = final_path + ".tmp-" + std::to_string(::getpid());
+        const std::string tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
         all_fingerprints_->close();
-        output_file out(tmp);
+        folder_->remove(tmp);
+        output_file out(*folder_, tmp);
         out.write(header.data(), header.size());
-        std::ifstream in(all_fingerprints_path_, std::ios::binary);
+        const int fd = ::openat(folder_->fd(), all_fingerprints_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) throw io_error("cannot read " + folder_->path_of(all_fingerprints_name_) + ": " + std::strerror(errno));
         std::vector<char> chunk(1 << 16);
-        while (in.read(chunk.data(), std::streamsize(chunk.size())) || in.gcount() > 0)
-            out.write(chunk.data(), std::size_t(in.gcount()));
+        while (true) {
+            const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                const int err = errno;
+                ::close(fd);
+                throw io_error("cannot read " + folder_->path_of(all_fingerprints_name_) + ": " + std::strerror(err));
+            }
+            if (n == 0) break;
+            out.write(chunk.data(), std::size_t(n));
+        }
+        ::close(fd);
         out.sync();
         out.close();
-        rename_durably(tmp, final_path);
+        folder_->rename(tmp, *folder_, fingerprints_file);
+        folder_->sync();
         all_fingerprints_.reset();
-        std::remove(all_fingerprints_path_.c_str());
+        remove_quietly(*folder_, all_fingerprints_name_);
     }
-    std::error_code ec;
-    fs::remove_all(partial_, ec);
-    for (const auto& entry : fs::directory_iterator(opt_.out_dir)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("shard-", 0) == 0 && entry.path().extension() == ".spk" && !keep.count(name)) fs::remove(entry.path(), ec);
+
+    // Shards no manifest of the last two builds names (the new one and the one it replaced)
+    // go; the replaced manifest's others stay until the next build, for readers that read it.
+    for (const auto& set : {ledger.retained, ledger.pending})
+        for (const auto& name : set)
+            if (!named.count(name) && !current.count(name)) remove_quietly(*folder_, name);
+    folder_ledger after;
+    for (const auto& name : current)
+        if (!named.count(name)) after.retained.insert(name);
+    try {
+        after.store(*folder_);
+        clear_partial(*partial_);
+        folder_->remove_empty_folder(partial_dir);
+    } catch (const std::exception&) {
+        // The dataset is published; what is left here the next build tidies.
     }
     return m;
 }
@@ -351,8 +403,9 @@ json dataset_writer::publish() {
 void dataset_writer::discard() {
     current_.reset();
     all_fingerprints_.reset();
-    if (!all_fingerprints_path_.empty()) std::remove(all_fingerprints_path_.c_str());
-    if (!current_temp_.empty()) std::remove(current_temp_.c_str());
+    if (!all_fingerprints_name_.empty()) remove_quietly(*folder_, all_fingerprints_name_);
+    all_fingerprints_name_.clear();
+    if (!current_temp_.empty()) remove_quietly(*folder_, current_temp_);
     current_temp_.clear();
 }
 

@@ -5,9 +5,13 @@
 //   shard is fsynced and moved to .partial/ under its final, content-addressed name, and its
 //   records' input fingerprints are appended to .partial/fingerprints.tsv: an interrupted build
 //   keeps its finished shards, and the next build takes them back.
-// - publish() moves the shards into the folder, writes manifest.json by an atomic rename (the
-//   switch from the old dataset to the new one), then fingerprints.tsv, and removes .partial/
-//   and the shards only the old manifest named.
+// - publish() lists the shards it is about to name and the current manifest's in the folder's
+//   ledger (.shardpack), moves the shards into the folder, writes manifest.json by an atomic
+//   rename (the switch from the old dataset to the new one), then fingerprints.tsv. It removes
+//   the shards no manifest of the last two builds names (those of the previous manifest stay
+//   until the next build, for readers that read it), then .partial/.
+// - Every file operation goes through the folder's descriptor and never follows a link
+//   (output_folder); only names shardpack gives files (dataset_names.hpp) are ever removed.
 // - Shard boundaries depend only on the sequence of records (their keys and stored sizes), so
 //   a record that changes moves no boundary far from it. A shard whose records are exactly
 //   those of a previous build's shard at the same position is not written at all: the old file
@@ -22,6 +26,7 @@
 #include "format/stored_record.hpp"
 #include "format/input_fingerprints.hpp"
 #include "format/output_file.hpp"
+#include "format/output_folder.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/detail/shard_file.hpp"
@@ -30,6 +35,12 @@ namespace shardpack {
 
 struct dataset_writer_options {
     std::string out_dir;
+    // The output folder, opened once by the caller (claim_output_folder checks that shardpack
+    // may write there); when null, out_dir is opened, and created if missing.
+    std::shared_ptr<output_folder> folder;
+    // Remove temporaries a build that died left (names of dataset_names.hpp's temporary forms).
+    // The build turns this off in a folder that was not shardpack's before it.
+    bool remove_leftovers = true;
     std::uint64_t shard_size = std::uint64_t(256) << 20;  // a shard never grows beyond this (unless one record does)
     detail::schema_record schema;
     std::vector<detail::class_record> classes;
@@ -57,8 +68,8 @@ struct record_origin {
 struct published_shard {
     std::string file;
     std::uint64_t records = 0, first_record = 0, bytes = 0, hash = 0;
-    std::string path;     // where the finished file is now
-    bool reused = false;  // kept from a previous build rather than written
+    bool in_partial = true;  // in .partial/ (else already in the folder: a published shard kept)
+    bool reused = false;     // kept from a previous build rather than written
 };
 
 class dataset_writer {
@@ -87,13 +98,14 @@ public:
 private:
     dataset_writer_options opt_;
     std::uint64_t header_length_ = 0;
-    std::string partial_;  // out_dir/.partial
+    std::shared_ptr<output_folder> folder_, partial_;  // out_dir and out_dir/.partial
     // The shard being filled.
     shard_extent extent_;
     std::unique_ptr<shard_writer> current_;
-    std::string current_temp_;
+    std::string current_temp_;  // its name in the folder
     const detail::shard_file* adopt_ = nullptr;  // the previous shard this one may turn out to equal
-    std::string adopt_path_;
+    bool adopt_in_partial_ = false;
+    std::string adopt_path_;  // where the adopted shard's file lies (a merge's part, for bring_in)
     std::vector<record_view> pending_;           // records not written while adopt_ may hold
     // The shard's records' fingerprints, as the lines of its group in fingerprints.tsv: text
     // takes about half the memory of record_fingerprint structs, and a shard can hold hundreds
@@ -101,7 +113,7 @@ private:
     std::string fingerprint_lines_;
     std::vector<published_shard> done_;
     std::unique_ptr<output_file> all_fingerprints_;  // every finished shard's group, for publish()
-    std::string all_fingerprints_path_;
+    std::string all_fingerprints_name_;
     std::uint64_t records_ = 0;
     bool published_ = false;
     std::uint64_t shards_linked_ = 0;

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "errors.hpp"
+#include "format/output_folder.hpp"
 
 namespace shardpack {
 namespace {
@@ -20,8 +21,13 @@ constexpr std::size_t buffer_size = 1 << 20;
 }  // namespace
 
 output_file::output_file(std::string path) : path_(std::move(path)), buffer_(buffer_size) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd_ < 0) fail("create", path_, errno);
+}
+
+output_file::output_file(const output_folder& folder, const std::string& name)
+    : path_(folder.path_of(name)), buffer_(buffer_size) {
+    fd_ = folder.create_new(name);
 }
 
 output_file::~output_file() {
@@ -92,17 +98,13 @@ void rename_durably(const std::string& from, const std::string& to) {
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-    const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-    try {
-        output_file f(tmp);
-        f.write(contents.data(), contents.size());
-        f.sync();
-        f.close();
-        rename_durably(tmp, path);
-    } catch (...) {
-        std::remove(tmp.c_str());
-        throw;
-    }
+    const std::filesystem::path p(path);
+    const std::string name = p.filename().string();
+    if (name.empty() || name == "." || name == "..") throw io_error("cannot write " + path + ": not a file name");
+    // The folder is the one the caller named (links before the last component are followed as
+    // usual); inside it nothing goes through a link.
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : ".";
+    output_folder::open(dir, false, true)->write_atomically(name, contents);
 }
 
 }  // namespace shardpack

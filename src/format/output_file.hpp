@@ -8,9 +8,14 @@
 
 namespace shardpack {
 
+class output_folder;
+
 class output_file {
 public:
-    explicit output_file(std::string path);  // creates or truncates
+    explicit output_file(std::string path);  // creates or truncates; a link at `path` is refused
+    // A new file NAME in `folder`, created exclusively (output_folder::create_new): an existing
+    // name, a link included, is an error.
+    output_file(const output_folder& folder, const std::string& name);
     ~output_file();                          // closes; never throws (call close() to see errors)
     output_file(const output_file&) = delete;
     output_file& operator=(const output_file&) = delete;
@@ -34,7 +39,9 @@ private:
 // Atomically replaces `to` with `from` and makes the rename durable (fsync of the folder).
 void rename_durably(const std::string& from, const std::string& to);
 void sync_directory(const std::string& dir);
-// Writes a whole small file durably under a temporary name and renames it into place.
+// Writes a whole small file durably under a temporary name (PATH.tmp-PID, created exclusively,
+// never through a link) and renames it into place: a file at PATH is replaced, a link at PATH
+// is replaced by the file rather than followed.
 void write_file_atomically(const std::string& path, const std::string& contents);
 
 }  // namespace shardpack

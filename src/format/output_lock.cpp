@@ -10,16 +10,16 @@
 #include <filesystem>
 
 #include "errors.hpp"
+#include "format/output_folder.hpp"
 
 namespace shardpack {
 
-output_lock::output_lock(const std::string& dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) throw io_error("cannot create output folder " + dir + ": " + ec.message());
-    const std::string path = dir + "/" + file_name;
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw io_error("cannot open lock file " + path + ": " + std::strerror(errno));
+output_lock::output_lock(const std::string& dir) : output_lock(*output_folder::open(dir, true)) {}
+
+output_lock::output_lock(const output_folder& folder) {
+    const std::string& dir = folder.path();
+    const std::string path = folder.path_of(file_name);
+    fd_ = folder.open_read_write(file_name);  // O_NOFOLLOW: a link here is refused, its target untouched
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
         const int err = errno;
         char holder[256] = {};

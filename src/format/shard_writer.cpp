@@ -43,10 +43,10 @@ std::vector<unsigned char> build_shard_header(const schema_record& schema, const
     return header;
 }
 
-shard_writer::shard_writer(const std::string& path, const schema_record& schema,
+shard_writer::shard_writer(const output_folder& folder, const std::string& name, const schema_record& schema,
                            const std::vector<class_record>& classes, const shard_identity& id,
                            const std::vector<extra_section>& extra)
-    : file_(path), hash_(XXH3_createState()), header_(build_shard_header(schema, classes, id, extra)),
+    : file_(folder, name), hash_(XXH3_createState()), header_(build_shard_header(schema, classes, id, extra)),
       uses_zstd_(id.uses_zstd) {
     if (!hash_) throw std::bad_alloc();
     XXH3_64bits_reset(hash_);

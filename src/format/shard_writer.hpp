@@ -58,7 +58,8 @@ std::vector<unsigned char> build_shard_header(const detail::schema_record& schem
 
 class shard_writer {
 public:
-    shard_writer(const std::string& path, const detail::schema_record& schema,
+    // Creates the new file NAME in `folder` (exclusively, never through a link).
+    shard_writer(const output_folder& folder, const std::string& name, const detail::schema_record& schema,
                  const std::vector<detail::class_record>& classes, const shard_identity& id,
                  const std::vector<extra_section>& extra = {});
     ~shard_writer();

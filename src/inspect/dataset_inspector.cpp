@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "format/dataset_writer.hpp"
+#include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
@@ -18,8 +19,13 @@ json inspect_dataset(const std::string& dir) {
     out.set("format_version", m.at("format_version"));
     out.set("records", ds.size());
     out.set("content_hash", ds.content_hash());
-    out.set("schema", m.at("schema"));
-    out.set("classes", m.at("classes"));
+    // The shards' header is authoritative; the manifest's copies are shown only where they
+    // contradict it, as such.
+    out.set("schema", schema_to_json(ds.shard(0).schema()));
+    out.set("classes", classes_to_json(ds.shard(0).classes()));
+    json contradictions = json::array();
+    for (auto& c : schema_copy_contradictions(ds)) contradictions.push(std::move(c));
+    if (!contradictions.as_array().empty()) out.set("manifest_contradictions", contradictions);
     std::uint64_t decoded = 0, stored = 0, bytes = 0;
     json shards = json::array();
     for (std::size_t k = 0; k < ds.shard_count(); ++k) {
@@ -91,6 +97,10 @@ std::string format_inspection(const json& in) {
     std::snprintf(line, sizeof line, "dataset      %s\nformat       shardpack %s\nrecords      %llu\n", in.at("path").as_string().c_str(),
                   in.at("format_version").as_string().c_str(), static_cast<unsigned long long>(in.at("records").as_u64()));
     out += line;
+    if (const json* bad = in.find("manifest_contradictions")) {
+        out += "WARNING      manifest.json's copy of the schema or classes contradicts the shards (shown below: the shards'):\n";
+        for (const auto& c : bad->as_array()) out += "             " + c.as_string() + "\n";
+    }
     const std::uint64_t h = image.at("height").as_u64(), w = image.at("width").as_u64();
     std::snprintf(line, sizeof line, "task         %s\nimage        %s uint8, %s\nlabel        %s (%s)\n",
                   schema.at("task").as_string().c_str(), image.at("channel_order").as_string().c_str(),

@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <set>
 
+#include "format/dataset_names.hpp"
 #include "format/dataset_writer.hpp"
+#include "format/folder_ledger.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -63,6 +65,65 @@ bool names_its_own_hash(const std::string& path, const std::string& name) {
     }
 }
 
+// A JSON value as text for a message, cut short.
+std::string brief(const detail::json& value) {
+    const std::string text = value.dump(-1);
+    return text.size() > 80 ? text.substr(0, 80) + "..." : text;
+}
+
+// Every member of `expected` must be in `actual` with the same value (members `actual` has
+// beyond those are left alone: a newer writer may add some). Mismatches are reported by path.
+template <class Report>
+void compare_copy(const detail::json& expected, const detail::json* actual, const std::string& path, Report& report) {
+    if (!actual) {
+        report(path + " is missing");
+        return;
+    }
+    if (expected.is_object()) {
+        if (!actual->is_object()) {
+            report(path + " is " + brief(*actual) + ", not an object");
+            return;
+        }
+        for (const auto& [key, value] : expected.as_object()) compare_copy(value, actual->find(key), path + "." + key, report);
+        return;
+    }
+    if (expected.is_array()) {
+        if (!actual->is_array() || actual->as_array().size() != expected.as_array().size()) {
+            report(path + " has " + (actual->is_array() ? std::to_string(actual->as_array().size()) + " entries" : brief(*actual)) +
+                   ", the shards " + std::to_string(expected.as_array().size()));
+            return;
+        }
+        for (std::size_t i = 0; i < expected.as_array().size(); ++i)
+            compare_copy(expected.as_array()[i], &actual->as_array()[i], path + "[" + std::to_string(i) + "]", report);
+        return;
+    }
+    const std::string want = expected.dump(-1), have = actual->dump(-1);
+    if (want != have) report(path + " is " + brief(*actual) + ", the shards say " + want);
+}
+
+}  // namespace
+
+std::vector<std::string> schema_copy_contradictions(const dataset& ds) {
+    using detail::json;
+    std::vector<std::string> out;
+    auto report = [&](std::string what) {
+        if (out.size() < 20) out.push_back("manifest.json: " + std::move(what));
+    };
+    const auto& shard = ds.shard(0);
+    // Printed and parsed again, so that both sides went through the same JSON encoding.
+    const json schema = json::parse(schema_to_json(shard.schema()).dump());
+    const json classes = json::parse(classes_to_json(shard.classes()).dump());
+    compare_copy(schema, ds.manifest().find("schema"), "schema", report);
+    compare_copy(classes, ds.manifest().find("classes"), "classes", report);
+    return out;
+}
+
+namespace {
+template <class Report>
+void check_schema_copies(const dataset& ds, const std::string& dir, Report& problem) {
+    for (const auto& c : schema_copy_contradictions(ds))
+        problem(dir + ": " + c + " (the manifest's copy contradicts the shards' header)");
+}
 }  // namespace
 
 verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
@@ -80,24 +141,34 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     const auto& manifest = ds.manifest();
     const auto& listed = manifest.at("shards").as_array();
 
-    // The folder must hold exactly the shards the manifest names.
+    // The folder must hold exactly the shards the manifest names, besides those shardpack's
+    // ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
+    // that read it, and those a publish moved in before it was interrupted. Both are warnings.
     std::set<std::string> names;
     for (const auto& s : listed) names.insert(s.at("file").as_string());
+    const folder_ledger ledger = folder_ledger::load(dir).value_or(folder_ledger{});
     for (const auto& entry : fs::directory_iterator(dir)) {
         const std::string name = entry.path().filename().string();
         if (name.rfind("shard-", 0) == 0 && entry.path().extension() == ".spk" && !names.count(name)) {
-            // A build moves its finished shards into the folder just before it renames the
-            // manifest; killed between the two, it leaves shards whose bytes hash to their own
-            // names. The manifest's dataset is whole, and the next build removes them: a warning.
-            // A shard whose name does not match its bytes came from somewhere else: damage.
-            if (names_its_own_hash(entry.path().string(), name))
+            if (ledger.retained.count(name))
+                r.warnings.push_back(dir + ": shard " + name +
+                                     " is kept from the previous build for readers that opened its manifest; the next build removes it");
+            else if (ledger.pending.count(name))
                 r.warnings.push_back(dir + ": extra shard " + name +
                                      " is not named by the manifest (left by an interrupted build; the next build removes it)");
+            // Unlisted: a build of an older shardpack killed just before its manifest rename
+            // leaves shards whose bytes hash to their own names; the manifest's dataset is whole.
+            // A shard whose name does not match its bytes came from somewhere else: damage.
+            else if (names_its_own_hash(entry.path().string(), name))
+                r.warnings.push_back(dir + ": extra shard " + name +
+                                     " is not named by the manifest; its bytes match its name (an interrupted build?), but no "
+                                     "ledger lists it, so no build removes it");
             else
                 problem(dir + ": extra shard " + name + " is not named by the manifest, and its bytes do not hash to its name");
-        } else if (name.rfind(".tmp-", 0) == 0 || name.find(".tmp-") != std::string::npos)
+        } else if (is_temporary_name(name))
             r.warnings.push_back(dir + ": leftover temporary file " + name + " (an interrupted build)");
     }
+    check_schema_copies(ds, dir, problem);
 
     // Whole-file hashes: these also cover the zero padding between records.
     std::vector<unsigned char> shard_hashes;

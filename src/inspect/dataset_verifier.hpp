@@ -8,6 +8,8 @@
 
 namespace shardpack {
 
+class dataset;
+
 struct verify_result {
     std::uint64_t records_checked = 0;
     std::uint64_t shards_checked = 0;
@@ -16,6 +18,11 @@ struct verify_result {
     std::vector<std::string> warnings;  // not damage: e.g. a stale temporary file
     bool ok() const { return problems.empty(); }
 };
+
+// Where the manifest's copies of the schema and the class table (which readers ignore: the
+// shards are authoritative) contradict the shards' header, each as "manifest.json: PATH is X,
+// the shards say Y". Empty when they agree.
+std::vector<std::string> schema_copy_contradictions(const dataset& ds);
 
 // Stops collecting after `max_problems` problems.
 verify_result verify_dataset(const std::string& dir, std::size_t max_problems = 100);

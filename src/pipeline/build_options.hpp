@@ -42,6 +42,7 @@ struct build_options {
     std::uint64_t memory_limit = 0;  // bytes; 0: default_memory_limit()
     std::string report_path;       // extra copy of the report; the dataset folder always gets one
     bool full = false;             // ignore the previous build: decode every row again
+    bool force = false;            // write into a folder that is not shardpack's (beside its files, never over them)
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
     std::optional<partition_spec> partition;  // --partition K/N: pack only the K-th slice of the order
 };

@@ -15,7 +15,9 @@
 
 #include "errors.hpp"
 #include "format/dataset_writer.hpp"
+#include "format/folder_ownership.hpp"
 #include "format/output_file.hpp"
+#include "format/output_folder.hpp"
 #include "format/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/file_loader.hpp"
@@ -201,6 +203,33 @@ void check_fixed_record_size(const detail::schema_record& s, const memory_plan& 
                           " threads and " + std::to_string(memory.rows_in_flight) + " rows in flight)");
 }
 
+// The build writes manifest.json, report.json, rejected.csv, ... and shards into the output
+// folder and removes some of them: refuse when an input is one of those files, before anything
+// is written. Only paths whose last component is such a name are looked at on disk.
+void refuse_inputs_in_output(const output_claim& claim, const build_options& o, const input_list& input) {
+    // --csv - (standard input) and --images have no list file to protect.
+    if (!o.input.csv_path.empty() && o.input.csv_path != "-")
+        refuse_input_in_output(claim, o.input.csv_path, "--csv " + o.input.csv_path);
+    if (!o.input.classes_path.empty()) refuse_input_in_output(claim, o.input.classes_path, "--classes " + o.input.classes_path);
+    if (!o.report_path.empty()) {
+        refuse_input_in_output(claim, o.report_path, "--report " + o.report_path);
+        std::error_code ec;
+        for (const std::string& in : {o.input.csv_path, o.input.classes_path})
+            if (!in.empty() && std::filesystem::equivalent(o.report_path, in, ec))
+                throw usage_error("--report " + o.report_path + " is the input " + in + "; the report would overwrite it");
+    }
+    const std::string csv_name = std::filesystem::path(o.input.csv_path).filename().string();
+    std::string path;
+    for (std::size_t i = 0; i < input.size(); ++i) {
+        input.image_path(i, path);
+        if (may_be_dataset_file(path))
+            refuse_input_in_output(claim, path, csv_name + ":" + std::to_string(input.row(i).csv_line) + ": image " + path);
+        input.label_path(i, path);
+        if (!path.empty() && may_be_dataset_file(path))
+            refuse_input_in_output(claim, path, csv_name + ":" + std::to_string(input.row(i).csv_line) + ": mask " + path);
+    }
+}
+
 }  // namespace
 
 std::string partition_options_digest(const json& build, const std::string& record_options_digest) {
@@ -258,8 +287,12 @@ build_result run_build(const build_options& options) {
     const mask_value_kind mask_values =
         input.task == task_kind::segmentation ? resolve_mask_values(options, input.classes) : mask_value_kind::color;
     const bool index_masks = mask_values == mask_value_kind::index;
-    // Before anything is written: one build at a time per output folder.
-    const output_lock lock(options.out_dir);
+    // Before anything is written: is the folder shardpack's to write (exit 2 if not), would the
+    // build overwrite an input, then one build at a time per output folder.
+    const output_claim claim = claim_output_folder(options.out_dir, options.force,
+                                                   {options.input.csv_path, options.input.classes_path});
+    refuse_inputs_in_output(claim, options, input);
+    const output_lock lock(*claim.folder);
 
     const memory_plan memory = plan_memory(options.memory_limit ? options.memory_limit : default_memory_limit(),
                                            options.threads, unsigned(tbb::info::default_concurrency()));
@@ -272,6 +305,8 @@ build_result run_build(const build_options& options) {
 
     dataset_writer_options wo;
     wo.out_dir = options.out_dir;
+    wo.folder = claim.folder;
+    wo.remove_leftovers = claim.owned_before;
     wo.shard_size = options.shard_size;
     wo.schema = schema;
     wo.classes = to_records(input.classes);
@@ -438,11 +473,10 @@ build_result run_build(const build_options& options) {
     for (const auto& w : build_warnings(input, result.totals, index_masks)) spdlog::warn("{}", w);
     for (const auto& w : id_changes) spdlog::warn("{}", w);
     const std::string report_text = result.report.dump();
-    write_file_atomically(options.out_dir + "/report.json", report_text);
+    claim.folder->write_atomically("report.json", report_text);
     if (!options.report_path.empty()) write_file_atomically(options.report_path, report_text);
-    const std::string rejected_path = options.out_dir + "/rejected.csv";
-    if (options.on_error == error_policy::skip) write_file_atomically(rejected_path, rejected_csv(result.totals.rejected));
-    else std::filesystem::remove(rejected_path);  // a list from an earlier build would mislead
+    if (options.on_error == error_policy::skip) claim.folder->write_atomically("rejected.csv", rejected_csv(result.totals.rejected));
+    else claim.folder->remove("rejected.csv");  // a list from an earlier build would mislead
     return result;
 }
 
