@@ -70,6 +70,7 @@
 #include <string_view>
 #include <vector>
 
+#include "detail/band_frames.hpp"
 #include "detail/error.hpp"
 #include "detail/format.hpp"
 #include "detail/json.hpp"
@@ -417,6 +418,21 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
             throw error(s_->where(k, local) + ": decompressed to " + std::to_string(n) + " bytes, the index says " +
                         std::to_string(e.decoded_size));
         rec = buffer.data();
+    } else if (e.codec == codec_zstd_bands) {
+        try {
+            layout = parse_record(s_->schema, stored, e.decoded_size);
+            const band_table bands = parse_band_table(layout, stored, e.stored_size);
+            buffer.resize(static_cast<std::size_t>(e.decoded_size));
+            unsigned char* out = buffer.data();
+            std::memcpy(out, stored, static_cast<std::size_t>(layout.image_offset));
+            const std::uint64_t image_end = layout.image_offset + layout.image_bytes;
+            std::memset(out + image_end, 0, static_cast<std::size_t>(layout.label_offset - image_end));
+            decompress_bands(dctx, bands, layout.height, 0, layout.height, out + layout.image_offset,
+                             out + layout.label_offset);
+        } catch (const error& ex) {
+            throw error(s_->where(k, local) + ": " + ex.what());
+        }
+        return buffer.data();
     }
     try {
         layout = parse_record(s_->schema, rec, e.decoded_size);
