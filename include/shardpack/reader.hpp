@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.1).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -22,6 +22,11 @@
 //     ds.read_batch(indices.data(), batch, out, ctx);
 //     out.channels_first = true;   // images C*H*W, one-hot labels K*H*W per sample (NCHW), no extra pass
 //     out.label_index_i64 = ids;   // or class ids as int64 (H*W per sample), as PyTorch's losses take them
+//
+//   Random crops and flips at read time, the same for image and label (see augmentation):
+//     shardpack::augmentation aug; aug.height = aug.width = 512;
+//     aug.position = shardpack::crop_position::random; aug.hflip = shardpack::flip_mode::random;
+//     aug.seed = seed; aug.epoch = epoch;  out.augment = &aug;  // buffers sized for 512 x 512
 //
 //   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
 //
