@@ -250,9 +250,14 @@ void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const shardpack::detai
             const std::size_t row_bytes = std::size_t(label ? lay.label_bytes : lay.image_bytes) / lay.height;
             const std::size_t first = std::size_t(band) * rows, last = std::min<std::size_t>(first + rows, lay.height);
             unsigned char* dst = out + (label ? lay.label_offset : lay.image_offset) + first * row_bytes;
-            const std::size_t n = std::size_t(d::load_u64(table + 8 + 8 * std::size_t(f)));
-            const std::size_t got = ZSTD_decompressDCtx(dctx, dst, (last - first) * row_bytes, frame, n);
-            if (ZSTD_isError(got) || got != (last - first) * row_bytes) fail();
+            const std::uint64_t entry = d::load_u64(table + 8 + 8 * std::size_t(f));
+            const std::size_t n = std::size_t(entry & ~d::band_stored_raw);
+            if (entry & d::band_stored_raw) {
+                std::memcpy(dst, frame, n);
+            } else {
+                const std::size_t got = ZSTD_decompressDCtx(dctx, dst, (last - first) * row_bytes, frame, n);
+                if (ZSTD_isError(got) || got != (last - first) * row_bytes) fail();
+            }
             frame += n;
         }
         if (lay.label_bytes) std::memset(out + lay.image_offset + lay.image_bytes, 0, std::size_t(lay.label_offset - lay.image_offset - lay.image_bytes));

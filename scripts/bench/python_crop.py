@@ -83,7 +83,8 @@ class Dataset:
             for f, n in enumerate(sizes):
                 start, row_bytes = (image_offset, w * self.channels) if f < bands else (label_offset, w)
                 first = (f % bands) * rows
-                part = self.dctx.decompress(data[at:at + n])
+                raw, n = n >> 63, n & ((1 << 63) - 1)
+                part = data[at:at + n] if raw else self.dctx.decompress(data[at:at + n])
                 out[start + first * row_bytes:start + first * row_bytes + len(part)] = part
                 at += n
             data = out

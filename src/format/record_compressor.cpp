@@ -45,7 +45,8 @@ std::size_t record_compressor::compress_frame(const unsigned char* src, std::siz
 
 // Codec 2 (formats/shardpack-v1.md, 10.3): the record's bytes before the image verbatim, the band
 // table, then the image bands' frames and the label bands' frames.
-void record_compressor::compress_bands(const std::vector<unsigned char>& decoded, stored_record& out) {
+bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded, stored_record& out) {
+    bool any_compressed = false;
     const record_layout r = parse_record(schema_, decoded.data(), decoded.size());
     const std::uint32_t rows = band_rows_for(r);
     const std::uint32_t bands = (r.height + rows - 1) / rows;
@@ -63,11 +64,25 @@ void record_compressor::compress_bands(const std::vector<unsigned char>& decoded
         for (std::uint32_t band = 0; band < bands; ++band) {
             const std::uint64_t first = std::uint64_t(band) * rows;
             const std::uint64_t last = std::min<std::uint64_t>(first + rows, r.height);
-            const std::size_t c = compress_frame(decoded.data() + start + first * row_bytes,
-                                                 static_cast<std::size_t>((last - first) * row_bytes), b, b.size());
-            store_u64(b.data() + table + 8 * std::size_t(region * bands + band), c);
+            const unsigned char* src = decoded.data() + start + first * row_bytes;
+            const std::size_t band_bytes = static_cast<std::size_t>((last - first) * row_bytes);
+            const std::size_t at = b.size();
+            const std::size_t c = compress_frame(src, band_bytes, b, at);
+            // A band that zstd does not shrink enough is stored as it is: read with a memcpy.
+            const std::size_t keep_below = codec_ == record_codec::automatic
+                                               ? band_bytes - band_bytes * auto_min_saving_num / auto_min_saving_den + 1
+                                               : band_bytes;
+            if (c < keep_below) {
+                store_u64(b.data() + table + 8 * std::size_t(region * bands + band), c);
+                any_compressed = true;
+            } else {
+                b.resize(at);
+                b.insert(b.end(), src, src + band_bytes);
+                store_u64(b.data() + table + 8 * std::size_t(region * bands + band), band_bytes | band_stored_raw);
+            }
         }
     }
+    return any_compressed;
 }
 
 void record_compressor::compress(const std::vector<unsigned char>& decoded, stored_record& out) {
@@ -78,11 +93,9 @@ void record_compressor::compress(const std::vector<unsigned char>& decoded, stor
         stored_compressed = out.bytes.size() < decoded.size();
         out.codec = codec_zstd;
     } else if (codec_ != record_codec::none) {
-        compress_bands(decoded, out);
-        const std::uint64_t limit = codec_ == record_codec::automatic
-                                        ? decoded.size() - decoded.size() * auto_min_saving_num / auto_min_saving_den
-                                        : decoded.size() - 1;
-        stored_compressed = out.bytes.size() <= limit;
+        // Kept when some band is compressed and the whole is smaller than the record; a record
+        // whose bands are all raw is stored raw (codec 0), read in place from the mapping.
+        stored_compressed = compress_bands(decoded, out) && out.bytes.size() < decoded.size();
         out.codec = codec_zstd_bands;
     }
     if (!stored_compressed) {

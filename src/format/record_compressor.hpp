@@ -14,14 +14,14 @@ struct ZSTD_CCtx_s;
 namespace shardpack {
 
 enum class record_codec {
-    zstd,         // codec 2: one frame per band of rows of the image and of the label; raw where it is not smaller
+    zstd,         // codec 2: one frame per band of rows of the image and of the label (a band zstd does not shrink stored raw)
     zstd_record,  // codec 1: one frame per record (readable by 1.0 readers); raw where it is not smaller
     none,         // raw records throughout
-    automatic,    // codec 2 where it saves at least auto_min_saving of the record, else raw
+    automatic,    // codec 2, each band compressed only where zstd saves at least half of it, else stored raw
 };
 
-// --compression auto keeps a record compressed only when zstd saves at least this fraction of its
-// decoded bytes (stored <= (1 - saving) * decoded). Why 1/2: README, "Choosing the codec".
+// --compression auto keeps a band compressed only when zstd saves at least this fraction of its
+// bytes (frame <= (1 - saving) * band), else stores the band raw. Why 1/2: README, "Choosing the codec".
 inline constexpr std::uint64_t auto_min_saving_num = 1, auto_min_saving_den = 2;
 
 // Band height for codec 2 when none is asked for: as many rows as make about this many image
@@ -63,7 +63,7 @@ private:
     ZSTD_CCtx_s* cctx_ = nullptr;
 
     std::size_t compress_frame(const unsigned char* src, std::size_t n, std::vector<unsigned char>& out, std::size_t at);
-    void compress_bands(const std::vector<unsigned char>& decoded, stored_record& out);
+    bool compress_bands(const std::vector<unsigned char>& decoded, stored_record& out);  // true: some band compressed
 };
 
 }  // namespace shardpack

@@ -159,7 +159,8 @@ def unband(s, data, decoded):
     if frames != bands * len(regions): raise Refused("frame count")
     at = image_offset + 8 + 8 * frames
     if at > len(data): raise Refused("band table past the record")
-    sizes = [u64(data, image_offset + 8 + 8 * f) for f in range(frames)]
+    entries = [u64(data, image_offset + 8 + 8 * f) for f in range(frames)]
+    sizes = [e & ((1 << 63) - 1) for e in entries]
     if at + sum(sizes) != len(data): raise Refused("band frames do not fill the record")
     out = bytearray(decoded)
     out[:image_offset] = data[:image_offset]
@@ -168,8 +169,11 @@ def unband(s, data, decoded):
         row_bytes = nbytes // h
         for b in range(bands):
             first, last = b * rows, min(h, (b + 1) * rows)
-            part = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[at:at + sizes[f]], capture_output=True,
-                                  check=True).stdout
+            if entries[f] >> 63:  # the band stored raw
+                part = data[at:at + sizes[f]]
+            else:
+                part = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[at:at + sizes[f]], capture_output=True,
+                                      check=True).stdout
             if len(part) != (last - first) * row_bytes: raise Refused(f"band frame {f} size")
             out[start + first * row_bytes:start + last * row_bytes] = part
             at += sizes[f]

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "endian.hpp"
@@ -17,6 +18,8 @@
 namespace shardpack::detail {
 
 inline constexpr std::size_t band_table_fixed_size = 8;  // u32 band_rows, u32 frame_count
+// In a frame_sizes entry: the band is stored raw (its bytes verbatim) instead of as a zstd frame.
+inline constexpr std::uint64_t band_stored_raw = std::uint64_t(1) << 63;
 
 // A codec 2 record's band table, checked against its layout and stored size.
 struct band_table {
@@ -28,7 +31,8 @@ struct band_table {
     std::uint64_t image_row_bytes = 0, label_row_bytes = 0;
 
     std::uint32_t frame_count() const { return bands * regions; }
-    std::uint64_t frame_size(std::uint32_t f) const { return load_u64(sizes + 8 * std::size_t(f)); }
+    std::uint64_t frame_size(std::uint32_t f) const { return load_u64(sizes + 8 * std::size_t(f)) & ~band_stored_raw; }
+    bool frame_raw(std::uint32_t f) const { return (load_u64(sizes + 8 * std::size_t(f)) & band_stored_raw) != 0; }
     std::uint32_t band_begin(std::uint32_t b) const { return b * band_rows; }
     std::uint32_t band_end(std::uint32_t b, std::uint32_t height) const {
         const std::uint64_t e = std::uint64_t(b + 1) * band_rows;
@@ -69,6 +73,13 @@ inline band_table parse_band_table(const record_layout& r, const unsigned char* 
         const std::uint32_t band = f % b.bands;
         const std::uint64_t want = std::uint64_t(b.band_end(band, r.height) - b.band_begin(band)) *
                                    (f < b.bands ? b.image_row_bytes : b.label_row_bytes);
+        if (b.frame_raw(f)) {
+            if (n != want)
+                throw error("raw band " + std::to_string(f) + " is " + std::to_string(n) + " bytes, its band is " + std::to_string(want));
+            frame += n;
+            left -= n;
+            continue;
+        }
         const std::uint64_t bound = zstd_decoded_bound(frame, static_cast<std::size_t>(n));
         if (bound < want)
             throw error("band frame " + std::to_string(f) + " holds at most " + std::to_string(bound) + " bytes, its band is " +
@@ -109,8 +120,10 @@ inline void decompress_bands(ZSTD_DCtx* dctx, const band_table& b, std::uint32_t
             const std::uint32_t f = region * b.bands + band;
             const std::uint64_t size = b.frame_size(f);
             const std::uint32_t first = b.band_begin(band), last = b.band_end(band, height);
-            if (dst && last > row_begin && first < row_end)
-                decompress_band(dctx, frame, size, dst + first * row_bytes, std::uint64_t(last - first) * row_bytes, f);
+            if (dst && last > row_begin && first < row_end) {
+                if (b.frame_raw(f)) std::memcpy(dst + first * row_bytes, frame, static_cast<std::size_t>(size));  // size checked at parse
+                else decompress_band(dctx, frame, size, dst + first * row_bytes, std::uint64_t(last - first) * row_bytes, f);
+            }
             frame += size;
         }
     }
