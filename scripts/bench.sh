@@ -117,21 +117,24 @@ codecs() {
 # reading stored 512x512 crops; interleaved, --reps times.
 crops() {
   local src=$1
-  for codec in zstd zstd-record none; do
+  for codec in zstd zstd-record auto none; do
     rm -rf "$work/full1080-$codec.ds"
     "$bin/shardpack" -q build --csv "$src/list.csv" --classes "$src/class_dict.csv" --out "$work/full1080-$codec.ds" \
       --threads "$threads" --label-layout index --compression "$codec"
   done
   for r in $(seq "$reps"); do
     log "crops: shardpack reader, Python cropping, stored crops (rep $r)"
-    for codec in zstd none; do
+    for codec in zstd auto none; do
       record "crop.shardpack.$codec" "$("$bin/bench_crop" "$work/full1080-$codec.ds" --crop 512x512 --threads "$threads")"
     done
-    for codec in zstd-record zstd none; do
+    for codec in zstd-record zstd auto none; do
       record "crop.python.$codec" "$("$py" scripts/bench/python_crop.py --dataset "$work/full1080-$codec.ds" --crop 512x512 \
         --procs "$threads")"
     done
     record "crop.stored" "$("$bin/bench_crop" "$work/seg1080.ds" --crop none --threads "$threads")"
+  done
+  for codec in zstd zstd-record auto none; do
+    record "crop.size.$codec" "{\"bytes\":$(du -sb "$work/full1080-$codec.ds" | cut -f1)}"
   done
 }
 

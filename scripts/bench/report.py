@@ -126,7 +126,7 @@ def main():
         r1 = field(runs, name, "modes", "reader_1t", "samples_per_s")
         rn = field(runs, name, "modes", "reader_nt", "samples_per_s")
         z1 = field(runs, name, "modes", "zstd_1t", "samples_per_s")
-        raw = field(runs, name, "raw_records")
+        raw = field(runs, name, "dataset", "raw_records")
         title = f"read seg1080 stored --compression {codec} ({raw} raw records)" if raw is not None else f"read seg1080 ({codec})"
         add(f"{title}, 1 thread", r1, fmt_rate(r1), "bare ZSTD_decompressDCtx (memcpy for raw), 1 thread", z1, fmt_rate(z1),
             0.97 if codec == "zstd-record" else None)
@@ -136,12 +136,14 @@ def main():
     # Random 512x512 crops + flips from full 1080p records.
     stored = field(runs, "crop.stored", "samples_per_s_1t")
     stored_n = field(runs, "crop.stored", "samples_per_s_nt")
-    for codec in ("zstd", "none"):
+    for codec in ("zstd", "auto", "none"):
         for suffix, threads_text in (("1t", "1 thread"), ("nt", f"{a.threads} threads")):
             ours = field(runs, f"crop.shardpack.{codec}", f"samples_per_s_{suffix}")
             if ours is None:
                 continue
-            title = f"random 512 crops + flips of full 1080p records ({codec}), {threads_text}"
+            size = field(runs, f"crop.size.{codec}", "bytes")
+            mb = f", {size / 1e6:.0f} MB" if size else ""
+            title = f"random 512 crops + flips of full 1080p records ({codec}{mb}), {threads_text}"
             for base in ("zstd-record", codec):
                 py_rate = field(runs, f"crop.python.{base}", f"samples_per_s_{suffix}")
                 what = "1.0 zstd records" if base == "zstd-record" else f"the same {codec} records"
