@@ -40,7 +40,7 @@ fi
 case "$user_resize" in ""|none|shorter) ;; *) echo "bench.sh: --resize none or shorter (what the Python baseline does too)" >&2; exit 2 ;; esac
 [ -z "$reps" ] && reps=$([ $quick = 1 ] && echo 1 || echo 3)
 
-./scripts/install-deps.sh python3-opencv python3-numpy python3-venv
+./scripts/install-deps.sh python3-opencv python3-numpy python3-venv python3-zstandard
 SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
 bin=$root/build-bench
 py=/usr/bin/python3   # Debian's, where python3-opencv and python3-numpy live
@@ -99,6 +99,45 @@ job() {
   fi
 }
 
+# codecs SRC_DIR: the segmentation job's 512x512 records stored with each codec, each read by the
+# reader against bare zstd of the same bytes, and (in the job's table) against TFRecord.
+codecs() {
+  local src=$1
+  for codec in zstd-record none auto; do
+    log "seg1080: 512x512 records stored with --compression $codec"
+    rm -rf "$work/seg1080-$codec.ds"
+    "$bin/shardpack" -q build --csv "$src/list.csv" --classes "$src/class_dict.csv" --out "$work/seg1080-$codec.ds" \
+      --threads "$threads" --size 512x512 --resize none --crop center --compression "$codec"
+    record "seg1080.read.$codec" "$("$bin/bench_read" "$work/seg1080-$codec.ds" --threads "$threads")"
+  done
+}
+
+# crops SRC_DIR: random 512x512 crops + flips from full 1080p records (index labels) at read time,
+# against a new user's Python cropping of the same full records (python_crop.py) and against
+# reading stored 512x512 crops; interleaved, --reps times.
+crops() {
+  local src=$1
+  for codec in zstd zstd-record auto none; do
+    rm -rf "$work/full1080-$codec.ds"
+    "$bin/shardpack" -q build --csv "$src/list.csv" --classes "$src/class_dict.csv" --out "$work/full1080-$codec.ds" \
+      --threads "$threads" --label-layout index --compression "$codec"
+  done
+  for r in $(seq "$reps"); do
+    log "crops: shardpack reader, Python cropping, stored crops (rep $r)"
+    for codec in zstd auto none; do
+      record "crop.shardpack.$codec" "$("$bin/bench_crop" "$work/full1080-$codec.ds" --crop 512x512 --threads "$threads")"
+    done
+    for codec in zstd-record zstd auto none; do
+      record "crop.python.$codec" "$("$py" scripts/bench/python_crop.py --dataset "$work/full1080-$codec.ds" --crop 512x512 \
+        --procs "$threads")"
+    done
+    record "crop.stored" "$("$bin/bench_crop" "$work/seg1080.ds" --crop none --threads "$threads")"
+  done
+  for codec in zstd zstd-record auto none; do
+    record "crop.size.$codec" "{\"bytes\":$(du -sb "$work/full1080-$codec.ds" | cut -f1)}"
+  done
+}
+
 tf_python=""
 if [ $tf = 1 ]; then
   if scripts/bench/setup_tf_venv.sh "$work/tf-venv" >&2; then
@@ -119,6 +158,8 @@ else
   gen "$work/src/jpeg1600-$n_big" --task cls --jpeg --count "$n_big" --width 1600 --height 1200 --seed 3
 
   job seg1080 "$work/src/seg1080-$n_seg" seg 512 none
+  codecs "$work/src/seg1080-$n_seg"
+  crops "$work/src/seg1080-$n_seg"
   job jpeg500 "$work/src/jpeg500-$n_jpg" cls 224 shorter
   job jpeg1600 "$work/src/jpeg1600-$n_big" cls 224 shorter
 

@@ -511,13 +511,37 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
     auto z19 = build("z19", {"--level", "19"});
     for (std::size_t i = 0; i < 3; ++i) {
         REQUIRE(raw.shard(0).entry(i).codec == detail::codec_raw);
-        REQUIRE(z19.shard(0).entry(i).codec == detail::codec_zstd);
+        REQUIRE(z19.shard(0).entry(i).codec == detail::codec_zstd_bands);
         REQUIRE(z19.shard(0).entry(i).stored_size <= z1.shard(0).entry(i).stored_size);
         const auto sa = raw.at(i), sb = z19.at(i);
         const auto a = sa.image(), b = sb.image();
         REQUIRE(std::equal(a.begin(), a.end(), b.begin()));
     }
     REQUIRE(z1.manifest().at("build").at("level").as_i64() == 1);
+    // The other codecs: band frames of a given height, 1.0 record frames, auto, and the usage error.
+    auto bands = build("bands", {"--band-rows", "7"});
+    auto record_frames = build("record", {"--compression", "zstd-record"});
+    auto automatic = build("auto", {"--compression", "auto"});
+    REQUIRE(bands.manifest().at("format_version").as_string() == "1.1");
+    REQUIRE(bands.manifest().at("build").at("band_rows").as_i64() == 7);
+    REQUIRE(record_frames.manifest().at("format_version").as_string() == "1.0");
+    REQUIRE(automatic.manifest().at("build").at("compression").as_string() == "auto");
+    for (std::size_t i = 0; i < 3; ++i) {
+        const auto e = bands.shard(0).entry(i);
+        REQUIRE(e.codec == detail::codec_zstd_bands);
+        REQUIRE(detail::load_u32(bands.shard(0).bytes() + e.offset + 64) == 7);  // band_rows after the 64-byte prefix
+        REQUIRE(record_frames.shard(0).entry(i).codec == detail::codec_zstd);
+        const auto a = automatic.shard(0).entry(i);
+        REQUIRE(a.codec == (2 * z1.shard(0).entry(i).stored_size <= a.decoded_size ? detail::codec_zstd_bands : detail::codec_raw));
+        const auto sa = raw.at(i), sb = bands.at(i), sc = record_frames.at(i), sd = automatic.at(i);
+        REQUIRE(std::equal(sa.image().begin(), sa.image().end(), sb.image().begin()));
+        REQUIRE(std::equal(sa.image().begin(), sa.image().end(), sc.image().begin()));
+        REQUIRE(std::equal(sa.image().begin(), sa.image().end(), sd.image().begin()));
+    }
+    const auto bad = cli({"build", "--csv", dir / "src/nohead.csv", "--classes", dict, "--out", dir / "bad", "--no-header",
+                          "--task", "seg", "--compression", "none", "--band-rows", "4"});
+    REQUIRE(bad.code == 2);
+    REQUIRE_THAT(bad.err, Catch::Contains("--band-rows needs --compression zstd or auto"));
 }
 
 TEST_CASE("a progress line with rate and ETA on a terminal, none otherwise", "[cli][progress]") {

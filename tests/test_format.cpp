@@ -254,6 +254,54 @@ TEST_CASE("the golden tiny shard matches the test vector in the spec byte for by
     REQUIRE(std::vector<std::uint8_t>(s.label().begin(), s.label().end()) == std::vector<std::uint8_t>{0, 1, 255, 1});
 }
 
+TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spec byte for byte", "[format][golden]") {
+    temp_dir dir("golden11");
+    dataset_writer_options wo;
+    wo.out_dir = dir.str();
+    wo.schema.task = detail::task_code::segmentation;
+    wo.schema.channels = 3;
+    wo.schema.channel_order = detail::order_code::rgb;
+    wo.schema.label_layout = detail::layout_code::index;
+    wo.schema.label_dtype_bytes = 1;
+    wo.schema.fixed_height = 8;
+    wo.schema.fixed_width = 8;
+    wo.schema.class_count = 2;
+    wo.schema.ignore_value = 255;
+    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
+    wo.uses_zstd = false;
+    wo.uses_bands = true;
+    // 8x8 pixels in two bands of four rows: image rows 0-3 all 0x11, rows 4-7 all 0x22; label
+    // rows 0-3 class 0, rows 4-7 class 1. Each band is one RLE block, so the frames do not
+    // depend on the zstd version.
+    image_u8 img{8, 8, 3, std::vector<std::uint8_t>(192, 0x11)};
+    std::fill(img.pixels.begin() + 96, img.pixels.end(), 0x22);
+    std::uint16_t ids[64] = {};
+    std::fill(std::begin(ids) + 32, std::end(ids), 1);
+    {
+        dataset_writer writer(wo);
+        std::vector<unsigned char> decoded;
+        encode_record(wo.schema, "b.png", img, ids, -1, decoded);
+        record_compressor bands(record_codec::zstd, 1, wo.schema, 4);
+        stored_record stored;
+        bands.compress(decoded, stored);
+        REQUIRE(stored.codec == detail::codec_zstd_bands);
+        writer.add(stored);
+        writer.publish();
+    }
+    const std::string bytes = read_file(only_shard(dir.str()));
+    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/band_shard.hex";
+    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
+    const std::string golden = parse_hex_dump(read_file(golden_path));
+    REQUIRE(hex_dump(bytes) == hex_dump(golden));
+    REQUIRE(detail::load_u16(reinterpret_cast<const unsigned char*>(bytes.data()) + 10) == 1);  // version 1.1
+    REQUIRE(read_file(dir / "manifest.json").find("\"format_version\": \"1.1\"") != std::string::npos);
+    auto ds = dataset::open(dir.str());
+    const auto s = ds.at(0);
+    REQUIRE(s.key() == "b.png");
+    REQUIRE(std::equal(s.image().begin(), s.image().end(), img.pixels.begin()));
+    REQUIRE(std::equal(s.label().begin(), s.label().end(), std::begin(ids)));
+}
+
 TEST_CASE("every truncation of a shard is refused at open", "[format][damage]") {
     temp_dir dir("trunc");
     synthetic_options o;
@@ -276,7 +324,7 @@ TEST_CASE("every truncation of a shard is refused at open", "[format][damage]") 
 }
 
 TEST_CASE("a flipped bit anywhere in a shard is found at open or at read", "[format][damage]") {
-    for (auto codec : {record_codec::zstd, record_codec::none}) {
+    for (auto codec : {record_codec::zstd, record_codec::zstd_record, record_codec::none}) {
         temp_dir dir("flip");
         synthetic_options o;
         o.records = 3;
@@ -343,6 +391,7 @@ TEST_CASE("unknown major versions, required features and required sections are r
     temp_dir dir("ver");
     synthetic_options o;
     o.records = 2;
+    o.codec = record_codec::zstd_record;  // a 1.0 file
     write_synthetic(dir.str(), o);
     const std::string shard = only_shard(dir.str());
     const std::string bytes = read_file(shard);
@@ -525,6 +574,7 @@ TEST_CASE("a zstd record whose index claims more than its frame can hold is refu
     temp_dir dir("zbound");
     synthetic_options o;
     o.records = 3;
+    o.codec = record_codec::zstd_record;
     write_synthetic(dir.str(), o);
     const std::string shard = only_shard(dir.str());
     std::string bytes = read_file(shard);

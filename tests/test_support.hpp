@@ -87,6 +87,7 @@ struct synthetic_options {
     bool segmentation = true;
     detail::layout_code layout = detail::layout_code::one_hot;
     record_codec codec = record_codec::zstd;
+    std::uint32_t band_rows = 0;  // codec 2 band height; 0: the writer's default
     std::uint64_t shard_size = std::uint64_t(1) << 30;
     std::vector<extra_section> extra;
 };
@@ -113,11 +114,12 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     wo.schema = synthetic_schema(o);
     for (std::uint32_t c = 0; c < o.classes; ++c)
         wo.classes.push_back({"class" + std::to_string(c), o.segmentation, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
-    wo.uses_zstd = o.codec == record_codec::zstd;
+    wo.uses_zstd = uses_record_frames(o.codec);
+    wo.uses_bands = uses_band_frames(o.codec);
     wo.input_digest = "0000000000000000";
     wo.extra_sections = o.extra;
     dataset_writer writer(wo);
-    record_compressor compressor(o.codec, 3);
+    record_compressor compressor(o.codec, 3, wo.schema, o.band_rows);
     std::vector<synthetic_sample> samples;
     std::vector<unsigned char> decoded;
     stored_record stored;

@@ -25,7 +25,7 @@ synthetic_options small() {
 }  // namespace
 
 TEST_CASE("verify detects a flip of every byte of a shard, padding included", "[verify]") {
-    for (auto codec : {record_codec::zstd, record_codec::none}) {
+    for (auto codec : {record_codec::zstd, record_codec::zstd_record, record_codec::none}) {
         temp_dir dir("vflip");
         auto o = small();
         o.codec = codec;

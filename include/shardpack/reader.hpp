@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.1).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -22,6 +22,11 @@
 //     ds.read_batch(indices.data(), batch, out, ctx);
 //     out.channels_first = true;   // images C*H*W, one-hot labels K*H*W per sample (NCHW), no extra pass
 //     out.label_index_i64 = ids;   // or class ids as int64 (H*W per sample), as PyTorch's losses take them
+//
+//   Random crops and flips at read time, the same for image and label (see augmentation):
+//     shardpack::augmentation aug; aug.height = aug.width = 512;
+//     aug.position = shardpack::crop_position::random; aug.hflip = shardpack::flip_mode::random;
+//     aug.seed = seed; aug.epoch = epoch;  out.augment = &aug;  // buffers sized for 512 x 512
 //
 //   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
 //
@@ -81,6 +86,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "detail/band_frames.hpp"
 #include "detail/error.hpp"
 #include "detail/format.hpp"
 #include "detail/json.hpp"
@@ -155,6 +161,45 @@ struct normalization {
     }
 };
 
+// Crops and flips at read time (read_into / read_batch): an output window of height x width
+// pixels taken from each decoded record, then flipped, the same for the image and the label,
+// before any conversion. A crop of a band-frame record (format 1.1) decompresses only the bands
+// its rows lie in.
+enum class crop_position {
+    center,  // offset (H - height) / 2, (W - width) / 2, rounded down
+    random,  // uniform over every valid offset, from (seed, epoch, record index) alone
+    given,   // augmentation::given[slot].y and .x, per sample of the batch
+};
+enum class flip_mode {
+    none,
+    random,  // with the probability below, from (seed, epoch, record index) alone
+    given,   // augmentation::given[slot].hflip / .vflip
+};
+
+// The window a sample got: rows [y, y + height), columns [x, x + width) of the record, then
+// mirrored left-right (hflip) and/or top-bottom (vflip).
+struct crop_box {
+    std::uint32_t y = 0, x = 0, height = 0, width = 0;
+    bool hflip = false, vflip = false;
+};
+
+struct augmentation {
+    std::size_t height = 0, width = 0;  // output size; 0 and 0: the record's own size (flips only)
+    crop_position position = crop_position::center;
+    flip_mode hflip = flip_mode::none, vflip = flip_mode::none;
+    float hflip_probability = 0.5f, vflip_probability = 0.5f;
+    const crop_box* given = nullptr;  // one per sample of the batch, for crop_position::given / flip_mode::given
+    std::uint64_t seed = 0, epoch = 0;
+};
+
+// The window and flips a record of `record_height` x `record_width` gets under `a`: a pure function
+// of a, the record's dataset index and (for given boxes) the batch slot, so the same for any
+// thread count, worker count and order of reads. Random draws: r_j = splitmix64(h + j) for
+// h = splitmix64(seed ^ splitmix64(epoch ^ splitmix64(index))); y = r_1 mod (H - height + 1),
+// x = r_2 mod (W - width + 1), hflip = (r_3 >> 40) < p * 2^24, vflip likewise with r_4.
+crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t record_height, std::size_t record_width,
+                           std::size_t slot = 0);
+
 // Buffers a caller owns, for read_into / read_batch. Set the pointers you want filled; leave the
 // others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
 // whole batch, sample after sample, which needs a fixed image size.
@@ -174,6 +219,10 @@ struct sample_buffers {
     // Channels first: images C*H*W and one-hot labels K*H*W per sample (NCHW batches), written
     // directly in that order, with no second pass. Index maps and class ids do not change.
     bool channels_first = false;
+    // Crops and flips (see augmentation); null: the whole record as stored. With a crop the
+    // sizes above count the output window (height x width), not the record.
+    const augmentation* augment = nullptr;
+    crop_box* applied = nullptr;  // optional, one per sample: the window and flips each sample got
 };
 
 namespace detail {
@@ -241,6 +290,7 @@ private:
     friend class dataset;
     std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx_;
     std::vector<unsigned char> buffer_;
+    std::vector<unsigned char> window_;  // a cropped, flipped record for augmented reads
 };
 
 // One decoded record. See LIFETIMES above.
@@ -347,6 +397,11 @@ private:
     const unsigned char* load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
                               detail::record_layout& layout) const;
     static void fill(const sample& s, const sample_buffers& out, std::size_t slot);
+    // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
+    // buffers where the layout allows, and augmented reads only the bands their window needs.
+    void read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    // The window `b` of `full`, flipped, as a compact record in ctx's window buffer.
+    sample window(const sample& full, const crop_box& b, read_context& ctx) const;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -480,6 +535,21 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
             throw error(s_->where(k, local) + ": decompressed to " + std::to_string(n) + " bytes, the index says " +
                         std::to_string(e.decoded_size));
         rec = buffer.data();
+    } else if (e.codec == codec_zstd_bands) {
+        try {
+            layout = parse_record(s_->schema, stored, e.decoded_size);
+            const band_table bands = parse_band_table(layout, stored, e.stored_size);
+            buffer.resize(static_cast<std::size_t>(e.decoded_size));
+            unsigned char* out = buffer.data();
+            std::memcpy(out, stored, static_cast<std::size_t>(layout.image_offset));
+            const std::uint64_t image_end = layout.image_offset + layout.image_bytes;
+            std::memset(out + image_end, 0, static_cast<std::size_t>(layout.label_offset - image_end));
+            decompress_bands(dctx, bands, layout.height, 0, layout.height, out + layout.image_offset,
+                             out + layout.label_offset);
+        } catch (const error& ex) {
+            throw error(s_->where(k, local) + ": " + ex.what());
+        }
+        return buffer.data();
     }
     try {
         layout = parse_record(s_->schema, rec, e.decoded_size);
@@ -682,14 +752,197 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
 }
 
 inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
-    fill(read(i, ctx), out, 0);
+    read_slot(i, out, ctx, 0);
+}
+
+namespace detail {
+
+inline std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+inline bool draw_flip(std::uint64_t r, float p) {
+    if (!(p > 0.0f)) return false;
+    if (p >= 1.0f) return true;
+    return double(r >> 40) < double(p) * double(1u << 24);
+}
+
+// Copies `count` pixels of `bytes` bytes each from src to dst, in reverse order (a mirrored row).
+inline void copy_mirrored(unsigned char* dst, const unsigned char* src, std::size_t count, std::size_t bytes) {
+    const unsigned char* s = src + (count - 1) * bytes;
+    switch (bytes) {
+        case 1: for (std::size_t i = 0; i < count; ++i) dst[i] = src[count - 1 - i]; break;
+        case 3: for (std::size_t i = 0; i < count; ++i, dst += 3, s -= 3) { dst[0] = s[0]; dst[1] = s[1]; dst[2] = s[2]; } break;
+        default: for (std::size_t i = 0; i < count; ++i, dst += bytes, s -= bytes) std::memcpy(dst, s, bytes);
+    }
+}
+
+// dst (rows of `width` pixels) = the window of `src` (rows of `src_width` pixels), flipped.
+inline void copy_window(unsigned char* dst, const unsigned char* src, std::size_t src_width, std::size_t bytes,
+                        const crop_box& b) {
+    const std::size_t row = std::size_t(b.width) * bytes;
+    for (std::size_t oy = 0; oy < b.height; ++oy) {
+        const std::size_t sy = b.vflip ? b.y + b.height - 1 - oy : b.y + oy;
+        const unsigned char* s = src + (sy * src_width + b.x) * bytes;
+        if (b.hflip) copy_mirrored(dst + oy * row, s, b.width, bytes);
+        else std::memcpy(dst + oy * row, s, row);
+    }
+}
+
+}  // namespace detail
+
+inline crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t record_height,
+                                  std::size_t record_width, std::size_t slot) {
+    using detail::splitmix64;
+    crop_box b;
+    const std::size_t h = a.height ? a.height : record_height, w = a.width ? a.width : record_width;
+    if ((a.height == 0) != (a.width == 0)) throw error("augmentation: set both height and width of the crop, or neither");
+    if (h > record_height || w > record_width)
+        throw error("crop " + std::to_string(w) + "x" + std::to_string(h) + " is larger than record " + std::to_string(index) +
+                    " (" + std::to_string(record_width) + "x" + std::to_string(record_height) + ")");
+    b.height = std::uint32_t(h);
+    b.width = std::uint32_t(w);
+    const std::uint64_t seed = splitmix64(a.seed ^ splitmix64(a.epoch ^ splitmix64(index)));
+    if ((a.position == crop_position::given || a.hflip == flip_mode::given || a.vflip == flip_mode::given) && !a.given)
+        throw error("augmentation: given boxes or flips need augmentation::given");
+    switch (a.position) {
+        case crop_position::center:
+            b.y = std::uint32_t((record_height - h) / 2);
+            b.x = std::uint32_t((record_width - w) / 2);
+            break;
+        case crop_position::random:
+            b.y = std::uint32_t(splitmix64(seed + 1) % (record_height - h + 1));
+            b.x = std::uint32_t(splitmix64(seed + 2) % (record_width - w + 1));
+            break;
+        case crop_position::given: {
+            const crop_box& g = a.given[slot];
+            if (g.y > record_height - h || g.x > record_width - w)
+                throw error("given crop at (y " + std::to_string(g.y) + ", x " + std::to_string(g.x) + ") of " +
+                            std::to_string(w) + "x" + std::to_string(h) + " runs past record " + std::to_string(index) + " (" +
+                            std::to_string(record_width) + "x" + std::to_string(record_height) + ")");
+            b.y = g.y;
+            b.x = g.x;
+            break;
+        }
+    }
+    b.hflip = a.hflip == flip_mode::given ? a.given[slot].hflip
+            : a.hflip == flip_mode::random && detail::draw_flip(splitmix64(seed + 3), a.hflip_probability);
+    b.vflip = a.vflip == flip_mode::given ? a.given[slot].vflip
+            : a.vflip == flip_mode::random && detail::draw_flip(splitmix64(seed + 4), a.vflip_probability);
+    return b;
+}
+
+inline sample dataset::window(const sample& full, const crop_box& b, read_context& ctx) const {
+    using namespace detail;
+    const schema_record& s = s_->schema;
+    const record_layout& r = full.layout_;
+    const record_layout w = make_record_layout(s, b.height, b.width, r.class_id, 0);
+    if (ctx.window_.size() < w.total_bytes) ctx.window_.resize(static_cast<std::size_t>(w.total_bytes));
+    unsigned char* out = ctx.window_.data();
+    copy_window(out + w.image_offset, full.rec_ + r.image_offset, r.width, s.channels, b);
+    if (r.label_bytes)
+        copy_window(out + w.label_offset, full.rec_ + r.label_offset, r.width,
+                    static_cast<std::size_t>(r.label_bytes / (std::uint64_t(r.height) * r.width)), b);
+    sample win;
+    win.state_ = s_;
+    win.index_ = full.index_;
+    win.rec_ = out;
+    win.layout_ = w;
+    return win;
+}
+
+inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
+    using namespace detail;
+    std::size_t k = 0, local = 0;
+    locate(i, k, local);
+    const shard_file& shard = *s_->shards[k];
+    const index_entry e = shard.entry(local);
+    const augmentation* aug = out.augment;
+    if (e.codec != codec_zstd_bands) {
+        const sample full = read(i, ctx);
+        if (!aug) return fill(full, out, slot);
+        const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), slot);
+        if (out.applied) out.applied[slot] = b;
+        return fill(window(full, b, ctx), out, slot);
+    }
+    const unsigned char* stored = shard.bytes() + e.offset;
+    if (s_->verify && XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size)) != e.checksum)
+        throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
+    record_layout layout;
+    band_table bands;
+    try {
+        layout = parse_record(s_->schema, stored, e.decoded_size);
+        bands = parse_band_table(layout, stored, e.stored_size);
+    } catch (const error& ex) {
+        throw error(s_->where(k, local) + ": " + ex.what());
+    }
+    const schema_record& s = s_->schema;
+    const bool seg = s.task == task_code::segmentation;
+    sample smp;
+    smp.state_ = s_;
+    smp.index_ = i;
+    smp.layout_ = layout;
+    smp.rec_ = stored;  // only the header is read from here; decoded regions go to ctx.buffer_
+    if (aug) {
+        // Only the bands that hold the window's rows, into their places in the context's buffer.
+        const crop_box b = plan_augmentation(*aug, i, layout.height, layout.width, slot);
+        if (out.applied) out.applied[slot] = b;
+        ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
+        unsigned char* buf = ctx.buffer_.data();
+        try {
+            decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset,
+                             seg ? buf + layout.label_offset : nullptr);
+        } catch (const error& ex) {
+            throw error(s_->where(k, local) + ": " + ex.what());
+        }
+        smp.rec_ = buf;
+        return fill(window(smp, b, ctx), out, slot);
+    }
+    // No augmentation: frames decompress straight into the caller's buffers where those hold
+    // the stored bytes as they are (uint8 image, interleaved; one-hot label stored one-hot);
+    // the rest goes through the context's buffer and fill()'s conversions.
+    const std::size_t pixels = std::size_t(layout.height) * layout.width;
+    const std::size_t image_n = pixels * s.channels;
+    sample_buffers rest = out;
+    unsigned char* image_dst = nullptr;
+    unsigned char* label_dst = nullptr;
+    if (out.image_u8 && !out.image_f32 && (!out.channels_first || s.channels == 1)) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        image_dst = out.image_u8 + slot * image_n;
+        rest.image_u8 = nullptr;
+    }
+    if (seg && out.label_u8 && s.label_layout == layout_code::one_hot && !out.channels_first && !out.label_f32 &&
+        !out.label_index && !out.label_index_i64) {
+        const std::size_t one_hot_n = pixels * s.class_count;
+        need(out.label_capacity, (slot + 1) * one_hot_n, "label");
+        label_dst = out.label_u8 + slot * one_hot_n;
+        rest.label_u8 = nullptr;
+    }
+    const bool image_in_buffer = !image_dst && (rest.image_u8 || rest.image_f32);
+    const bool label_in_buffer = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index || rest.label_index_i64);
+    if (image_in_buffer || label_in_buffer) {
+        ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
+        smp.rec_ = ctx.buffer_.data();
+    }
+    unsigned char* buf = ctx.buffer_.data();
+    try {
+        decompress_bands(ctx.dctx_.get(), bands, layout.height, 0, layout.height,
+                         image_dst ? image_dst : image_in_buffer ? buf + layout.image_offset : nullptr,
+                         label_dst ? label_dst : label_in_buffer ? buf + layout.label_offset : nullptr);
+    } catch (const error& ex) {
+        throw error(s_->where(k, local) + ": " + ex.what());
+    }
+    fill(smp, rest, slot);
 }
 
 inline void dataset::read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out,
                                 read_context& ctx) const {
-    if (count > 1 && s_->schema.fixed_height == 0)
-        throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size)");
-    for (std::size_t j = 0; j < count; ++j) fill(read(indices[j], ctx), out, j);
+    if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
+        throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
+    for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
 }
 
 inline partition dataset::partition(std::size_t rank, std::size_t world, partition_policy policy) const {

@@ -109,13 +109,47 @@ def main():
         npy = field(runs, f"{job}.npy_read", "samples_per_s")
         tfr = field(runs, f"{job}.tfrecord", "read_samples_per_s")
         ours1 = f"{fmt_rate(r1)}, {g1:.2f} GB/s" if r1 and g1 else fmt_rate(r1)
-        add(f"read {job}, random, 1 thread", r1, ours1, "bare ZSTD_decompressDCtx, 1 thread", z1, fmt_rate(z1), 0.85)
+        add(f"read {job}, random, 1 thread", r1, ours1, "bare ZSTD_decompressDCtx, 1 thread", z1, fmt_rate(z1), 0.97)
         add(f"read {job}, random, 1 thread", r1, fmt_rate(r1), f"decoding the source {source_kind}, 1 thread", src,
             fmt_rate(src), source_target)
         add(f"read {job}, random, 1 thread", r1, fmt_rate(r1), "np.load of .npy (page cache), 1 process", npy, fmt_rate(npy))
         if tfr:
             add(f"read {job}, {a.threads} threads", rn, fmt_rate(rn), "TFRecord via tf.data, parallel map", tfr,
                 fmt_rate(tfr), 3.0)
+
+    # The segmentation records stored with each codec (the job's own build is --compression zstd).
+    tfr = field(runs, "seg1080.tfrecord", "read_samples_per_s")
+    for codec in ("zstd-record", "none", "auto"):
+        name = f"seg1080.read.{codec}"
+        if name not in runs:
+            continue
+        r1 = field(runs, name, "modes", "reader_1t", "samples_per_s")
+        rn = field(runs, name, "modes", "reader_nt", "samples_per_s")
+        z1 = field(runs, name, "modes", "zstd_1t", "samples_per_s")
+        raw = field(runs, name, "dataset", "raw_records")
+        title = f"read seg1080 stored --compression {codec} ({raw} raw records)" if raw is not None else f"read seg1080 ({codec})"
+        add(f"{title}, 1 thread", r1, fmt_rate(r1), "bare ZSTD_decompressDCtx (memcpy for raw), 1 thread", z1, fmt_rate(z1),
+            0.97 if codec == "zstd-record" else None)
+        if tfr:
+            add(f"{title}, {a.threads} threads", rn, fmt_rate(rn), "TFRecord via tf.data, parallel map", tfr, fmt_rate(tfr), 3.0)
+
+    # Random 512x512 crops + flips from full 1080p records.
+    stored = field(runs, "crop.stored", "samples_per_s_1t")
+    stored_n = field(runs, "crop.stored", "samples_per_s_nt")
+    for codec in ("zstd", "auto", "none"):
+        for suffix, threads_text in (("1t", "1 thread"), ("nt", f"{a.threads} threads")):
+            ours = field(runs, f"crop.shardpack.{codec}", f"samples_per_s_{suffix}")
+            if ours is None:
+                continue
+            size = field(runs, f"crop.size.{codec}", "bytes")
+            mb = f", {size / 1e6:.0f} MB" if size else ""
+            title = f"random 512 crops + flips of full 1080p records ({codec}{mb}), {threads_text}"
+            for base in ("zstd-record", codec):
+                py_rate = field(runs, f"crop.python.{base}", f"samples_per_s_{suffix}")
+                what = "1.0 zstd records" if base == "zstd-record" else f"the same {codec} records"
+                add(title, ours, fmt_rate(ours), f"Python: whole {what} + numpy crop/flip/float", py_rate, fmt_rate(py_rate), 5.0)
+            st = stored if suffix == "1t" else stored_n
+            add(title, ours, fmt_rate(ours), "reading stored 512x512 crops (one-hot, zstd)", st, fmt_rate(st))
 
     rss = {}
     for name in runs:

@@ -90,8 +90,13 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--unknown-label", o.unknown_label, "A mask colour not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
     add_label_options(*b, o);
-    b->add_option("--compression", o.compression, "zstd (one frame per record; raw where it does not pay) or none")
-        ->check(CLI::IsMember({"zstd", "none"}))->capture_default_str();
+    b->add_option("--compression", o.compression,
+                  "zstd (format 1.1: one frame per band of rows of image and label; raw where it is not smaller), "
+                  "auto (zstd where it saves at least half of a record, else raw), zstd-record (format 1.0: one frame "
+                  "per record, for 1.0 readers) or none")
+        ->check(CLI::IsMember({"zstd", "auto", "zstd-record", "none"}))->capture_default_str();
+    b->add_option("--band-rows", o.band_rows, "Rows per zstd band frame (zstd, auto); 0 = about 256 KiB of image per band")
+        ->check(CLI::Range(0, 65536))->capture_default_str();
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
     b->add_option("--shard-size", o.shard_size, "Start a new shard beyond this size (e.g. 256MiB, 1GiB)")->capture_default_str();
     b->add_flag("--shuffle", o.shuffle, "Write records in a seeded random order instead of CSV order");
@@ -240,7 +245,10 @@ build_options to_build_options(const build_command_options& o) {
     b.mask_values = o.mask_values == "index" ? mask_value_kind::index
                   : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
     b.ignore_values = parse_ignore_values(o.ignore_values);
-    b.codec = o.compression == "none" ? record_codec::none : record_codec::zstd;
+    b.codec = o.compression == "none" ? record_codec::none : o.compression == "auto" ? record_codec::automatic
+            : o.compression == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
+    b.band_rows = o.band_rows;
+    if (o.band_rows && !uses_band_frames(b.codec)) throw usage_error("--band-rows needs --compression zstd or auto");
     b.level = o.level;
     b.shard_size = parse_byte_size("--shard-size", o.shard_size);
     if (b.shard_size < 4096) throw usage_error("--shard-size must be at least 4096 bytes");

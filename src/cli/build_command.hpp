@@ -17,6 +17,7 @@ struct build_command_options {
     std::string label_layout = "onehot", unknown_label = "error";
     std::string compression = "zstd";
     int level = 1;
+    std::uint32_t band_rows = 0;
     std::string shard_size = "256MiB";
     bool shuffle = false;
     std::uint64_t seed = 0;

@@ -18,6 +18,7 @@
 #include "format/folder_ownership.hpp"
 #include "format/output_folder.hpp"
 #include "format/output_lock.hpp"
+#include "format/record_compressor.hpp"
 #include "pipeline/partition.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
@@ -215,7 +216,13 @@ merge_result merge_parts(const merge_options& o) {
             wo.shard_size = m.at("build").at("shard_size").as_u64();
             wo.schema = first.schema();
             wo.classes = classes_of(first);
-            wo.uses_zstd = m.at("build").at("compression").as_string() == "zstd";  // as the build sets it
+            {  // the feature bits as the build set them, from its codec
+                const std::string& c = m.at("build").at("compression").as_string();
+                const record_codec codec = c == "none" ? record_codec::none : c == "auto" ? record_codec::automatic
+                                         : c == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
+                wo.uses_zstd = uses_record_frames(codec);
+                wo.uses_bands = uses_band_frames(codec);
+            }
             wo.build = m.at("build");
             wo.libraries = m.at("libraries");
             wo.input_digest = p.input_digest;

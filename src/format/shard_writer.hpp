@@ -22,7 +22,8 @@ struct extra_section {
 struct shard_identity {
     std::uint64_t shard_number = 0;
     std::uint64_t first_record = 0;
-    bool uses_zstd = true;  // sets the required zstd feature bit
+    bool uses_zstd = true;    // sets the required zstd feature bit (codec 1)
+    bool uses_bands = false;  // sets the required band-frame feature bit (codec 2) and version 1.1
 };
 
 // The byte arithmetic of a shard being filled: where the next record goes and how large the
@@ -51,6 +52,12 @@ private:
     std::uint64_t count_ = 0;
 };
 
+// The minor version a shard declares: 1 when it uses a 1.1 feature, else 0, so that a shard
+// without one stays a 1.0 file byte for byte.
+inline std::uint16_t shard_minor_version(const shard_identity& id) {
+    return id.uses_bands ? detail::version_minor : detail::version_minor_plain;
+}
+
 // The header (fixed part and sections) of a shard; its size does not depend on `id`.
 std::vector<unsigned char> build_shard_header(const detail::schema_record& schema,
                                              const std::vector<detail::class_record>& classes, const shard_identity& id,
@@ -77,6 +84,8 @@ private:
     std::vector<unsigned char> header_;
     std::vector<detail::index_entry> index_;
     std::uint64_t uses_zstd_;
+    bool uses_bands_;
+    std::uint16_t minor_;
     void put(const void* data, std::size_t size);
     void put_zeros(std::size_t count);
 };

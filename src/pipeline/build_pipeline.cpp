@@ -170,8 +170,9 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     json ignored = json::array();
     for (auto v : o.ignore_values) ignored.push(unsigned(v));
     d.set("ignore_values", ignored);
-    d.set("compression", o.codec == record_codec::zstd ? "zstd" : "none");
+    d.set("compression", compression_name(o.codec));
     d.set("level", o.level);
+    d.set("band_rows", std::uint64_t(o.band_rows));
     d.set("tool", SHARDPACK_VERSION);
     d.set("libraries", libraries);
     std::string bytes = d.dump(-1);
@@ -269,8 +270,12 @@ json effective_options_json(const build_options& o, task_kind task) {
         b.set("label_layout", o.label_layout == label_layout_option::one_hot ? "onehot" : "index");
         b.set("unknown_label", o.unknown_label == unknown_colour_policy::error ? "error" : "ignore");
     }
-    b.set("compression", o.codec == record_codec::zstd ? "zstd" : "none");
+    b.set("compression", compression_name(o.codec));
     b.set("level", o.level);
+    if (uses_band_frames(o.codec)) {
+        if (o.band_rows) b.set("band_rows", std::uint64_t(o.band_rows));
+        else b.set("band_rows", "auto");
+    }
     b.set("shard_size", o.shard_size);
     b.set("shuffle", o.shuffle);
     b.set("seed", o.seed);
@@ -310,7 +315,8 @@ build_result run_build(const build_options& options) {
     wo.shard_size = options.shard_size;
     wo.schema = schema;
     wo.classes = to_records(input.classes);
-    wo.uses_zstd = options.codec == record_codec::zstd;
+    wo.uses_zstd = uses_record_frames(options.codec);
+    wo.uses_bands = uses_band_frames(options.codec);
     wo.build = effective_options_json(options, input.task);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);
@@ -353,7 +359,7 @@ build_result run_build(const build_options& options) {
     const sample_transformer transformer(options, schema, input.classes, mask_values, colors_command_hint(options),
                                          memory.per_row, &build_interrupt_signal);
     tbb::enumerable_thread_specific<transform_scratch> scratch;
-    tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level);
+    tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level, schema, options.band_rows);
     const std::string csv_name = std::filesystem::path(options.input.csv_path).filename().string();
     record_sink sink(writer, options, csv_name, input.classes.size());
 

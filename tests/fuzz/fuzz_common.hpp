@@ -137,10 +137,11 @@ inline void write_variable_size(const std::string& dir, detail::layout_code layo
     wo.schema.fixed_height = wo.schema.fixed_width = 0;
     for (std::uint32_t c = 0; c < o.classes; ++c)
         wo.classes.push_back({"c" + std::to_string(c), true, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
-    wo.uses_zstd = codec == record_codec::zstd;
+    wo.uses_zstd = uses_record_frames(codec);
+    wo.uses_bands = uses_band_frames(codec);
     wo.input_digest = "0000000000000000";
     dataset_writer writer(wo);
-    record_compressor compressor(codec, 3);
+    record_compressor compressor(codec, 3, wo.schema);
     std::vector<unsigned char> decoded;
     stored_record stored;
     const std::uint32_t sizes[][2] = {{5, 3}, {1, 1}, {9, 2}};
@@ -195,6 +196,7 @@ inline std::vector<std::string> write_fixture_datasets(const std::string& root) 
         test::write_synthetic(next("cls-gray"), o);
     }
     write_variable_size(next("seg-varsize"), detail::layout_code::index, record_codec::zstd);
+    write_variable_size(next("seg-varsize-record-frames"), detail::layout_code::index, record_codec::zstd_record);
     return dirs;
 }
 

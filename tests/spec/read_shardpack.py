@@ -99,7 +99,7 @@ def open_shard(path):
         raise Refused("header length")
     if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
         raise Refused("header/index checksum")
-    if required & ~1: raise Refused("unknown required feature")
+    if required & ~3: raise Refused("unknown required feature")
     if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
     at, schema, classes, schema_raw, classes_raw = 64, None, None, b"", b""
     for _ in range(count_sections):
@@ -123,8 +123,9 @@ def open_shard(path):
     for i in range(count):
         e = index_offset + 40 * i
         off, stored, decoded, csum, codec = u64(b, e), u64(b, e + 8), u64(b, e + 16), u64(b, e + 24), u32(b, e + 32)
-        if codec not in (0, 1): raise Refused("codec")
+        if codec not in (0, 1, 2): raise Refused("codec")
         if codec == 1 and not required & 1: raise Refused("zstd without the feature bit")
+        if codec == 2 and not required & 2: raise Refused("band frames without the feature bit")
         if off % alignment: raise Refused("unaligned record")
         if off < end or stored > index_offset or off > index_offset - stored: raise Refused("record outside the record area")
         if decoded > 1 << 32 or decoded < 16: raise Refused("decoded size")
@@ -135,14 +136,61 @@ def open_shard(path):
                 schema_key=schema_raw + classes_raw, entries=entries)
 
 
+def layout(s, data, decoded):
+    """image_offset, image_bytes, label_offset, label_bytes, height of a record (spec 10.2)."""
+    h, w, key_length = u32(data, 0), u32(data, 4), u32(data, 12)
+    image_offset = align(16 + key_length, 64)
+    image_bytes = h * w * s["channels"]
+    label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
+    label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
+    return image_offset, image_bytes, label_offset, label_bytes, h
+
+
+def unband(s, data, decoded):
+    """Codec 2 (spec 10.3): prefix, band table, one zstd frame per band of each region."""
+    if len(data) < 16: raise Refused("band record shorter than its header")
+    image_offset, image_bytes, label_offset, label_bytes, h = layout(s, data, decoded)
+    if not 1 <= h <= 65536 or label_offset + label_bytes != decoded: raise Refused("band record layout")
+    if len(data) < image_offset + 8: raise Refused("band table missing")
+    rows, frames = u32(data, image_offset), u32(data, image_offset + 4)
+    if not 1 <= rows <= h: raise Refused("band rows")
+    bands = (h + rows - 1) // rows
+    regions = [(image_offset, image_bytes)] + ([(label_offset, label_bytes)] if label_bytes else [])
+    if frames != bands * len(regions): raise Refused("frame count")
+    at = image_offset + 8 + 8 * frames
+    if at > len(data): raise Refused("band table past the record")
+    entries = [u64(data, image_offset + 8 + 8 * f) for f in range(frames)]
+    sizes = [e & ((1 << 63) - 1) for e in entries]
+    if at + sum(sizes) != len(data): raise Refused("band frames do not fill the record")
+    out = bytearray(decoded)
+    out[:image_offset] = data[:image_offset]
+    f = 0
+    for start, nbytes in regions:
+        row_bytes = nbytes // h
+        for b in range(bands):
+            first, last = b * rows, min(h, (b + 1) * rows)
+            if entries[f] >> 63:  # the band stored raw
+                part = data[at:at + sizes[f]]
+            else:
+                part = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[at:at + sizes[f]], capture_output=True,
+                                      check=True).stdout
+            if len(part) != (last - first) * row_bytes: raise Refused(f"band frame {f} size")
+            out[start + first * row_bytes:start + last * row_bytes] = part
+            at += sizes[f]
+            f += 1
+    return bytes(out)
+
+
 def decode_record(shard, i):
     off, stored, decoded, csum, codec = shard["entries"][i]
     data = shard["bytes"][off:off + stored]
     if xxhash and xxh3(data) != csum: raise Refused(f"record {i}: checksum mismatch")
+    s = shard["schema"]
     if codec == 1:
         data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, capture_output=True, check=True).stdout
+    elif codec == 2:
+        data = unband(s, data, decoded)
     if len(data) != decoded: raise Refused(f"record {i}: decoded size")
-    s = shard["schema"]
     h, w, class_id, key_length = u32(data, 0), u32(data, 4), i32(data, 8), u32(data, 12)
     if not (1 <= h <= 65536 and 1 <= w <= 65536): raise Refused("record size")
     if s["fixed_h"] and (h, w) != (s["fixed_h"], s["fixed_w"]): raise Refused("record size differs from schema")

@@ -21,6 +21,9 @@ check() {  # name, then build options
   echo "spec reader agrees on $name: $(wc -l <"$work/$name.py.jsonl") records"
 }
 check seg-onehot-zstd --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --shard-size 16KiB
+check seg-index-bands --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --band-rows 7
+check seg-onehot-record-frames --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --compression zstd-record
+check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
 check seg-index-raw --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --compression none
 check seg-resized --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --size 16x16 --resize fit
 check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
@@ -42,6 +45,24 @@ $reader "$work/golden" >"$work/golden.py.jsonl"
 "$dump" "$work/golden" >"$work/golden.cpp.jsonl"
 diff -u "$work/golden.cpp.jsonl" "$work/golden.py.jsonl"
 grep -q '"key": "a.png"' "$work/golden.py.jsonl"
+
+# The 1.1 test vector (band frames).
+mkdir -p "$work/golden11"
+python3 - "$src/tests/golden/band_shard.hex" "$work/golden11" <<'PY'
+import json, sys
+data = bytearray()
+for line in open(sys.argv[1]):
+    data += bytes(int(w, 16) for w in line.split()[1:])
+name = "shard-00000-band.spk"
+open(f"{sys.argv[2]}/{name}", "wb").write(data)
+json.dump({"format": "shardpack", "format_version": "1.1", "records": 1,
+           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": ""}]},
+          open(f"{sys.argv[2]}/manifest.json", "w"))
+PY
+$reader "$work/golden11" >"$work/golden11.py.jsonl"
+"$dump" "$work/golden11" >"$work/golden11.cpp.jsonl"
+diff -u "$work/golden11.cpp.jsonl" "$work/golden11.py.jsonl"
+grep -q '"key": "b.png"' "$work/golden11.py.jsonl"
 
 # Damage both readers must refuse at open: a byte of the index, the trailer magic, a version.
 shard=$(ls "$work/seg-index-raw"/shard-*.spk)

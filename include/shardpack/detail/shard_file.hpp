@@ -26,8 +26,11 @@ struct shard_header {
 
 class shard_file {
 public:
-    // Opens and validates; every error message starts with the shard's name.
-    shard_file(std::string path, std::string name) : name_(std::move(name)), file_(std::make_shared<mapped_file>(path)) {
+    // Opens and validates; every error message starts with the shard's name. `known_required`:
+    // the required feature bits this reader knows (a test passes the 1.0 set to check how a 1.0
+    // reader meets a 1.1 shard).
+    shard_file(std::string path, std::string name, std::uint64_t known_required = known_required_features)
+        : name_(std::move(name)), file_(std::make_shared<mapped_file>(path)), known_required_(known_required) {
         try {
             parse();
         } catch (const error& e) {
@@ -58,6 +61,7 @@ private:
     const unsigned char* index_ = nullptr;
     std::uint64_t index_offset_ = 0;
     std::size_t count_ = 0;
+    std::uint64_t known_required_ = known_required_features;
 
     void parse() {
         const unsigned char* p = file_->data();
@@ -106,7 +110,7 @@ private:
         const std::uint64_t actual = XXH3_64bits_digest(&state);
         if (actual != checksum) throw error("header/index checksum mismatch: the shard is damaged");
 
-        const std::uint64_t unknown = header_.required_features & ~known_required_features;
+        const std::uint64_t unknown = header_.required_features & ~known_required_;
         if (unknown)
             throw error("shard needs features this reader does not know (required feature bits 0x" + hex(unknown) +
                         "); a newer shardpack reader is needed");
@@ -160,9 +164,12 @@ private:
         for (std::size_t i = 0; i < count_; ++i) {
             const index_entry e = entry(i);
             const std::string where = "record " + std::to_string(i) + ": ";
-            if (e.codec != codec_raw && e.codec != codec_zstd) throw error(where + "unknown codec " + std::to_string(e.codec));
+            if (e.codec != codec_raw && e.codec != codec_zstd && e.codec != codec_zstd_bands)
+                throw error(where + "unknown codec " + std::to_string(e.codec));
             if (e.codec == codec_zstd && !(header_.required_features & feature_zstd_records))
                 throw error(where + "zstd record in a shard that does not declare the zstd feature");
+            if (e.codec == codec_zstd_bands && !(header_.required_features & feature_band_frames))
+                throw error(where + "band-frame record in a shard that does not declare the band-frame feature");
             if (e.offset % header_.alignment != 0) throw error(where + "offset is not aligned");
             if (e.offset < end || e.stored_size > index_offset_ || e.offset > index_offset_ - e.stored_size)
                 throw error(where + "stored bytes lie outside the record area");

@@ -1,0 +1,132 @@
+// Codec 2 (format 1.1, formats/shardpack-v1.md section 10.3): a record stored as its header and
+// key verbatim, a band table, then one zstd frame per band of rows of the image and of the label.
+// The image and label frames decompress straight into their destinations (the caller's buffers
+// where the layout allows), and a crop decompresses only the bands its rows lie in.
+#pragma once
+#include <zstd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "endian.hpp"
+#include "error.hpp"
+#include "format.hpp"
+#include "zstd_frames.hpp"
+
+namespace shardpack::detail {
+
+inline constexpr std::size_t band_table_fixed_size = 8;  // u32 band_rows, u32 frame_count
+// In a frame_sizes entry: the band is stored raw (its bytes verbatim) instead of as a zstd frame.
+inline constexpr std::uint64_t band_stored_raw = std::uint64_t(1) << 63;
+
+// A codec 2 record's band table, checked against its layout and stored size.
+struct band_table {
+    std::uint32_t band_rows = 0;
+    std::uint32_t bands = 0;              // ceil(height / band_rows)
+    std::uint32_t regions = 0;            // 1 (image) or 2 (image, label)
+    const unsigned char* sizes = nullptr;  // frame_count u64 compressed sizes
+    const unsigned char* frames = nullptr; // the first frame; the others follow back to back
+    std::uint64_t image_row_bytes = 0, label_row_bytes = 0;
+
+    std::uint32_t frame_count() const { return bands * regions; }
+    std::uint64_t frame_size(std::uint32_t f) const { return load_u64(sizes + 8 * std::size_t(f)) & ~band_stored_raw; }
+    bool frame_raw(std::uint32_t f) const { return (load_u64(sizes + 8 * std::size_t(f)) & band_stored_raw) != 0; }
+    std::uint32_t band_begin(std::uint32_t b) const { return b * band_rows; }
+    std::uint32_t band_end(std::uint32_t b, std::uint32_t height) const {
+        const std::uint64_t e = std::uint64_t(b + 1) * band_rows;
+        return e < height ? std::uint32_t(e) : height;
+    }
+};
+
+// The stored bytes of a codec 2 record begin with the decoded record's first image_offset bytes,
+// so the layout comes from them. Checks everything that locates the frames; the frames' own
+// sizes are checked when they are decompressed.
+inline band_table parse_band_table(const record_layout& r, const unsigned char* stored, std::uint64_t stored_size) {
+    if (stored_size < r.image_offset + band_table_fixed_size)
+        throw error("band record of " + std::to_string(stored_size) + " bytes ends before its band table");
+    const unsigned char* t = stored + r.image_offset;
+    band_table b;
+    b.band_rows = load_u32(t);
+    const std::uint32_t frame_count = load_u32(t + 4);
+    if (b.band_rows == 0 || b.band_rows > r.height)
+        throw error("band rows " + std::to_string(b.band_rows) + " is not between 1 and the height " + std::to_string(r.height));
+    b.bands = (r.height + b.band_rows - 1) / b.band_rows;
+    b.regions = r.label_bytes ? 2 : 1;
+    if (frame_count != b.frame_count())
+        throw error("band table lists " + std::to_string(frame_count) + " frames, " + std::to_string(b.frame_count()) +
+                    " expected");
+    const std::uint64_t table_end = r.image_offset + band_table_fixed_size + 8 * std::uint64_t(frame_count);
+    if (stored_size < table_end) throw error("band table runs past the stored record");
+    b.sizes = t + band_table_fixed_size;
+    b.frames = stored + table_end;
+    b.image_row_bytes = r.image_bytes / r.height;
+    b.label_row_bytes = r.label_bytes / r.height;
+    // Each frame's block headers must be able to hold its band before anything is allocated or
+    // written for it: a few damaged or hostile bytes must not claim gigabytes.
+    std::uint64_t left = stored_size - table_end;
+    const unsigned char* frame = b.frames;
+    for (std::uint32_t f = 0; f < frame_count; ++f) {
+        const std::uint64_t n = b.frame_size(f);
+        if (n > left) throw error("band frame " + std::to_string(f) + " runs past the stored record");
+        const std::uint32_t band = f % b.bands;
+        const std::uint64_t want = std::uint64_t(b.band_end(band, r.height) - b.band_begin(band)) *
+                                   (f < b.bands ? b.image_row_bytes : b.label_row_bytes);
+        if (b.frame_raw(f)) {
+            if (n != want)
+                throw error("raw band " + std::to_string(f) + " is " + std::to_string(n) + " bytes, its band is " + std::to_string(want));
+            frame += n;
+            left -= n;
+            continue;
+        }
+        const std::uint64_t bound = zstd_decoded_bound(frame, static_cast<std::size_t>(n));
+        if (bound < want)
+            throw error("band frame " + std::to_string(f) + " holds at most " + std::to_string(bound) + " bytes, its band is " +
+                        std::to_string(want));
+        frame += n;
+        left -= n;
+    }
+    if (left != 0) throw error(std::to_string(left) + " bytes follow the last band frame");
+    return b;
+}
+
+// Decompresses frame `f` (`frame` points at it) into exactly `bytes` bytes at `dst`.
+inline void decompress_band(ZSTD_DCtx* dctx, const unsigned char* frame, std::uint64_t frame_size, unsigned char* dst,
+                            std::uint64_t bytes, std::uint32_t f) {
+    const unsigned long long content = ZSTD_getFrameContentSize(frame, static_cast<std::size_t>(frame_size));
+    if (content != bytes)
+        throw error("band frame " + std::to_string(f) + " declares " +
+                    (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no valid size")
+                                                                                             : std::to_string(content) + " bytes") +
+                    ", its band is " + std::to_string(bytes));
+    const std::size_t n = ZSTD_decompressDCtx(dctx, dst, static_cast<std::size_t>(bytes), frame, static_cast<std::size_t>(frame_size));
+    if (ZSTD_isError(n)) throw error("band frame " + std::to_string(f) + ": zstd: " + ZSTD_getErrorName(n));
+    if (n != bytes)
+        throw error("band frame " + std::to_string(f) + " decompressed to " + std::to_string(n) + " bytes, its band is " +
+                    std::to_string(bytes));
+}
+
+// Decompresses the bands that hold rows [row_begin, row_end) of the image (into image_dst, which
+// stands for row 0) and of the label (into label_dst, likewise); a null destination skips that
+// region. Rows of bands outside the range are left untouched.
+inline void decompress_bands(ZSTD_DCtx* dctx, const band_table& b, std::uint32_t height, std::uint32_t row_begin,
+                             std::uint32_t row_end, unsigned char* image_dst, unsigned char* label_dst) {
+    const unsigned char* frame = b.frames;
+    for (std::uint32_t region = 0; region < b.regions; ++region) {
+        unsigned char* dst = region == 0 ? image_dst : label_dst;
+        const std::uint64_t row_bytes = region == 0 ? b.image_row_bytes : b.label_row_bytes;
+        for (std::uint32_t band = 0; band < b.bands; ++band) {
+            const std::uint32_t f = region * b.bands + band;
+            const std::uint64_t size = b.frame_size(f);
+            const std::uint32_t first = b.band_begin(band), last = b.band_end(band, height);
+            if (dst && last > row_begin && first < row_end) {
+                if (b.frame_raw(f)) std::memcpy(dst + first * row_bytes, frame, static_cast<std::size_t>(size));  // size checked at parse
+                else decompress_band(dctx, frame, size, dst + first * row_bytes, std::uint64_t(last - first) * row_bytes, f);
+            }
+            frame += size;
+        }
+    }
+}
+
+}  // namespace shardpack::detail
