@@ -46,4 +46,27 @@ for c in r["class_frequencies"]:
     print(f"  {c['class']:<12} {c['fraction']*100:6.2f} %")
 PY
 echo
-echo "demo done: dataset in $demo/dataset"
+echo "== 7. read it from Python: pip install . into .venv/ (scripts/python-env.sh), then shardpack.open"
+./scripts/python-env.sh --minimal
+.venv/bin/python - "$demo/dataset" <<'PY'
+import sys, time
+import numpy as np
+import shardpack
+
+ds = shardpack.open(sys.argv[1])
+print(ds)
+img, label = ds[0]
+print(f"ds[0]: image {img.dtype} {img.shape}, label {label.dtype} {label.shape}, key {ds.key(0)!r}")
+order = shardpack.permutation(len(ds), seed=0)
+images, labels = ds.read_batch(order[:16])   # float32 NCHW, ImageNet-normalised, one-hot labels
+print(f"read_batch(16): images {images.dtype} {images.shape}, labels {labels.dtype} {labels.shape}")
+out = (np.empty_like(images), np.empty_like(labels))
+t0, n = time.perf_counter(), 0
+while time.perf_counter() - t0 < 1.0:
+    for start in range(0, len(order) - 15, 16):
+        ds.read_batch(order[start:start + 16], out=out)
+        n += 16
+print(f"read_batch into the same arrays, shuffled batches of 16: {n / (time.perf_counter() - t0):.0f} samples/s")
+PY
+echo
+echo "demo done: dataset in $demo/dataset; from Python: .venv/bin/python -c \"import shardpack; print(len(shardpack.open('$demo/dataset')))\""

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test. Works on a fresh Debian machine.
+# The Python package's tests follow the ctest run (scripts/test-python.sh).
 # Then hardening: (a) the whole ctest suite again with ASan and UBSan (build-asan/,
 # SHARDPACK_SANITIZE=ON), (b) a short run of every fuzz target (scripts/fuzz.sh,
 # SHARDPACK_TEST_FUZZ_SECONDS per target, default 20). SHARDPACK_TEST_QUICK=1 skips (a) and (b).
@@ -15,6 +16,8 @@ mkdir -p "$logs"
 passed_line() { grep -E 'tests passed, [0-9]+ tests failed out of' "$1" | tail -1; }
 
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 2>&1 | tee "$logs/ctest.log"
+# The Python package: pip install . into .venv/ (and .venv-tf/ for Keras and tf.data), then pytest.
+SHARDPACK_BUILD_DIR=$build timeout 1200 ./scripts/test-python.sh 2>&1 | tee "$logs/pytest.log"
 if [ "${SHARDPACK_TEST_QUICK:-0}" = 1 ]; then
   echo "SHARDPACK_TEST_QUICK=1: skipped the sanitizer run and the fuzzers"
   exit 0
@@ -38,5 +41,6 @@ t2=$(date +%s)
 echo
 echo "== test summary"
 echo "tests ($build/):                $(passed_line "$logs/ctest.log")"
+echo "Python tests (tests/python/):   $(grep -E '^[0-9]+ (passed|failed|skipped)' "$logs/pytest.log" | paste -sd ';' -)"
 echo "tests with ASan+UBSan ($asan/): $(passed_line "$logs/ctest-asan.log")  [build and run $((t1 - t0))s]"
 echo "fuzzing (scripts/fuzz.sh):        no crashes in $(grep -c '^fuzz_' "$logs/fuzz.log") targets  [build and run $((t2 - t1))s]"

@@ -20,6 +20,8 @@
 //     out.norm = shardpack::normalization::imagenet();           // or the default: x / 255
 //     out.label_f32 = labels.data(); out.label_capacity = labels.size();   // one-hot, any stored layout
 //     ds.read_batch(indices.data(), batch, out, ctx);
+//     out.channels_first = true;   // images C*H*W, one-hot labels K*H*W per sample (NCHW), no extra pass
+//     out.label_index_i64 = ids;   // or class ids as int64 (H*W per sample), as PyTorch's losses take them
 //
 //   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
 //
@@ -68,6 +70,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "detail/error.hpp"
@@ -155,8 +158,13 @@ struct sample_buffers {
     float* label_f32 = nullptr;          // the same, as 0.0/1.0
     std::size_t label_capacity = 0;
     std::uint16_t* label_index = nullptr;  // segmentation: H*W class ids, ignore_value where ignored
-    std::size_t label_index_capacity = 0;
+    std::int64_t* label_index_i64 = nullptr;  // the same as int64 (PyTorch's class-index targets)
+    std::size_t label_index_capacity = 0;     // for label_index and label_index_i64
     std::int32_t* class_id = nullptr;    // one per sample (-1 for segmentation)
+    std::int64_t* class_id_i64 = nullptr;  // the same as int64
+    // Channels first: images C*H*W and one-hot labels K*H*W per sample (NCHW batches), written
+    // directly in that order, with no second pass. Index maps and class ids do not change.
+    bool channels_first = false;
 };
 
 namespace detail {
@@ -503,11 +511,61 @@ inline void for_each_stored_class(const schema_record& s, const unsigned char* l
     }
 }
 
-// dst[p * CH + c] = table[c][src[p * CH + c]] with the channel count known at compile time.
-template <std::size_t CH>
-inline void normalise_pixels(const unsigned char* src, float* dst, std::size_t pixels, const float (*table)[256]) {
-    for (std::size_t p = 0; p < pixels; ++p, src += CH, dst += CH)
-        for (std::size_t c = 0; c < CH; ++c) dst[c] = table[c][src[c]];
+// dst = convert(c, src) for every value of an interleaved (H*W*CH) source, written interleaved
+// (dst[p * CH + c]) or planar (dst[c * pixels + p]). `ch` is a std::integral_constant for image
+// channels, so the inner loops know it at compile time, or a std::size_t (one-hot planes).
+template <class Channels, class T, class Convert>
+inline void convert_pixels(const unsigned char* src, T* dst, std::size_t pixels, Channels ch, bool planar,
+                           Convert convert) {
+    const std::size_t n = ch;
+    if (planar) {
+        for (std::size_t c = 0; c < n; ++c) {
+            T* plane = dst + c * pixels;
+            const unsigned char* s = src + c;
+            for (std::size_t p = 0; p < pixels; ++p) plane[p] = convert(c, s[p * n]);
+        }
+    } else {
+        for (std::size_t p = 0; p < pixels; ++p, src += n, dst += n)
+            for (std::size_t c = 0; c < n; ++c) dst[c] = convert(c, src[c]);
+    }
+}
+
+// Calls f(std::integral_constant<std::size_t, channels>) for the channel counts the schema allows.
+template <class F>
+inline void with_channels(std::size_t channels, F&& f) {
+    switch (channels) {
+        case 1: f(std::integral_constant<std::size_t, 1>{}); break;
+        case 3: f(std::integral_constant<std::size_t, 3>{}); break;
+        case 4: f(std::integral_constant<std::size_t, 4>{}); break;
+        default: throw error("read_into: " + std::to_string(channels) + " channels");  // refused at open
+    }
+}
+
+// The one-hot label of a record (K values for classification, H*W*K or K*H*W for segmentation)
+// as 0/1 in T, whatever the stored layout.
+template <class T>
+inline void fill_one_hot(const schema_record& s, const record_layout& r, const unsigned char* label,
+                         std::size_t pixels, bool planar, T* dst) {
+    const std::size_t k = s.class_count;
+    if (s.task == task_code::classification) {
+        std::fill(dst, dst + k, T(0));
+        dst[r.class_id] = T(1);
+    } else if (s.label_layout == layout_code::one_hot && !planar) {
+        if constexpr (sizeof(T) == 1) std::memcpy(dst, label, pixels * k);
+        else for (std::size_t j = 0; j < pixels * k; ++j) dst[j] = T(label[j]);
+    } else if (s.label_layout == layout_code::one_hot) {
+        convert_pixels(label, dst, pixels, k, true, [](std::size_t, unsigned char v) { return T(v); });
+    } else {
+        std::fill(dst, dst + pixels * k, T(0));
+        if (planar)
+            for_each_stored_class(s, label, pixels, [dst, k, pixels](std::size_t p, std::uint32_t c) {
+                if (c < k) dst[c * pixels + p] = T(1);
+            });
+        else
+            for_each_stored_class(s, label, pixels, [dst, k](std::size_t p, std::uint32_t c) {
+                if (c < k) dst[p * k + c] = T(1);
+            });
+    }
 }
 
 inline void need(std::size_t capacity, std::size_t want, const char* what) {
@@ -525,9 +583,14 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
     const std::size_t pixels = std::size_t(r.height) * r.width;
     const std::size_t image_n = pixels * s.channels;
     const unsigned char* image = smp.rec_ + r.image_offset;
+    const bool planar = out.channels_first;
     if (out.image_u8) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
-        std::memcpy(out.image_u8 + slot * image_n, image, image_n);
+        std::uint8_t* dst = out.image_u8 + slot * image_n;
+        if (!planar || s.channels == 1) std::memcpy(dst, image, image_n);
+        else with_channels(s.channels, [&](auto ch) {
+            convert_pixels(image, dst, pixels, ch, true, [](std::size_t, unsigned char v) { return v; });
+        });
     }
     if (out.image_f32) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
@@ -536,55 +599,30 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
             for (int v = 0; v < 256; ++v)
                 table[c][v] = (float(v) / 255.0f - out.norm.mean[c]) / out.norm.stddev[c];
         float* dst = out.image_f32 + slot * image_n;
-        switch (s.channels) {
-            case 1: normalise_pixels<1>(image, dst, pixels, table); break;
-            case 3: normalise_pixels<3>(image, dst, pixels, table); break;
-            case 4: normalise_pixels<4>(image, dst, pixels, table); break;
-            default: {  // not reached: the schema allows 1, 3 or 4 channels
-                const std::size_t ch = s.channels;
-                for (std::size_t p = 0; p < pixels; ++p)
-                    for (std::size_t c = 0; c < ch; ++c) dst[p * ch + c] = table[c][image[p * ch + c]];
-            }
-        }
+        with_channels(s.channels, [&](auto ch) {
+            convert_pixels(image, dst, pixels, ch, planar, [&table](std::size_t c, unsigned char v) { return table[c][v]; });
+        });
     }
     if (out.class_id) out.class_id[slot] = r.class_id;
-    const std::size_t k = s.class_count;
+    if (out.class_id_i64) out.class_id_i64[slot] = r.class_id;
     const bool cls = s.task == task_code::classification;
-    const std::size_t one_hot_n = cls ? k : pixels * k;
+    const std::size_t one_hot_n = cls ? s.class_count : pixels * s.class_count;
     const unsigned char* label = smp.rec_ + r.label_offset;
-    if (out.label_u8 || out.label_f32) {
-        need(out.label_capacity, (slot + 1) * one_hot_n, "label");
-        if (out.label_u8 && !cls && s.label_layout == layout_code::one_hot) {
-            std::memcpy(out.label_u8 + slot * one_hot_n, label, one_hot_n);
-        } else if (out.label_u8) {
-            std::uint8_t* dst = out.label_u8 + slot * one_hot_n;
-            std::memset(dst, 0, one_hot_n);
-            if (cls) dst[r.class_id] = 1;
-            else
-                for_each_stored_class(s, label, pixels, [dst, k](std::size_t p, std::uint32_t c) {
-                    if (c < k) dst[p * k + c] = 1;
-                });
-        }
-        if (out.label_f32) {
-            float* dst = out.label_f32 + slot * one_hot_n;
-            if (!cls && s.label_layout == layout_code::one_hot) {
-                for (std::size_t j = 0; j < one_hot_n; ++j) dst[j] = label[j];
-            } else {
-                std::fill(dst, dst + one_hot_n, 0.0f);
-                if (cls) dst[r.class_id] = 1.0f;
-                else
-                    for_each_stored_class(s, label, pixels, [dst, k](std::size_t p, std::uint32_t c) {
-                        if (c < k) dst[p * k + c] = 1.0f;
-                    });
-            }
-        }
-    }
-    if (out.label_index) {
+    if (out.label_u8 || out.label_f32) need(out.label_capacity, (slot + 1) * one_hot_n, "label");
+    if (out.label_u8) fill_one_hot(s, r, label, pixels, planar, out.label_u8 + slot * one_hot_n);
+    if (out.label_f32) fill_one_hot(s, r, label, pixels, planar, out.label_f32 + slot * one_hot_n);
+    if (out.label_index || out.label_index_i64) {
         if (cls) throw error("read_into: label_index is for segmentation datasets");
         need(out.label_index_capacity, (slot + 1) * pixels, "label index");
+    }
+    if (out.label_index) {
         std::uint16_t* dst = out.label_index + slot * pixels;
         for_each_stored_class(s, label, pixels,
                               [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint16_t>(c); });
+    }
+    if (out.label_index_i64) {
+        std::int64_t* dst = out.label_index_i64 + slot * pixels;
+        for_each_stored_class(s, label, pixels, [dst](std::size_t p, std::uint32_t c) { dst[p] = std::int64_t(c); });
     }
 }
 

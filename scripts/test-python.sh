@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# scripts/test-python.sh: the Python package's tests (tests/python/), after scripts/build.sh.
+# Installs the package into .venv/ (and .venv-tf/ with TensorFlow and Keras from PyPI, where
+# it can) through scripts/python-env.sh --tf, then runs pytest: everything in .venv (Debian's
+# NumPy and PyTorch), the Keras and tf.data tests in .venv-tf. Skipped tests are listed with
+# their reason. Exits non-zero when a test fails. The tests find the CLI and tools in
+# $SHARDPACK_BUILD_DIR (default build/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export SHARDPACK_BUILD_DIR=$(realpath "${SHARDPACK_BUILD_DIR:-build}")
+./scripts/python-env.sh --tf
+# -rs: every skip with its reason; -p no:cacheprovider: no .pytest_cache in the tree.
+pytest_args=(-q -rs -p no:cacheprovider --durations=5)
+status=0
+.venv/bin/python -m pytest "${pytest_args[@]}" tests/python --ignore=tests/python/test_keras_tf.py || status=1
+if [ -x .venv-tf/bin/python ] && TF_CPP_MIN_LOG_LEVEL=3 .venv-tf/bin/python -c 'import tensorflow, keras, shardpack' 2>/dev/null; then
+  .venv-tf/bin/python -m pytest "${pytest_args[@]}" tests/python/test_keras_tf.py || status=1
+else
+  echo "test-python: no working .venv-tf (see above): the Keras and tf.data tests are skipped:"
+  .venv/bin/python -m pytest "${pytest_args[@]}" tests/python/test_keras_tf.py || status=1
+fi
+exit $status

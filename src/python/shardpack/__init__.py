@@ -1,0 +1,264 @@
+"""Read shardpack datasets from Python.
+
+    import shardpack
+    ds = shardpack.open("data/train")            # a shardpack.Dataset; errors are shardpack.Error
+    img, label = ds[0]                           # uint8 (H, W, C); one-hot (H, W, K), index map (H, W) or class id
+    images, labels = ds.read_batch([4, 1, 7])    # float32 NCHW, ImageNet-normalised, one-hot
+
+The records are read by the C++ reader (include/shardpack/reader.hpp) through the extension
+shardpack._shardpack: batches are filled outside the GIL by a pool of C++ threads, straight into
+NumPy arrays or the caller's (out=, any buffer-protocol or DLPack array, torch tensors included).
+
+Adapters, each importing its framework only when imported itself:
+shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset).
+"""
+import os as _os
+
+import numpy as _np
+
+from ._shardpack import Error, Reader as _Reader
+
+Error.__module__ = "shardpack"
+
+__all__ = ["open", "Dataset", "Error", "IndexOutOfRange", "permutation", "epoch_order", "IMAGENET_MEAN", "IMAGENET_STD"]
+__version__ = "0.1.0"
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+class IndexOutOfRange(Error, IndexError):
+    """ds[i] with i outside [-len(ds), len(ds)): a shardpack.Error and an IndexError."""
+
+
+def open(path, verify_checksums=True):
+    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset."""
+    return Dataset(path, verify_checksums=verify_checksums)
+
+
+def permutation(n, seed, epoch=0):
+    """The shuffled order of range(n) for (seed, epoch): an int64 array, the same on every
+    platform and in every process. All of shardpack's samplers and adapters use it."""
+    rng = _np.random.Generator(_np.random.PCG64(_np.random.SeedSequence([int(seed), int(epoch)])))
+    return rng.permutation(n).astype(_np.int64, copy=False)
+
+
+def epoch_order(n, seed=0, epoch=0, shuffle=True, rank=0, world=1, drop_last=False):
+    """The indices rank `rank` of `world` reads in epoch `epoch`: positions rank, rank + world, ...
+    of permutation(n, seed, epoch) (or of 0..n-1 without shuffle). drop_last=False pads the
+    order by wrapping around to its start so that every rank gets ceil(n / world) indices;
+    drop_last=True leaves out the tail so that every rank gets n // world. An int64 array."""
+    n, rank, world = int(n), int(rank), int(world)
+    if world < 1 or not 0 <= rank < world:
+        raise Error(f"rank {rank} is not in [0, world) for world {world}")
+    per_rank = n // world if drop_last else -(-n // world)
+    total = per_rank * world
+    order = permutation(n, seed, epoch) if shuffle else _np.arange(n, dtype=_np.int64)
+    if total > n:
+        order = _np.resize(order, total)  # pads by repeating from the start
+    return order[rank:total:world]
+
+
+def _normalization(norm, channels):
+    """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize`."""
+    if norm is None:
+        return [0.0] * channels, [1.0] * channels
+    if isinstance(norm, str):
+        if norm != "imagenet":
+            raise Error(f'read_batch: normalize must be None, "imagenet" or a (mean, std) pair, not "{norm}"')
+        if channels == 1:  # grey images: the mean of the three channels' statistics
+            return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
+        mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
+        return mean + [0.0] * (channels - 3), std + [1.0] * (channels - 3)  # alpha: x / 255
+    try:
+        mean, std = norm
+    except (TypeError, ValueError):
+        raise Error("read_batch: normalize must be None, \"imagenet\" or a (mean, std) pair") from None
+
+    def per_channel(v, what):
+        v = _np.asarray(v, dtype=_np.float64).reshape(-1)
+        if v.size == 1:
+            v = _np.repeat(v, channels)
+        if v.size != channels:
+            raise Error(f"read_batch: normalize {what} has {v.size} values, the images have {channels} channels")
+        return [float(x) for x in v]
+
+    return per_channel(mean, "mean"), per_channel(std, "std")
+
+
+class Dataset:
+    """A shardpack dataset, read through the C++ reader.
+
+    len(ds); ds.task ("segmentation" | "classification"); ds.classes (names, id = position);
+    ds.image_shape ((H, W, C) when every record has it, else None); ds[i]; ds.key(i);
+    ds.read_batch(...).
+
+    Pickles by path and options; the copy reopens the dataset when first used in the process that
+    unpickled it (DataLoader workers under fork or spawn), and refuses a dataset whose content
+    changed since. The record index stays in C++: no Python object per record.
+    """
+
+    def __init__(self, path, verify_checksums=True):
+        self._path = _os.fspath(path)
+        self._verify = bool(verify_checksums)
+        self._content_hash = None
+        self._reader_ = None
+        self._reader  # open now, so that a missing or damaged dataset is reported here
+
+    # -- opening and pickling
+    @property
+    def _reader(self):
+        r = self._reader_
+        if r is None:
+            r = _Reader(self._path, self._verify)
+            if self._content_hash is not None and r.content_hash != self._content_hash:
+                raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
+                            f"(content hash {r.content_hash}, was {self._content_hash})")
+            self._content_hash = r.content_hash
+            self._reader_ = r
+        return r
+
+    def __getstate__(self):
+        return {"path": self._path, "verify_checksums": self._verify, "content_hash": self._content_hash}
+
+    def __setstate__(self, state):
+        self._path = state["path"]
+        self._verify = state["verify_checksums"]
+        self._content_hash = state["content_hash"]
+        self._reader_ = None  # reopened lazily
+
+    def __repr__(self):
+        return (f"shardpack.Dataset({self._path!r}, {len(self)} records, {self.task}, "
+                f"{len(self.classes)} classes, image_shape={self.image_shape})")
+
+    # -- the schema
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def verify_checksums(self):
+        return self._verify
+
+    def __len__(self):
+        return len(self._reader)
+
+    @property
+    def task(self):
+        return self._reader.task
+
+    @property
+    def classes(self):
+        return self._reader.classes
+
+    @property
+    def image_shape(self):
+        return self._reader.image_shape
+
+    @property
+    def label_layout(self):
+        """How labels are stored: "onehot", "index" (segmentation) or "class_id" (classification)."""
+        return self._reader.label_layout
+
+    @property
+    def ignore_value(self):
+        """The index value of ignored pixels in index maps (255, or 65535 beyond 255 classes)."""
+        return self._reader.ignore_value
+
+    @property
+    def content_hash(self):
+        return self._reader.content_hash
+
+    # -- records
+    def __getitem__(self, i):
+        """(image, label) of record i. image: uint8 (H, W, C). label: one-hot uint8 (H, W, K),
+        an index map (H, W) of uint8 or uint16, or an int class id. Records stored raw
+        (--compression none) come as read-only views of the memory map (no copy); zstd records
+        as writable arrays over the record's own decoded buffer."""
+        r = self._reader
+        try:
+            i = i.__index__()
+        except AttributeError:
+            raise TypeError(f"shardpack.Dataset indices must be integers, not {type(i).__name__}") from None
+        n = len(r)
+        if not -n <= i < n:
+            raise IndexOutOfRange(f"{self._path}: index {i} is out of range ({n} records)")
+        return r.get(i)
+
+    def __iter__(self):
+        r = self._reader
+        for i in range(len(r)):
+            yield r.get(i)
+
+    def key(self, i):
+        """The image path of record i, as the CSV wrote it."""
+        return self._reader.key(i.__index__())
+
+    def batch_spec(self, batch_size, dtype="float32", layout="NCHW", label="onehot"):
+        """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
+        `batch_size` records with these options (NumPy dtypes)."""
+        shape = self.image_shape
+        if shape is None:
+            raise Error(f"{self._path}: batches need a dataset with a fixed image size (built with --size)")
+        h, w, c = shape
+        n, k = int(batch_size), len(self.classes)
+        dt = _np.dtype(_np.float32 if dtype in ("float32", _np.float32) else _np.uint8)
+        images = ((n, c, h, w) if layout == "NCHW" else (n, h, w, c), dt)
+        seg = self.task == "segmentation"
+        if label == "stored":
+            label = "onehot" if self.label_layout == "onehot" else "index"
+        if label == "onehot":
+            labels = ((n, k, h, w) if layout == "NCHW" else (n, h, w, k)) if seg else (n, k), dt
+        else:
+            labels = ((n, h, w) if seg else (n,)), _np.dtype(_np.int64)
+        return images, labels
+
+    def read_batch(self, indices, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
+                   out=None, threads=0):
+        """Reads the records `indices` (any sequence or integer array) into one batch.
+
+        dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
+        normalize (float32 only): None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229
+          0.224 0.225; grey images 0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the
+          0..1 scale, each a number or one value per channel.
+        label: "onehot" (dtype; segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
+          "index" (int64 class ids: (N, H, W) with ignore_value where ignored, or (N,)), or
+          "stored" (one-hot if the dataset stores one-hot masks, else "index").
+        out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
+          shape and dtype (NumPy, buffer protocol or DLPack, such as torch tensors, pinned ones
+          included), filled in place with no allocation and returned.
+        threads: C++ threads to split the batch over (0: all cores). The GIL is released.
+
+        Returns (images, labels). Raises shardpack.Error on damage or bad arguments."""
+        r = self._reader
+        idx = _np.asarray(indices)
+        if idx.ndim != 1:
+            if idx.ndim == 0:
+                raise Error("read_batch: indices must be a sequence or a 1-d array of integers")
+            raise Error(f"read_batch: indices must be 1-d, not of shape {idx.shape}")
+        if idx.size and idx.dtype.kind not in "iu":
+            raise Error(f"read_batch: indices must be integers, not {idx.dtype}")
+        idx = _np.ascontiguousarray(idx, dtype=_np.int64)
+        if dtype in ("float32", _np.float32):
+            as_float = True
+        elif dtype in ("uint8", _np.uint8):
+            as_float = False
+        else:
+            raise Error(f'read_batch: dtype must be "float32" or "uint8", not {dtype!r}')
+        if layout not in ("NCHW", "NHWC"):
+            raise Error(f'read_batch: layout must be "NCHW" or "NHWC", not {layout!r}')
+        if not as_float and normalize is not None and normalize != "imagenet":
+            raise Error("read_batch: normalize applies to float32 batches; uint8 batches are as stored")
+        mean, std = _normalization(normalize if as_float else None, r.channels)
+        if out is None:
+            out_images = out_labels = None
+        else:
+            if not isinstance(out, (tuple, list)) or len(out) != 2:
+                raise Error("read_batch: out must be a pair (images, labels)")
+            out_images, out_labels = out
+        if label not in ("onehot", "index", "stored"):
+            raise Error(f'read_batch: label must be "onehot", "index" or "stored", not {label!r}')
+        threads = int(threads)
+        if threads < 0:
+            raise Error("read_batch: threads must be 0 (all cores) or more")
+        return r.read_batch(idx, as_float, layout == "NCHW", mean, std, label, out_images, out_labels, threads)
