@@ -622,6 +622,95 @@ def cmd_run(a):
 
 
 # --------------------------------------------------------------------------------------------
+# parts: where a shardpack batch's time goes (the profile behind the targets)
+
+def cmd_parts(a):
+    """Seconds per sample of the parts of a float32 batch, each timed alone on the same
+    permutation, threads=T, best of --reps epochs (the machine is noisy; the best is the cost):
+      read_u8_stored     read_batch(dtype="uint8", layout="NHWC", label="stored"): decompress,
+                         checksum, copy out as stored (what bare zstd does, plus the copy);
+      read_f32           read_batch as the benchmark delivers it (float32 NCHW, normalised,
+                         one-hot float / int64 ids): the above plus the conversion;
+      loader             shardpack.torch.Loader epoch, the same options: read_f32 plus the
+                         Python side (the queue, tensor allocation, prefetch thread);
+      write_floor        filling freshly allocated tensors of the float batch's size with
+                         torch (fill_, T threads): the memory-bandwidth floor of delivering the
+                         float batch at all, whatever the source;
+      normalise_u8       the peers' main-process step: uint8 NHWC batch -> float32 NCHW;
+    and for the raw dataset read_u8_stored and read_f32 again."""
+    import numpy as np
+    import torch
+    import shardpack
+    import shardpack.torch as spt
+    job = load_job(a.work)
+    seg = job["task"] == "segmentation"
+    n, t = job["n"], a.threads
+    torch.set_num_threads(t)
+    label = "onehot" if seg else "index"
+    opts = dict(dtype="float32", layout="NCHW", normalize="imagenet", label=label)
+    out = {"tool": "py_read_bench.parts", "job": job["job"], "threads": t, "samples": n}
+
+    def best(fn):
+        times = []
+        for r in range(a.reps):
+            perm = shardpack.permutation(n, 7, r)
+            start = time.perf_counter()
+            fn(perm)
+            times.append(time.perf_counter() - start)
+        return min(times) / n * 1e6  # microseconds per sample
+
+    for kind in ("zstd", "raw"):
+        ds = shardpack.open(job[f"{kind}_ds"])
+        (ishape, idt), (lshape, ldt) = ds.batch_spec(BATCH, "uint8", "NHWC", "stored")
+        bu = (np.empty(ishape, idt), np.empty(lshape, ldt))
+        (fshape, fdt), (flshape, fldt) = ds.batch_spec(BATCH, "float32", "NCHW", label)
+        bf = (np.empty(fshape, fdt), np.empty(flshape, fldt))
+
+        def read(perm, buffers, **kw):
+            for b in range(0, n - BATCH + 1, BATCH):
+                ds.read_batch(perm[b:b + BATCH], out=buffers, threads=t, **kw)
+        out[f"{kind}_read_u8_stored_us"] = best(lambda p: read(p, bu, dtype="uint8", layout="NHWC",
+                                                              normalize=None, label="stored"))
+        out[f"{kind}_read_f32_us"] = best(lambda p: read(p, bf, **opts))
+    whole = n - n % BATCH
+    # per-sample figures above cover whole batches only: scale to per-sample of those
+    for k in list(out):
+        if k.endswith("_us"):
+            out[k] *= n / whole
+    loader = spt.Loader(job["zstd_ds"], batch_size=BATCH, shuffle=True, seed=7, threads=t, prefetch=2, **opts)
+    times = []
+    for r in range(a.reps):
+        loader.set_epoch(r)
+        start = time.perf_counter()
+        for _ in loader:
+            pass
+        times.append(time.perf_counter() - start)
+    out["zstd_loader_us"] = min(times) / n * 1e6
+    fbytes = int(np.prod(fshape[1:])) * 4 + int(np.prod(flshape[1:])) * (4 if seg else 8)
+    out["float_batch_bytes_per_sample"] = fbytes
+
+    def write_floor(_):
+        for b in range(0, whole, BATCH):
+            torch.empty(fshape, dtype=torch.float32).fill_(1.0)
+            torch.empty(flshape, dtype=torch.float32 if seg else torch.int64).fill_(1)
+    out["write_floor_us"] = best(write_floor) * n / whole
+    convert = torch_normaliser(job, t)
+    images = np.load(os.path.join(a.work, "tensors", "images.npy"), mmap_mode="r")
+    labels = np.load(os.path.join(a.work, "tensors", "labels.npy"), mmap_mode="r")
+    u8 = (torch.from_numpy(np.array(images[:BATCH])), torch.from_numpy(np.array(labels[:BATCH])))
+
+    def normalise(_):
+        for b in range(0, whole, BATCH):
+            convert(*u8)
+    out["normalise_u8_us"] = best(normalise) * n / whole
+    for k in list(out):
+        if k.endswith("_us"):
+            out[k] = round(out[k], 2)
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
 # drive: interleaved rounds
 
 def cmd_drive(a):
@@ -706,6 +795,15 @@ def cmd_drive(a):
             result["round"] = r
             result["process_wall_s"] = round(wall, 2)
             record(m, result)
+    if any(m.startswith("sp_") for m in methods):
+        log(f"{job['job']}: the parts of a shardpack batch")
+        p = subprocess.run([a.python, os.path.abspath(__file__), "parts", "--work", a.work, "--threads", str(a.threads)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=a.timeout)
+        lines = [x for x in p.stdout.splitlines() if x.startswith("{")]
+        if p.returncode == 0 and lines:
+            record("parts", json.loads(lines[-1]))
+        else:
+            log(f"parts failed (exit {p.returncode}): {p.stderr.strip().splitlines()[-1:]}")
     return 0
 
 
@@ -729,6 +827,10 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--check", action="store_true")
+    p = sub.add_parser("parts")
+    p.add_argument("--work", required=True)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--reps", type=int, default=3)
     p = sub.add_parser("drive")
     p.add_argument("--work", required=True)
     p.add_argument("--results", required=True)
@@ -747,7 +849,8 @@ def main():
         a.work = os.path.abspath(a.work)
     if getattr(a, "epochs", 2) < 1:
         ap.error("--epochs must be at least 1")
-    return {"prepare": cmd_prepare, "write": cmd_write, "run": cmd_run, "drive": cmd_drive}[a.cmd](a)
+    return {"prepare": cmd_prepare, "write": cmd_write, "run": cmd_run, "parts": cmd_parts,
+            "drive": cmd_drive}[a.cmd](a)
 
 
 if __name__ == "__main__":

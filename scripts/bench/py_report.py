@@ -108,6 +108,9 @@ def build(runs):
             rss_ratio = raw["peak_rss_mb"] / npy["peak_rss_mb"] if npy["peak_rss_mb"] else None
             target("npy_ram", f"raw records ({raw_way}) >= 0.8x, peak RSS < 0.25x",
                    raw_rate / npy["samples_per_s"], 0.8, 0.25, rss_ratio)
+            above = npy["peak_rss_mb"] - npy["baseline_rss_mb"]
+            targets[-1]["ratio_rss_above_baseline"] = \
+                (raw["peak_rss_mb"] - raw["baseline_rss_mb"]) / above if above > 0 else None
         if rate.get("bare_zstd") and zstd_rate:
             target("bare_zstd", f"zstd records ({zstd_way}) >= 0.85x", zstd_rate / rate["bare_zstd"], 0.85)
         for peer in ("tfdata", "mds", "wds", "litdata"):
@@ -154,7 +157,23 @@ def target_text(e):
     s = f"{e['target']}: {e['ratio']:.2f}x"
     if e["ratio_rss"] is not None:
         s += f", RSS {e['ratio_rss']:.2f}x"
+        if e.get("ratio_rss_above_baseline") is not None:
+            s += f" ({e['ratio_rss_above_baseline']:.2f}x above the interpreter's)"
     return s + (" met" if e["met"] else " MISSED")
+
+
+def parts_text(p):
+    """One line: where a shardpack batch's time goes (py_read_bench.py parts)."""
+    def us(k):
+        v = p.get(k)
+        return "n/a" if v is None else (f"{v:,.0f}" if v >= 100 else f"{v:.1f}")
+    return (f"Parts, microseconds per sample ({p['threads']} threads, best of 3): read_batch zstd uint8 as stored "
+            f"{us('zstd_read_u8_stored_us')}, zstd float32 NCHW {us('zstd_read_f32_us')}, raw uint8 "
+            f"{us('raw_read_u8_stored_us')}, raw float32 {us('raw_read_f32_us')} (into reused buffers); Loader "
+            f"epoch (zstd, new tensors per batch) {us('zstd_loader_us')}; allocating and filling new float "
+            f"tensors of the batch's size {us('write_floor_us')} "
+            f"({p.get('float_batch_bytes_per_sample', 0) / 1e6:.2f} MB a sample); the peers' uint8 -> float32 "
+            f"NCHW step {us('normalise_u8_us')}.")
 
 
 HEADER = ["way", "samples/s", "epoch s", "first epoch s", "first batch s", "peak RSS MB", "target"]
@@ -207,6 +226,11 @@ def main():
         md.append("|" + "---|" * len(HEADER))
         for row in table[1:]:
             md.append("| " + " | ".join(str(c).replace("|", "/") for c in row) + " |")
+        parts = (runs.get(f"py.{job}.parts") or [None])[-1]
+        if parts:
+            text = parts_text(parts)
+            print(text)
+            md.append(text + "\n")
         md.append("")
     with open(a.json, "w") as f:
         json.dump({"machine": {"cpu": cpu_model(), "cores": os.cpu_count()}, "rounds": rounds, "samples": samples,
