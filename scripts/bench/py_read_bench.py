@@ -645,6 +645,7 @@ def cmd_parts(a):
     job = load_job(a.work)
     seg = job["task"] == "segmentation"
     n, t = job["n"], a.threads
+    batch = min(BATCH, n)  # a --quick data set can be smaller than one batch
     torch.set_num_threads(t)
     label = "onehot" if seg else "index"
     opts = dict(dtype="float32", layout="NCHW", normalize="imagenet", label=label)
@@ -661,23 +662,23 @@ def cmd_parts(a):
 
     for kind in ("zstd", "raw"):
         ds = shardpack.open(job[f"{kind}_ds"])
-        (ishape, idt), (lshape, ldt) = ds.batch_spec(BATCH, "uint8", "NHWC", "stored")
+        (ishape, idt), (lshape, ldt) = ds.batch_spec(batch, "uint8", "NHWC", "stored")
         bu = (np.empty(ishape, idt), np.empty(lshape, ldt))
-        (fshape, fdt), (flshape, fldt) = ds.batch_spec(BATCH, "float32", "NCHW", label)
+        (fshape, fdt), (flshape, fldt) = ds.batch_spec(batch, "float32", "NCHW", label)
         bf = (np.empty(fshape, fdt), np.empty(flshape, fldt))
 
         def read(perm, buffers, **kw):
-            for b in range(0, n - BATCH + 1, BATCH):
-                ds.read_batch(perm[b:b + BATCH], out=buffers, threads=t, **kw)
+            for b in range(0, n - batch + 1, batch):
+                ds.read_batch(perm[b:b + batch], out=buffers, threads=t, **kw)
         out[f"{kind}_read_u8_stored_us"] = best(lambda p: read(p, bu, dtype="uint8", layout="NHWC",
                                                               normalize=None, label="stored"))
         out[f"{kind}_read_f32_us"] = best(lambda p: read(p, bf, **opts))
-    whole = n - n % BATCH
+    whole = n - n % batch
     # per-sample figures above cover whole batches only: scale to per-sample of those
     for k in list(out):
         if k.endswith("_us"):
             out[k] *= n / whole
-    loader = spt.Loader(job["zstd_ds"], batch_size=BATCH, shuffle=True, seed=7, threads=t, prefetch=2, **opts)
+    loader = spt.Loader(job["zstd_ds"], batch_size=batch, shuffle=True, seed=7, threads=t, prefetch=2, **opts)
     times = []
     for r in range(a.reps):
         loader.set_epoch(r)
@@ -690,17 +691,17 @@ def cmd_parts(a):
     out["float_batch_bytes_per_sample"] = fbytes
 
     def write_floor(_):
-        for b in range(0, whole, BATCH):
+        for b in range(0, whole, batch):
             torch.empty(fshape, dtype=torch.float32).fill_(1.0)
             torch.empty(flshape, dtype=torch.float32 if seg else torch.int64).fill_(1)
     out["write_floor_us"] = best(write_floor) * n / whole
     convert = torch_normaliser(job, t)
     images = np.load(os.path.join(a.work, "tensors", "images.npy"), mmap_mode="r")
     labels = np.load(os.path.join(a.work, "tensors", "labels.npy"), mmap_mode="r")
-    u8 = (torch.from_numpy(np.array(images[:BATCH])), torch.from_numpy(np.array(labels[:BATCH])))
+    u8 = (torch.from_numpy(np.array(images[:batch])), torch.from_numpy(np.array(labels[:batch])))
 
     def normalise(_):
-        for b in range(0, whole, BATCH):
+        for b in range(0, whole, batch):
             convert(*u8)
     out["normalise_u8_us"] = best(normalise) * n / whole
     for k in list(out):
