@@ -2,7 +2,8 @@
 # The benchmark: shardpack against the physical floor and the baselines users compare it with,
 # every figure a ratio taken side by side in one run (these machines are shared and noisy).
 #
-#   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores)
+#   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores,
+#                                       and ~20 more for the Python reading benchmark)
 #   ./scripts/bench.sh --quick          smaller data sets and fewer repetitions (~5 minutes)
 #   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
 #                                       the packing and reading jobs on your own CSV
