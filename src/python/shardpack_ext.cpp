@@ -139,7 +139,9 @@ shardpack::read_context& thread_context() {
 
 enum class label_mode { one_hot, index, none };
 
-using any_array = nb::ndarray<nb::device::cpu, nb::c_contig>;
+// Any device here; caller_array accepts CPU memory: plain (kDLCPU) or pinned (kDLCUDAHost, as
+// PyTorch reports a pinned CPU tensor through DLPack).
+using any_array = nb::ndarray<nb::c_contig>;
 
 std::string shape_string(const std::vector<std::size_t>& shape) {
     std::string s = "(";
@@ -165,6 +167,9 @@ any_array caller_array(nb::handle obj, const char* what, const std::vector<std::
     if (!nb::try_cast(obj, a, false))
         throw shardpack::error(std::string("read_batch: out ") + what +
                                " must be a writable, C-contiguous CPU array (NumPy, buffer protocol or DLPack)");
+    if (a.device_type() != nb::device::cpu::value && a.device_type() != nb::device::cuda_host::value)
+        throw shardpack::error(std::string("read_batch: out ") + what + " is not in CPU memory (DLPack device type " +
+                               std::to_string(a.device_type()) + "); pinned CPU memory is fine");
     std::vector<std::size_t> got(a.ndim());
     for (std::size_t d = 0; d < a.ndim(); ++d) got[d] = a.shape(d);
     if (got != shape || a.dtype() != dtype)

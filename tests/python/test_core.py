@@ -307,3 +307,41 @@ def test_pickles_by_path_and_reopens_lazily(built, tmp_path):
         "--size", "16x16")
     with pytest.raises(shardpack.Error, match="changed"):
         len(stale)
+
+
+def test_the_thread_pool_works_in_a_forked_child(built):
+    # The parent's pool threads do not exist in a child (and may have held its lock at the
+    # fork): the child starts its own pool.
+    ds = shardpack.open(built["onehot"])
+    want = ds.read_batch(range(len(ds)), threads=3)[0]
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 only when the batch is read and equal
+        ok = False
+        try:
+            ok = np.array_equal(ds.read_batch(range(len(ds)), threads=3)[0], want)
+            ok = ok and len(os.listdir("/proc/self/task")) >= 3  # its own pool's threads ran it
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("read_batch in a forked child hung")
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_out_arrays_in_pinned_memory_are_filled_and_gpu_arrays_refused(built):
+    # DLPack reports a pinned CPU tensor (PyTorch) as kDLCUDAHost: CPU memory, filled in place.
+    from dlpack_fake import gpu, pinned
+    ds = shardpack.open(built["index"])
+    want_x, want_y = ds.read_batch([2, 7], label="index")
+    x, y = np.zeros_like(want_x), np.zeros_like(want_y)
+    ds.read_batch([2, 7], label="index", out=(pinned(x), pinned(y)))
+    assert np.array_equal(x, want_x) and np.array_equal(y, want_y)
+    with pytest.raises(shardpack.Error, match="not in CPU memory"):
+        ds.read_batch([2, 7], label="index", out=(gpu(np.zeros_like(want_x)), y))

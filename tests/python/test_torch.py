@@ -241,3 +241,31 @@ def test_rss_per_worker_stays_flat_over_100k_records(big):
     control = worker_growth_kb(WithPythonKeys(big, label="index"))
     print(f"the same with a Python list of 100k keys: {control} kB")
     assert min(control.values()) > bound_kb
+
+
+def test_read_batch_fills_torch_tensors_in_place_through_dlpack(built):
+    ds = shardpack.open(built["index"])
+    idx = [5, 1, 8]
+    x, y = ds.read_batch(idx, label="index")
+    images, labels = torch.empty(x.shape), torch.empty(y.shape, dtype=torch.int64)
+    address = images.data_ptr()
+    got = ds.read_batch(idx, label="index", out=(images, labels))
+    assert got[0] is images and got[1] is labels and images.data_ptr() == address
+    assert torch.equal(images, torch.from_numpy(x)) and torch.equal(labels, torch.from_numpy(y))
+    with pytest.raises(shardpack.Error, match="C-contiguous"):
+        ds.read_batch(idx, label="index", out=(torch.empty(3, 24, 32, 3).permute(0, 3, 1, 2), labels))
+    with pytest.raises(shardpack.Error, match="int64"):
+        ds.read_batch(idx, label="index", out=(images, torch.empty(y.shape, dtype=torch.int32)))
+
+
+def test_the_process_exits_cleanly_with_a_loader_iterator_still_running(built):
+    # Python kills daemon threads at exit wherever they are; one killed inside read_batch would
+    # abort the process ("terminate called without an active exception", exit 134).
+    import subprocess
+    import sys
+    code = ("import shardpack.torch as spt\n"
+            f"it = iter(spt.Loader({built['onehot']!r}, batch_size=2, prefetch=1, threads=2))\n"
+            "next(it)\n")
+    for _ in range(3):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr

@@ -19,6 +19,7 @@ __getitems__), with a batch sampler and batch_size=None, so each index is a whol
     dl = DataLoader(spt.Dataset(path), sampler=BatchSampler(spt.Sampler(...), 64, drop_last=True),
                     batch_size=None, num_workers=2)
 """
+import atexit as _atexit
 import queue as _queue
 import threading as _threading
 import warnings as _warnings
@@ -41,6 +42,17 @@ def _open(source, verify_checksums=True):
     if isinstance(source, Dataset):
         return source.dataset
     return _sp.open(source, verify_checksums=verify_checksums)
+
+
+def _shared_empty(shape, dtype):
+    """An uninitialised tensor in shared memory, as default_collate makes them in workers."""
+    empty = _torch.empty(0, dtype=_TORCH_DTYPES[_np.dtype(dtype)])
+    numel = int(_np.prod(shape))
+    if hasattr(empty, "_typed_storage"):  # PyTorch 2
+        storage = empty._typed_storage()._new_shared(numel, device="cpu")
+    else:  # PyTorch 1.13
+        storage = empty.storage()._new_shared(numel)
+    return empty.new(storage).resize_(*shape)
 
 
 class Batch(tuple):
@@ -71,7 +83,8 @@ class Dataset(_data.Dataset):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
         self.threads = threads
-        self.dataset.batch_spec(1, dtype, layout, label)  # checks the options and the fixed size now
+        self._spec_options = dict(dtype=dtype, layout=layout, label=label)
+        self.dataset.batch_spec(1, **self._spec_options)  # checks the options and the fixed size now
 
     def __len__(self):
         return len(self.dataset)
@@ -82,8 +95,16 @@ class Dataset(_data.Dataset):
         return 1 if _data.get_worker_info() is not None else 0
 
     def __getitems__(self, indices):
-        images, labels = self.dataset.read_batch(indices, threads=self._threads(), **self.options)
-        return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+        if _data.get_worker_info() is None:
+            images, labels = self.dataset.read_batch(indices, threads=self._threads(), **self.options)
+            return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+        # In a DataLoader worker: straight into shared memory, which is how the batch travels to
+        # the main process (anything else would be copied there once more).
+        indices = _np.asarray(indices)
+        (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
+        images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
+        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), **self.options)
+        return Batch((images, labels))
 
     def __getitem__(self, i):
         if isinstance(i, (list, tuple, range, _np.ndarray, _torch.Tensor)) and getattr(i, "ndim", 1) == 1:
@@ -182,6 +203,19 @@ class Sampler(_data.Sampler):
 
 _END = object()
 
+# Producer threads of Loader iterators still running. They are daemon threads (an abandoned
+# iterator must not keep the process alive), but Python 3.11 kills daemon threads at exit in
+# the middle of what they do, and a thread killed inside a C++ call (read_batch) aborts the
+# process. So they are stopped and joined at exit, before that happens.
+_producers = set()
+
+
+@_atexit.register
+def _stop_producers():
+    for stop, thread in list(_producers):
+        stop.set()
+        thread.join()
+
 
 class Loader:
     """Batches of torch tensors filled by the C++ reader's thread pool, `prefetch` batches ahead,
@@ -277,6 +311,7 @@ class Loader:
         producer = _threading.Thread(target=self._produce, args=(order, q, stop), daemon=True,
                                      name="shardpack.Loader")
         producer.start()
+        _producers.add((stop, producer))
         complete = False
         try:
             while True:
@@ -292,6 +327,7 @@ class Loader:
         finally:
             stop.set()
             producer.join()
+            _producers.discard((stop, producer))
             if complete:
                 # The epoch is over: the state says so (position at its end), or, when nobody
                 # called set_epoch for it, the next pass starts the next epoch.
