@@ -3,7 +3,7 @@
 # every figure a ratio taken side by side in one run (these machines are shared and noisy).
 #
 #   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores,
-#                                       and ~20 more for the Python reading benchmark)
+#                                       and 10-20 more for the Python reading benchmark)
 #   ./scripts/bench.sh --quick          smaller data sets and fewer repetitions (~5 minutes)
 #   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
 #                                       the packing and reading jobs on your own CSV

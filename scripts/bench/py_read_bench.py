@@ -33,7 +33,7 @@ Methods (2 threads or 2 workers each; --threads):
   litdata         LitData: optimize() (NumPy arrays, 64 MB chunks), its StreamingDataset
                   (shuffle) through its StreamingDataLoader with 2 workers.
                   (mds, wds, litdata hand uint8 per sample; the collated uint8 batch is normalised
-                  in the loop's process, which was faster than per-sample float in the workers.)
+                  in the loop's process, so that a quarter of the bytes cross from the workers.)
   sp_zstd_loader, sp_raw_loader
                   shardpack.torch.Loader on the zstd / the raw (--compression none) dataset,
                   threads=2, prefetch=2.
