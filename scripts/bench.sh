@@ -2,19 +2,24 @@
 # The benchmark: shardpack against the physical floor and the baselines users compare it with,
 # every figure a ratio taken side by side in one run (these machines are shared and noisy).
 #
-#   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores)
+#   ./scripts/bench.sh                  generated data sets, full size (~15-25 minutes on 2 cores,
+#                                       and 10-20 more for the Python reading benchmark)
 #   ./scripts/bench.sh --quick          smaller data sets and fewer repetitions (~5 minutes)
 #   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
 #                                       the packing and reading jobs on your own CSV
+#   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
-#            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out)
+#            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
+#            --no-python (leave the Python reading benchmark out of the full run; --quick
+#            leaves it out unless --python is given)
 #
-# Prints one table and writes it, with every raw measurement, to WORK/bench.json.
+# Prints one table and writes it, with every raw measurement, to WORK/bench.json; the Python
+# reading benchmark's table to WORK/python.json and WORK/python.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1
+quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,7 +34,9 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --no-tf) tf=0 ;;
     --no-rss) rss=0 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --python) python=1 python_only=1 ;;
+    --no-python) python=0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -39,8 +46,13 @@ if [ -n "$user_csv" ] && [ "$user_job" != seg ] && [ "$user_job" != cls ]; then
 fi
 case "$user_resize" in ""|none|shorter) ;; *) echo "bench.sh: --resize none or shorter (what the Python baseline does too)" >&2; exit 2 ;; esac
 [ -z "$reps" ] && reps=$([ $quick = 1 ] && echo 1 || echo 3)
+[ -z "$python" ] && python=$([ $quick = 1 ] || [ -n "$user_csv" ] && echo 0 || echo 1)
+if [ $python_only = 1 ] && [ -n "$user_csv" ]; then
+  echo "bench.sh: --python runs on generated data sets, not with --csv" >&2; exit 2
+fi
 
 ./scripts/install-deps.sh python3-opencv python3-numpy python3-venv python3-zstandard
+[ $python = 1 ] && ./scripts/install-deps.sh python3-torch python3-torchvision python3-pil python3-dev
 SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
 bin=$root/build-bench
 py=/usr/bin/python3   # Debian's, where python3-opencv and python3-numpy live
@@ -138,6 +150,9 @@ crops() {
   done
 }
 
+# gen DIR ARGS...: a generated data set, made once (kept between runs)
+gen() { [ -f "$1/list.csv" ] || "$bin/make_sample_data" --out "$@" >/dev/null; }
+
 tf_python=""
 if [ $tf = 1 ]; then
   if scripts/bench/setup_tf_venv.sh "$work/tf-venv" >&2; then
@@ -147,11 +162,49 @@ if [ $tf = 1 ]; then
   fi
 fi
 
+# The Python reading benchmark (issue 9): samples/s delivered to a training loop by every way of
+# reading the same tensors, in interleaved rounds (scripts/bench/py_read_bench.py).
+python_part() {
+  local pw=$work/py py_python=$work/py-venv/bin/python n_seg n_cls rounds epochs=3
+  if [ $quick = 1 ]; then n_seg=32 n_cls=1000 rounds=1; else n_seg=128 n_cls=7000 rounds=$reps; fi
+  log "Python: venv with Debian's torch, the peers from PyPI and this shardpack (pip install .)"
+  scripts/bench/setup_py_venv.sh "$work/py-venv" "$root" >"$work/py-setup.json" \
+    || { log "Python: the venv could not be made; the Python benchmark is left out"; return 0; }
+  log "Python: generating data sets under $pw/src"
+  gen "$pw/src/seg1080-$n_seg" --task seg --count "$n_seg" --width 1920 --height 1080
+  gen "$pw/src/cls160-$n_cls" --task cls --jpeg --count "$n_cls" --width 160 --height 160 --seed 5
+  local j src build_args
+  for j in seg cls; do
+    if [ $j = seg ]; then
+      src=$pw/src/seg1080-$n_seg
+      build_args=(--classes "$src/class_dict.csv" --size 512x512 --resize none --crop center)
+    else
+      src=$pw/src/cls160-$n_cls
+      build_args=(--color gray --size 112x112 --resize shorter --crop center)
+    fi
+    rm -rf "$pw/$j" "$pw/$j.zstd.ds" "$pw/$j.raw.ds"
+    "$bin/shardpack" -q build --csv "$src/list.csv" --threads "$threads" "${build_args[@]}" --out "$pw/$j.zstd.ds"
+    "$bin/shardpack" -q build --csv "$src/list.csv" --threads "$threads" "${build_args[@]}" --compression none \
+      --out "$pw/$j.raw.ds"
+    "$py_python" scripts/bench/py_read_bench.py prepare --job $j --src "$src" --raw-ds "$pw/$j.raw.ds" \
+      --zstd-ds "$pw/$j.zstd.ds" --work "$pw/$j" >/dev/null
+    "$py_python" scripts/bench/py_read_bench.py drive --work "$pw/$j" --results "$results" --python "$py_python" \
+      ${tf_python:+--tf-python "$tf_python"} --bin "$bin" --rounds "$rounds" --epochs $epochs \
+      --threads 2 --setup "$work/py-setup.json"
+  done
+}
+
+if [ $python_only = 1 ]; then
+  python_part
+  "$py" scripts/bench/py_report.py "$results" --json "$work/python.json" --markdown "$work/python.md" \
+    --setup "$work/py-setup.json"
+  exit 0
+fi
+
 if [ -n "$user_csv" ]; then
   job user user "$user_job" "${user_size:-224}" "${user_resize:-shorter}"
 else
   if [ $quick = 1 ]; then n_seg=12 n_jpg=120 n_big=24; else n_seg=48 n_jpg=400 n_big=80; fi
-  gen() { [ -f "$1/list.csv" ] || "$bin/make_sample_data" --out "$@" >/dev/null; }
   log "generating data sets under $work/src"
   gen "$work/src/seg1080-$n_seg" --task seg --count "$n_seg" --width 1920 --height 1080
   gen "$work/src/jpeg500-$n_jpg" --task cls --jpeg --count "$n_jpg" --width 500 --height 375 --seed 2
@@ -205,3 +258,8 @@ else
 fi
 
 "$py" scripts/bench/report.py "$results" --json "$work/bench.json" --threads "$threads"
+if [ $python = 1 ]; then
+  python_part
+  "$py" scripts/bench/py_report.py "$results" --json "$work/python.json" --markdown "$work/python.md" \
+    --setup "$work/py-setup.json"
+fi
