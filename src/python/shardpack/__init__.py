@@ -4,6 +4,7 @@
     ds = shardpack.open("data/train")            # a shardpack.Dataset; errors are shardpack.Error
     img, label = ds[0]                           # uint8 (H, W, C); one-hot (H, W, K), index map (H, W) or class id
     images, labels = ds.read_batch([4, 1, 7])    # float32 NCHW, ImageNet-normalised, one-hot
+    images, labels = ds.read_batch(idx, crop=(256, 256), crop_position="random", hflip=0.5, epoch=e)
 
 The records are read by the C++ reader (include/shardpack/reader.hpp) through the extension
 shardpack._shardpack: batches are filled outside the GIL by a pool of C++ threads, straight into
