@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import shardpack
+from conftest import run, tool
 
 ALL = ["onehot", "index", "raw", "raw-index", "cls", "cls-raw"]
 SEG = ["onehot", "index", "raw", "raw-index"]
@@ -146,7 +147,8 @@ def test_explicit_boxes_and_flips(built, name):
     hflip = np.array([False, True, False, True])
     vflip = np.array([True, True, False, False])
     images, labels, boxes = ds.read_batch(idx, dtype="uint8", layout="NHWC", label="index", crop=crop,
-                                          crop_position=yx, hflip=hflip, vflip=vflip, return_boxes=True)
+                                          crop_position=yx, hflip=hflip, vflip=vflip, return_boxes=True,
+                                          threads=3)  # parts of the batch index the given rows from their start
     assert np.array_equal(boxes, np.column_stack([yx, hflip, vflip]))
     for j, i in enumerate(idx):
         img, _ = ds[int(i)]
@@ -212,6 +214,39 @@ def test_bad_arguments_raise_shardpack_error(built):
     assert np.array_equal(images, ds.read_batch(idx)[0])
 
 
+def test_crops_batch_records_of_different_sizes(tmp_path):
+    """Without --size records keep their own sizes: whole-record batches are refused, crops
+    batch them, each window within its own record."""
+    rows = ["image,mask"]
+    for name, (w, h) in (("a", (40, 30)), ("b", (36, 28))):
+        run(tool("make_sample_data"), "--out", tmp_path / name, "--count", 3, "--width", w, "--height", h,
+            "--palette-masks")
+        for line in (tmp_path / name / "list.csv").read_text().splitlines()[1:]:
+            image, mask = (f.strip('"') for f in line.split(","))
+            rows.append(f"{name}/{image},{name}/{mask}")
+    (tmp_path / "list.csv").write_text("\n".join(rows) + "\n")
+    out = tmp_path / "ds"
+    run(tool("shardpack"), "-q", "build", "--csv", tmp_path / "list.csv", "--classes", tmp_path / "a" / "class_dict.csv",
+        "--out", out)
+    ds = shardpack.open(out)
+    assert ds.image_shape is None and len(ds) == 6
+    idx = np.arange(6)
+    with pytest.raises(shardpack.Error, match="fixed image size"):
+        ds.read_batch(idx)
+    crop = (28, 36)
+    images, labels, boxes = ds.read_batch(idx, dtype="uint8", layout="NHWC", crop=crop, crop_position="random",
+                                          hflip=0.5, seed=4, return_boxes=True)
+    assert images.shape == (6, 28, 36, 3) and labels.shape[:3] == (6, 28, 36)
+    for j in idx:
+        img, label = ds[int(j)]
+        assert boxes[j, 0] <= img.shape[0] - crop[0] and boxes[j, 1] <= img.shape[1] - crop[1]
+        assert np.array_equal(images[j], window(img, boxes[j], crop))
+        assert np.array_equal(labels[j], window(label, boxes[j], crop))
+    assert boxes[:3, :2].any()  # the larger records got windows away from the corner
+    with pytest.raises(shardpack.Error, match="larger than record"):
+        ds.read_batch(idx, crop=(30, 36))
+
+
 torch = pytest.importorskip("torch")
 
 
@@ -244,3 +279,24 @@ def test_loader_passes_crops_through_and_changes_them_per_epoch(built):
     too_large = spt.Loader(ds, batch_size=4, crop=(100, 100))  # checked when the first batch is read
     with pytest.raises(shardpack.Error, match="larger than record"):
         next(iter(too_large))
+
+
+def test_dataloader_workers_read_the_crops_of_the_datasets_epoch(built):
+    """In DataLoader workers the torch Dataset reads into shared memory of the crop's shape, with
+    the epoch set before the iteration started."""
+    import shardpack.torch as spt
+    from torch.utils.data import DataLoader
+    ds = shardpack.open(built["index"])
+    opts = dict(crop=(12, 20), crop_position="random", hflip=0.5, vflip=0.5)
+    tds = spt.Dataset(ds, label="index", seed=3, **opts)
+    sampler = spt.Sampler(tds, shuffle=True, seed=1)
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        tds.set_epoch(epoch)
+        dl = DataLoader(tds, batch_size=4, sampler=sampler, collate_fn=spt.collate, num_workers=1)
+        got = list(dl)
+        images = torch.cat([b[0] for b in got]).numpy()
+        labels = torch.cat([b[1] for b in got]).numpy()
+        want_images, want_labels = ds.read_batch(sampler.epoch_order(), label="index", seed=3, epoch=epoch, **opts)
+        assert images.shape == want_images.shape == (len(ds), 3, 12, 20)
+        assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)
