@@ -268,6 +268,17 @@ def test_loader_passes_crops_through_and_changes_them_per_epoch(built):
         assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)
         seen.append(ds.read_batch(np.arange(len(ds)), seed=9, epoch=epoch, return_boxes=True, **opts)[2])
     assert not np.array_equal(seen[0], seen[1])
+    # Resumed mid-epoch: the rest of the epoch with the same windows.
+    it = iter(loader)
+    first = next(it)
+    state = loader.state_dict()
+    it.close()
+    resumed = spt.Loader(ds, batch_size=4, shuffle=True, seed=9, **opts)
+    resumed.load_state_dict(state)
+    rest = torch.cat([b[0] for b in resumed]).numpy()
+    order = shardpack.epoch_order(len(ds), seed=9, epoch=loader.sampler.epoch)
+    assert np.array_equal(np.concatenate([first[0].numpy(), rest]), ds.read_batch(order, seed=9,
+                                                                                  epoch=loader.sampler.epoch, **opts)[0])
     # The torch Dataset: the same crops for its epoch.
     tds = spt.Dataset(ds, seed=9, **opts)
     tds.set_epoch(1)

@@ -318,7 +318,7 @@ class Dataset:
             position = "given"
         flips = []
         for column, (what, flip) in enumerate((("hflip", hflip), ("vflip", vflip)), start=2):
-            if _np.ndim(flip) == 0 and not isinstance(flip, _np.ndarray):
+            if _np.ndim(flip) == 0:
                 try:
                     p = float(flip)
                 except (TypeError, ValueError):
