@@ -278,12 +278,68 @@ public:
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
                          bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
                          const std::string& label, nb::object out_images, nb::object out_labels,
-                         std::size_t threads) {
+                         std::size_t threads, std::size_t crop_height, std::size_t crop_width,
+                         const std::string& crop_position, const std::string& hflip, float hflip_probability,
+                         const std::string& vflip, float vflip_probability, nb::object given_boxes,
+                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
-        if (sc.fixed_height == 0)
-            throw shardpack::error(path_ + ": read_batch needs a dataset with a fixed image size (built with --size)");
-        const std::size_t h = sc.fixed_height, w = sc.fixed_width, c = sc.channels, k = sc.class_count;
+
+        // Crops and flips: the output is crop_height x crop_width (0 x 0: the record's size).
+        shardpack::augmentation aug;
+        aug.height = crop_height;
+        aug.width = crop_width;
+        aug.seed = seed;
+        aug.epoch = epoch;
+        aug.hflip_probability = hflip_probability;
+        aug.vflip_probability = vflip_probability;
+        if (crop_position == "center") aug.position = shardpack::crop_position::center;
+        else if (crop_position == "random") aug.position = shardpack::crop_position::random;
+        else if (crop_position == "given") aug.position = shardpack::crop_position::given;
+        else throw shardpack::error("read_batch: crop_position must be \"center\", \"random\" or boxes, not \"" +
+                                    crop_position + "\"");
+        const auto flip_mode = [](const std::string& m, const char* what) {
+            if (m == "none") return shardpack::flip_mode::none;
+            if (m == "random") return shardpack::flip_mode::random;
+            if (m == "given") return shardpack::flip_mode::given;
+            throw shardpack::error(std::string("read_batch: ") + what + " must be a probability or booleans");
+        };
+        aug.hflip = flip_mode(hflip, "hflip");
+        aug.vflip = flip_mode(vflip, "vflip");
+        if ((crop_height == 0) != (crop_width == 0))
+            throw shardpack::error("read_batch: crop needs both a height and a width of at least 1");
+        if (crop_height == 0 && aug.position == shardpack::crop_position::given)
+            throw shardpack::error("read_batch: crop boxes need a crop size");
+        const bool augmented = crop_height != 0 || aug.hflip != shardpack::flip_mode::none ||
+                               aug.vflip != shardpack::flip_mode::none;
+        // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip, checked here.
+        std::vector<shardpack::crop_box> given;
+        if (!given_boxes.is_none()) {
+            const auto g = nb::cast<nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
+                given_boxes);
+            if (g.shape(0) != n || g.shape(1) != 4)
+                throw shardpack::error("read_batch: given boxes must be of shape (" + std::to_string(n) + ", 4)");
+            given.resize(n);
+            for (std::size_t j = 0; j < n; ++j) {
+                const std::int64_t* row = g.data() + 4 * j;
+                if (row[0] < 0 || row[1] < 0 || row[0] > 65535 || row[1] > 65535)
+                    throw shardpack::error("read_batch: crop box " + std::to_string(j) + " at (y " + std::to_string(row[0]) +
+                                           ", x " + std::to_string(row[1]) + ") is outside any record");
+                given[j].y = std::uint32_t(row[0]);
+                given[j].x = std::uint32_t(row[1]);
+                given[j].hflip = row[2] != 0;
+                given[j].vflip = row[3] != 0;
+            }
+        }
+        if ((aug.position == shardpack::crop_position::given || aug.hflip == shardpack::flip_mode::given ||
+             aug.vflip == shardpack::flip_mode::given) && given.size() != n)
+            throw shardpack::error("read_batch: given boxes or flips need one row per sample");
+
+        if (crop_height == 0 && sc.fixed_height == 0)
+            throw shardpack::error(path_ + ": read_batch needs a dataset with a fixed image size (built with --size) "
+                                           "or a crop size");
+        const std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
+        const std::size_t c = sc.channels, k = sc.class_count;
         const bool seg = sc.task == shardpack::task::segmentation;
 
         // Indices: checked (and negative ones wrapped) before anything is written.
@@ -328,6 +384,13 @@ public:
         any_array images = caller_array(images_obj, "images", image_shape, image_dtype);
         any_array labels;
         if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_dtype);
+        nb::object boxes_obj = nb::none();
+        any_array boxes;
+        if (!out_boxes.is_none()) {
+            boxes_obj = nb::borrow(out_boxes);
+            boxes = caller_array(boxes_obj, "boxes", {n, 4}, nb::dtype<std::int64_t>());
+        }
+        std::vector<shardpack::crop_box> applied(augmented && !boxes_obj.is_none() ? n : 0);
 
         // One sample_buffers for the whole batch; each part offsets its pointers.
         shardpack::sample_buffers all;
@@ -364,13 +427,31 @@ public:
             if (out.label_u8) out.label_u8 += begin * label_n;
             if (out.label_index_i64) out.label_index_i64 += begin * label_n;
             if (out.class_id_i64) out.class_id_i64 += begin;
+            // Given boxes and the applied ones are per slot of this part's batch.
+            shardpack::augmentation part_aug = aug;
+            if (augmented) {
+                if (!given.empty()) part_aug.given = given.data() + begin;
+                out.augment = &part_aug;
+                if (!applied.empty()) out.applied = applied.data() + begin;
+            }
             ds.read_batch(which.data() + begin, count, out, thread_context());
         };
         {
             nb::gil_scoped_release unlocked;
             workers.run(parts, part);
+            if (!boxes_obj.is_none()) {
+                // Without crops or flips each sample is its whole record: (0, 0, 0, 0).
+                std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
+                for (std::size_t j = 0; j < n; ++j) {
+                    const shardpack::crop_box a = applied.empty() ? shardpack::crop_box{} : applied[j];
+                    b[4 * j] = a.y;
+                    b[4 * j + 1] = a.x;
+                    b[4 * j + 2] = a.hflip;
+                    b[4 * j + 3] = a.vflip;
+                }
+            }
         }
-        return nb::make_tuple(images_obj, labels_obj);
+        return nb::make_tuple(images_obj, labels_obj, boxes_obj);
     }
 
 private:
@@ -416,5 +497,8 @@ NB_MODULE(_shardpack, m) {
         .def("key", &reader::key, "i"_a)
         .def("get", &reader::get, "i"_a)
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
-             "label"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a);
+             "label"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a = 0,
+             "crop_width"_a = 0, "crop_position"_a = "center", "hflip"_a = "none", "hflip_probability"_a = 0.5f,
+             "vflip"_a = "none", "vflip_probability"_a = 0.5f, "given_boxes"_a.none() = nb::none(), "seed"_a = 0,
+             "epoch"_a = 0, "out_boxes"_a.none() = nb::none());
 }

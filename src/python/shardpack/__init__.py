@@ -4,6 +4,7 @@
     ds = shardpack.open("data/train")            # a shardpack.Dataset; errors are shardpack.Error
     img, label = ds[0]                           # uint8 (H, W, C); one-hot (H, W, K), index map (H, W) or class id
     images, labels = ds.read_batch([4, 1, 7])    # float32 NCHW, ImageNet-normalised, one-hot
+    images, labels = ds.read_batch(idx, crop=(256, 256), crop_position="random", hflip=0.5, epoch=e)
 
 The records are read by the C++ reader (include/shardpack/reader.hpp) through the extension
 shardpack._shardpack: batches are filled outside the GIL by a pool of C++ threads, straight into
@@ -84,6 +85,17 @@ def _normalization(norm, channels):
         return [float(x) for x in v]
 
     return per_channel(mean, "mean"), per_channel(std, "std")
+
+
+def _crop_size(crop):
+    """(height, width) of read_batch's `crop`, checked."""
+    try:
+        h, w = (int(v.__index__()) for v in crop)
+    except (TypeError, ValueError, AttributeError):
+        raise Error(f"read_batch: crop must be None or (height, width), not {crop!r}") from None
+    if h < 1 or w < 1 or h > 65536 or w > 65536:
+        raise Error(f"read_batch: crop ({h}, {w}) must be between 1 and 65536 pixels each way")
+    return h, w
 
 
 class Dataset:
@@ -194,13 +206,19 @@ class Dataset:
         """The image path of record i, as the CSV wrote it."""
         return self._reader.key(i.__index__())
 
-    def batch_spec(self, batch_size, dtype="float32", layout="NCHW", label="onehot"):
+    def batch_spec(self, batch_size, dtype="float32", layout="NCHW", label="onehot", crop=None):
         """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
-        `batch_size` records with these options (NumPy dtypes)."""
-        shape = self.image_shape
-        if shape is None:
-            raise Error(f"{self._path}: batches need a dataset with a fixed image size (built with --size)")
-        h, w, c = shape
+        `batch_size` records with these options (NumPy dtypes); crop=(height, width) as in
+        read_batch."""
+        if crop is not None:
+            h, w = _crop_size(crop)
+            c = self._reader.channels
+        else:
+            shape = self.image_shape
+            if shape is None:
+                raise Error(f"{self._path}: batches need a dataset with a fixed image size (built with --size) "
+                            "or a crop size")
+            h, w, c = shape
         n, k = int(batch_size), len(self.classes)
         dt = _np.dtype(_np.float32 if dtype in ("float32", _np.float32) else _np.uint8)
         images = ((n, c, h, w) if layout == "NCHW" else (n, h, w, c), dt)
@@ -214,7 +232,8 @@ class Dataset:
         return images, labels
 
     def read_batch(self, indices, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
-                   out=None, threads=0):
+                   out=None, threads=0, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0, epoch=0,
+                   return_boxes=False):
         """Reads the records `indices` (any sequence or integer array) into one batch.
 
         dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
@@ -229,7 +248,25 @@ class Dataset:
           included), filled in place with no allocation and returned.
         threads: C++ threads to split the batch over (0: all cores). The GIL is released.
 
-        Returns (images, labels). Raises shardpack.Error on damage or bad arguments."""
+        Crops and flips at read time, the same for the image and the label, before any conversion
+        (labels stay exact):
+        crop: None (whole records; the dataset needs a fixed size) or (height, width): every
+          output is that window of its record, so the batch's H and W are the crop's (records
+          may then differ in size; each must be at least the crop).
+        crop_position: "center" (offset (H - height) // 2, (W - width) // 2), "random" (uniform
+          over every valid offset) or an integer array of shape (N, 2): (y, x) per sample.
+        hflip, vflip: a probability of a random left-right / top-bottom flip (0.0: never, 1.0:
+          always), or a boolean array of shape (N,): the flip per sample.
+        seed, epoch: random boxes and flips are a function of (seed, epoch, record index) alone:
+          the same for any `threads`, batch composition or order of reads; change `epoch` to get
+          new ones.
+        return_boxes: True returns (images, labels, boxes): boxes an int64 array (N, 4) of
+          (y, x, hflip, vflip) per sample, the window's top-left corner in the record and its
+          flips, so images[j] == flip(record[y:y + height, x:x + width]) (NHWC). Without crops or
+          flips each row is (0, 0, 0, 0).
+
+        Returns (images, labels), or (images, labels, boxes). Raises shardpack.Error on damage or
+        bad arguments (a crop larger than a record, a box that runs past it)."""
         r = self._reader
         idx = _np.asarray(indices)
         if idx.ndim != 1:
@@ -261,4 +298,48 @@ class Dataset:
         threads = int(threads)
         if threads < 0:
             raise Error("read_batch: threads must be 0 (all cores) or more")
-        return r.read_batch(idx, as_float, layout == "NCHW", mean, std, label, out_images, out_labels, threads)
+        n = idx.shape[0]
+        crop_height, crop_width = _crop_size(crop) if crop is not None else (0, 0)
+        given = None
+        if isinstance(crop_position, str):
+            if crop_position not in ("center", "random"):
+                raise Error(f'read_batch: crop_position must be "center", "random" or an (N, 2) array, '
+                            f'not {crop_position!r}')
+            position = crop_position
+        else:
+            if crop is None:
+                raise Error("read_batch: crop boxes (crop_position as an array) need crop=(height, width)")
+            yx = _np.asarray(crop_position)
+            if yx.shape != (n, 2) or (yx.size and yx.dtype.kind not in "iu"):
+                raise Error(f"read_batch: crop_position must be an integer array of shape ({n}, 2), "
+                            f"not {yx.dtype} {yx.shape}")
+            given = _np.zeros((n, 4), dtype=_np.int64)
+            given[:, :2] = yx
+            position = "given"
+        flips = []
+        for column, (what, flip) in enumerate((("hflip", hflip), ("vflip", vflip)), start=2):
+            if _np.ndim(flip) == 0:
+                try:
+                    p = float(flip)
+                except (TypeError, ValueError):
+                    raise Error(f"read_batch: {what} must be a probability or a boolean array, not {flip!r}") from None
+                if not 0.0 <= p <= 1.0:
+                    raise Error(f"read_batch: {what} probability {p} is not in [0, 1]")
+                flips.append(("random" if p > 0.0 else "none", p))
+                continue
+            f = _np.asarray(flip)
+            if f.shape != (n,) or (f.size and f.dtype.kind != "b"):
+                raise Error(f"read_batch: {what} must be a probability or a boolean array of shape ({n},), "
+                            f"not {f.dtype} {f.shape}")
+            if given is None:
+                given = _np.zeros((n, 4), dtype=_np.int64)
+            given[:, column] = f
+            flips.append(("given", 0.0))
+        seed, epoch = int(seed), int(epoch)
+        if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
+            raise Error("read_batch: seed and epoch must be integers in [0, 2**64)")
+        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
+        images, labels, boxes = r.read_batch(idx, as_float, layout == "NCHW", mean, std, label, out_images, out_labels,
+                                             threads, crop_height, crop_width, position, flips[0][0], flips[0][1],
+                                             flips[1][0], flips[1][1], given, seed, epoch, boxes)
+        return (images, labels, boxes) if return_boxes else (images, labels)

@@ -76,15 +76,28 @@ class Dataset(_data.Dataset):
     dataset[i] is one sample; dataset[[i, j, ...]] and dataset.__getitems__([...]) one whole batch
     (a Batch of two tensors), read by one read_batch call. threads=None: all cores in the main
     process, 1 inside a DataLoader worker (the workers are the parallelism there). Pickles by
-    path: workers reopen the dataset (fork or spawn)."""
+    path: workers reopen the dataset (fork or spawn).
+
+    crop, crop_position ("center" or "random"), hflip, vflip (probabilities) and seed: crops and
+    flips at read time, as in shardpack.Dataset.read_batch, drawn from (seed, epoch, record
+    index). set_epoch(e) before each epoch for new ones; DataLoader workers copy the dataset when
+    an epoch's iteration starts, so with persistent_workers=True they keep the epoch they started
+    with."""
 
     def __init__(self, source, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot", threads=None,
-                 verify_checksums=True):
+                 verify_checksums=True, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0):
         self.dataset = _open(source, verify_checksums)
-        self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
+        self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+                            crop_position=_position(crop_position), hflip=_probability(hflip, "hflip"),
+                            vflip=_probability(vflip, "vflip"), seed=int(seed))
         self.threads = threads
-        self._spec_options = dict(dtype=dtype, layout=layout, label=label)
+        self.epoch = 0
+        self._spec_options = dict(dtype=dtype, layout=layout, label=label, crop=crop)
         self.dataset.batch_spec(1, **self._spec_options)  # checks the options and the fixed size now
+
+    def set_epoch(self, epoch):
+        """The epoch random crops and flips are drawn for."""
+        self.epoch = int(epoch)
 
     def __len__(self):
         return len(self.dataset)
@@ -96,14 +109,16 @@ class Dataset(_data.Dataset):
 
     def __getitems__(self, indices):
         if _data.get_worker_info() is None:
-            images, labels = self.dataset.read_batch(indices, threads=self._threads(), **self.options)
+            images, labels = self.dataset.read_batch(indices, threads=self._threads(), epoch=self.epoch,
+                                                     **self.options)
             return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
         # In a DataLoader worker: straight into shared memory, which is how the batch travels to
         # the main process (anything else would be copied there once more).
         indices = _np.asarray(indices)
         (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
         images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
-        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), **self.options)
+        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=self.epoch,
+                                **self.options)
         return Batch((images, labels))
 
     def __getitem__(self, i):
@@ -115,6 +130,22 @@ class Dataset(_data.Dataset):
             raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
         images, labels = self.__getitems__([i])
         return images[0], labels[0]
+
+
+def _position(crop_position):
+    if not isinstance(crop_position, str) or crop_position not in ("center", "random"):
+        raise _sp.Error(f'crop_position must be "center" or "random", not {crop_position!r}')
+    return crop_position
+
+
+def _probability(p, what):
+    try:
+        p = float(p)
+    except (TypeError, ValueError):
+        raise _sp.Error(f"{what} must be a probability, not {p!r}") from None
+    if not 0.0 <= p <= 1.0:
+        raise _sp.Error(f"{what} probability {p} is not in [0, 1]")
+    return p
 
 
 def _rank_and_world(rank, world):
@@ -223,7 +254,8 @@ class Loader:
 
     Loader(ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, dtype="float32", layout="NCHW",
-           normalize="imagenet", label="onehot")
+           normalize="imagenet", label="onehot", crop=None, crop_position="center", hflip=0.0,
+           vflip=0.0)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
@@ -231,12 +263,18 @@ class Loader:
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     Each batch is a new pair of tensors, yours to keep.
 
+    crop=(height, width), crop_position ("center" or "random"), hflip and vflip (probabilities):
+    crops and flips at read time, as in shardpack.Dataset.read_batch, drawn from (seed, the
+    sampler's epoch, record index): new ones every epoch, the same for any `threads`, and the
+    same again when an epoch is resumed.
+
     set_epoch(e) before each epoch; without it each complete pass moves to the next epoch.
     state_dict() / load_state_dict() resume mid-epoch exactly: the state counts the batches
     this loader has handed out, not the ones prepared ahead."""
 
     def __init__(self, ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None, threads=0,
-                 pin_memory=False, prefetch=2, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot"):
+                 pin_memory=False, prefetch=2, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
+                 crop=None, crop_position="center", hflip=0.0, vflip=0.0):
         self.dataset = _open(ds)
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
@@ -246,12 +284,14 @@ class Loader:
                                drop_last=drop_last)
         self.threads = int(threads)
         self.prefetch = max(1, int(prefetch))
-        self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
+        self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+                            crop_position=_position(crop_position), hflip=_probability(hflip, "hflip"),
+                            vflip=_probability(vflip, "vflip"))
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not _torch.cuda.is_available():
             _warnings.warn("Loader: pin_memory=True but CUDA is not available; batches are not pinned")
             self.pin_memory = False
-        self._spec = self.dataset.batch_spec(self.batch_size, dtype, layout, label)
+        self._spec = self.dataset.batch_spec(self.batch_size, dtype, layout, label, crop)
         self._epoch_set = False
         self._delivered = 0
 
@@ -275,7 +315,7 @@ class Loader:
     def _empty(self, shape, dtype, n):
         return _torch.empty((n,) + tuple(shape[1:]), dtype=_TORCH_DTYPES[dtype], pin_memory=self.pin_memory)
 
-    def _produce(self, order, q, stop):
+    def _produce(self, order, seed, epoch, q, stop):
         try:
             (ishape, idtype), (lshape, ldtype) = self._spec
             b = self.batch_size
@@ -284,7 +324,8 @@ class Loader:
                 if len(idx) < b and self.drop_last:
                     break
                 images, labels = self._empty(ishape, idtype, len(idx)), self._empty(lshape, ldtype, len(idx))
-                self.dataset.read_batch(idx, out=(images, labels), threads=self.threads, **self.options)
+                self.dataset.read_batch(idx, out=(images, labels), threads=self.threads, seed=seed, epoch=epoch,
+                                        **self.options)
                 while not stop.is_set():
                     try:
                         q.put((images, labels, len(idx)), timeout=0.1)
@@ -308,7 +349,8 @@ class Loader:
         self._delivered = 0
         q = _queue.Queue(maxsize=self.prefetch)
         stop = _threading.Event()
-        producer = _threading.Thread(target=self._produce, args=(order, q, stop), daemon=True,
+        producer = _threading.Thread(target=self._produce, args=(order, self.sampler.seed, self.sampler.epoch, q, stop),
+                                     daemon=True,
                                      name="shardpack.Loader")
         producer.start()
         _producers.add((stop, producer))
