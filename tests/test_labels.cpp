@@ -26,34 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct cli_result {
-    int code = -1;
-    std::string out, err;
-};
-
-std::string shell_quote(const std::string& s) {
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-}
-
-cli_result run_command(const std::string& program, const std::vector<std::string>& args) {
-    static int counter = 0;
-    const std::string base = fs::temp_directory_path().string() + "/shardpack-labels-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++);
-    std::string cmd = "timeout 120 " + shell_quote(program);
-    for (const auto& a : args) cmd += " " + shell_quote(a);
-    cmd += " >" + base + ".out 2>" + base + ".err </dev/null";
-    const int status = std::system(cmd.c_str());
-    cli_result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.out = read_file(base + ".out");
-    r.err = read_file(base + ".err");
-    fs::remove(base + ".out");
-    fs::remove(base + ".err");
-    return r;
-}
-
 cli_result cli(const std::vector<std::string>& args) { return run_command(SHARDPACK_CLI, args); }
 
 void make_samples(const std::string& dir, const std::vector<std::string>& extra = {}) {

@@ -1,9 +1,11 @@
 // Helpers shared by the tests: temporary folders and small datasets written through the real
 // writer, so that tests exercise the same bytes the CLI produces.
 #pragma once
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -45,6 +47,38 @@ inline std::string read_file(const std::string& path) {
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+// The result of running a program: its exit code (128 + signal when killed) and its output.
+struct cli_result {
+    int code = -1;
+    std::string out, err;
+};
+
+inline std::string shell_quote(const std::string& s) {
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+}
+
+// Runs `program` with `args` (no shell expansion of them), stdin from /dev/null, under a
+// 120 s time limit so that a hang fails the test instead of stalling the suite (exit 124).
+inline cli_result run_command(const std::string& program, const std::vector<std::string>& args) {
+    static std::atomic<int> counter{0};
+    const std::string base = std::filesystem::temp_directory_path().string() + "/shardpack-run-" +
+                             std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    std::string cmd = "timeout 120 " + shell_quote(program);
+    for (const auto& a : args) cmd += " " + shell_quote(a);
+    cmd += " >" + base + ".out 2>" + base + ".err </dev/null";
+    const int status = std::system(cmd.c_str());
+    cli_result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_file(base + ".out");
+    r.err = read_file(base + ".err");
+    std::error_code ec;
+    std::filesystem::remove(base + ".out", ec);
+    std::filesystem::remove(base + ".err", ec);
+    return r;
 }
 
 inline void write_file(const std::string& path, const std::string& bytes) {
