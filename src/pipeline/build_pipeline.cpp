@@ -97,6 +97,20 @@ std::string rejected_csv(const std::vector<rejected_row>& rows) {
     return out;
 }
 
+// The report's "rejected" array: line, image, label and reason of every rejected row.
+json rejected_rows_json(const std::vector<rejected_row>& rows) {
+    json rejected = json::array();
+    for (const auto& row : rows) {
+        json e = json::object();
+        e.set("line", row.csv_line);
+        e.set("image", row.image);
+        e.set("label", row.label);
+        e.set("reason", row.reason);
+        rejected.push(e);
+    }
+    return rejected;
+}
+
 json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
                  const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused,
                  bool index_masks) {
@@ -110,16 +124,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
     r.set("shards_written", shards_written);
     r.set("shards_reused", shards_reused);
     r.set("skipped", t.rejected.size());
-    json rejected = json::array();
-    for (const auto& row : t.rejected) {
-        json e = json::object();
-        e.set("line", row.csv_line);
-        e.set("image", row.image);
-        e.set("label", row.label);
-        e.set("reason", row.reason);
-        rejected.push(e);
-    }
-    r.set("rejected", rejected);
+    r.set("rejected", rejected_rows_json(t.rejected));
     r.set("seconds", seconds);
     r.set("threads", threads);
     r.set("samples_per_second", seconds > 0 ? double(t.records) / seconds : 0.0);
@@ -379,16 +384,7 @@ build_result run_build(const build_options& options) {
         report.set("records", t.records);
         report.set("skipped", t.rejected.size());
         report.set("common_reasons", common_reasons(t.rejected, 5));
-        json rejected = json::array();
-        for (const auto& row : t.rejected) {
-            json e = json::object();
-            e.set("line", row.csv_line);
-            e.set("image", row.image);
-            e.set("label", row.label);
-            e.set("reason", row.reason);
-            rejected.push(e);
-        }
-        report.set("rejected", rejected);
+        report.set("rejected", rejected_rows_json(t.rejected));
         std::string where;
         try {
             write_file_atomically(dir + "/rejected.csv", rejected_csv(t.rejected));
