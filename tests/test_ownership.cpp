@@ -127,7 +127,7 @@ TEST_CASE("a folder of user files survives a build pointed at it, with and witho
     REQUIRE_FALSE(fs::exists(out + "/rejected.csv"));  // its own, from the --on-error skip build, removed since
 }
 
-TEST_CASE("--out the CSV's folder, or an input where a build writes, is refused before anything is written", "[ownership]") {
+TEST_CASE("ownership: --out the CSV's folder, or an input where a build writes, is refused before anything is written", "[ownership]") {
     fixture f;
     write_file(f.src + "/report.json", "{\"mine\": 1}\n");
     const auto before = snapshot(f.src);
