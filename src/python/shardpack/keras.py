@@ -18,7 +18,7 @@ __all__ = ["PyDataset"]
 
 class PyDataset(_keras.utils.PyDataset):
     """PyDataset(source, batch_size, shuffle=True, seed=0, drop_last=False, dtype="float32",
-    layout="NHWC", normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0,
+    layout="NHWC", normalize="auto", label="onehot", threads=0, rank=0, world=1, epoch=0,
     verify_checksums=True, **kwargs)
 
     source: a path or a shardpack.Dataset. The options are read_batch's; rank/world read one
@@ -26,7 +26,7 @@ class PyDataset(_keras.utils.PyDataset):
     use_multiprocessing, max_queue_size): one worker thread already keeps the C++ threads busy."""
 
     def __init__(self, source, batch_size, shuffle=True, seed=0, drop_last=False, dtype="float32", layout="NHWC",
-                 normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0, verify_checksums=True,
+                 normalize="auto", label="onehot", threads=0, rank=0, world=1, epoch=0, verify_checksums=True,
                  **kwargs):
         super().__init__(**kwargs)
         self.dataset = source if isinstance(source, _sp.Dataset) else _sp.open(source, verify_checksums)
@@ -37,7 +37,7 @@ class PyDataset(_keras.utils.PyDataset):
         self.rank, self.world = int(rank), int(world)
         self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
         self.threads = int(threads)
-        self.dataset.batch_spec(1, dtype, layout, label)  # checks the options now
+        self.dataset.batch_spec(1, dtype=dtype, layout=layout, label=label)  # checks the options now
         self.set_epoch(epoch)
 
     def set_epoch(self, epoch):

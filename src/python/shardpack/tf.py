@@ -21,7 +21,7 @@ _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uin
 
 
 def dataset(path, batch_size, shuffle=False, seed=0, drop_last=False, dtype="float32", layout="NHWC",
-            normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0, prefetch=2,
+            normalize="auto", label="onehot", threads=0, rank=0, world=1, epoch=0, prefetch=2,
             verify_checksums=True):
     """A tf.data.Dataset of (images, labels) batches with its element_spec set: the batch
     dimension is batch_size with drop_last=True, else None (the last batch may be short).
@@ -34,7 +34,7 @@ def dataset(path, batch_size, shuffle=False, seed=0, drop_last=False, dtype="flo
     if batch_size < 1:
         raise _sp.Error("tf.dataset: batch_size must be at least 1")
     options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
-    (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, dtype, layout, label)
+    (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, dtype=dtype, layout=layout, label=label)
     first = batch_size if drop_last else None
     signature = (_tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype]),
                  _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype]))

@@ -84,7 +84,7 @@ class Dataset(_data.Dataset):
     an epoch's iteration starts, so with persistent_workers=True they keep the epoch they started
     with."""
 
-    def __init__(self, source, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot", threads=None,
+    def __init__(self, source, dtype="float32", layout="NCHW", normalize="auto", label="onehot", threads=None,
                  verify_checksums=True, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
@@ -254,7 +254,7 @@ class Loader:
 
     Loader(ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, dtype="float32", layout="NCHW",
-           normalize="imagenet", label="onehot", crop=None, crop_position="center", hflip=0.0,
+           normalize="auto", label="onehot", crop=None, crop_position="center", hflip=0.0,
            vflip=0.0)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
@@ -273,7 +273,7 @@ class Loader:
     this loader has handed out, not the ones prepared ahead."""
 
     def __init__(self, ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None, threads=0,
-                 pin_memory=False, prefetch=2, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
+                 pin_memory=False, prefetch=2, dtype="float32", layout="NCHW", normalize="auto", label="onehot",
                  crop=None, crop_position="center", hflip=0.0, vflip=0.0):
         self.dataset = _open(ds)
         self.batch_size = int(batch_size)
@@ -291,7 +291,7 @@ class Loader:
         if self.pin_memory and not _torch.cuda.is_available():
             _warnings.warn("Loader: pin_memory=True but CUDA is not available; batches are not pinned")
             self.pin_memory = False
-        self._spec = self.dataset.batch_spec(self.batch_size, dtype, layout, label, crop)
+        self._spec = self.dataset.batch_spec(self.batch_size, dtype=dtype, layout=layout, label=label, crop=crop)
         self._epoch_set = False
         self._delivered = 0
 
