@@ -290,15 +290,32 @@ def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int
     return rank, world
 
 
+def _order_source(data_source: Any) -> Any:
+    if isinstance(data_source, _sp.Dataset):
+        return data_source
+    if isinstance(data_source, Dataset):
+        return data_source.dataset
+    return None
+
+
+# What a state saved before Sampler had the blocks order means.
+_STATE_DEFAULTS = {"order": "global", "block": None, "window": None}
+
+
 class Sampler(_data.Sampler):
     """The indices of one rank for one epoch.
 
     Defaults as every shardpack training iterator: shuffle=True, seed=0, drop_last=False,
-    starting at epoch 0. The order is shardpack.permutation(n, seed, epoch) (or 0..n-1 without
-    shuffle): the same in every process, whatever the number of DataLoader workers. Rank r takes
-    positions r, r + world, ... of it. drop_last=False pads (the order wraps around to its start)
-    so that every rank gets ceil(n / world) indices; drop_last=True drops the tail so that every
-    rank gets n // world. Equal counts keep DDP ranks in step.
+    starting at epoch 0. The order is shardpack.epoch_order(data_source, seed, epoch,
+    order=order, block=block, window=window): order="global" (the default) a permutation of all
+    records (0..n-1 without shuffle), rank r taking positions r, r + world, ... of it;
+    order="blocks" the locality-aware shuffle for cold disks (see shardpack.epoch_order: blocks
+    of consecutive records, shuffled within windows of `window` blocks; rank r takes the r-th
+    contiguous share; shard-aligned blocks of about 4 MiB when data_source is a shardpack
+    Dataset). The same in every process, whatever the number of DataLoader workers.
+    drop_last=False pads (the order wraps around to its start) so that every rank gets
+    ceil(n / world) indices; drop_last=True drops the tail so that every rank gets n // world.
+    Equal counts keep DDP ranks in step.
 
     set_epoch(e) before each epoch (as with DistributedSampler). state_dict() records the epoch
     and how far this rank got; load_state_dict() makes the next iteration yield exactly the rest
@@ -307,8 +324,14 @@ class Sampler(_data.Sampler):
     position is what the iterator has yielded."""
 
     def __init__(self, data_source: Any, *, shuffle: bool = True, seed: int = 0, rank: Optional[int] = None,
-                 world: Optional[int] = None, drop_last: bool = False):
+                 world: Optional[int] = None, drop_last: bool = False, order: str = "global",
+                 block: Optional[int] = None, window: Optional[int] = None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
+        self.order = order
+        self.block, self.window = block, window
+        # A shardpack Dataset gives the blocks order its shards and record size.
+        self._order_source = _order_source(data_source)
+        _sp.epoch_order(0, order=order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
         self.seed = _nonnegative(seed, "seed")
         self.rank, self.world = _rank_and_world(rank, world)
@@ -327,7 +350,9 @@ class Sampler(_data.Sampler):
 
     def epoch_order(self) -> _np.ndarray:
         """All of this rank's indices for the current epoch (an int64 array)."""
-        return _sp.epoch_order(self.n, self.seed, self.epoch, self.shuffle, self.rank, self.world, self.drop_last)
+        return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
+                               self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
+                               block=self.block, window=self.window)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -347,11 +372,12 @@ class Sampler(_data.Sampler):
     def state_dict(self, consumed: Optional[int] = None) -> dict:
         position = self._iter_start + (self._yielded if consumed is None else int(consumed))
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "world": self.world, "rank": self.rank,
-                "drop_last": self.drop_last, "epoch": self.epoch, "position": position}
+                "drop_last": self.drop_last, "epoch": self.epoch, "position": position, "order": self.order,
+                "block": self.block, "window": self.window}
 
     def load_state_dict(self, state: dict) -> None:
-        for k in ("n", "world", "drop_last", "shuffle"):
-            if state[k] != getattr(self, k):
+        for k in ("n", "world", "drop_last", "shuffle", "order", "block", "window"):
+            if state.get(k, _STATE_DEFAULTS.get(k)) != getattr(self, k):
                 raise _sp.Error(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
@@ -489,11 +515,12 @@ class Loader:
     Loader(ds, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize=<"imagenet" for float32>, label="onehot", crop=None,
-           crop_position="center", hflip=0.0, vflip=0.0)
+           crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
-    last batch). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
+    a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     dtype, layout, normalize, label: as read_batch; normalize's default is ImageNet's mean and
     std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU, deliver
@@ -528,14 +555,15 @@ class Loader:
                  rank: Optional[int] = None, world: Optional[int] = None, threads: int = 0, pin_memory: bool = False,
                  prefetch: int = 2, reuse_buffers: bool = False, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = _IMAGENET_FOR_FLOAT, label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
-                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0):
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "global",
+                 block: Optional[int] = None, window: Optional[int] = None):
         self.dataset = _open(ds)
         self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
         if self.batch_size < 1:
             raise _sp.Error("Loader: batch_size must be at least 1")
         self.drop_last = bool(drop_last)
-        self.sampler = Sampler(len(self.dataset), shuffle=shuffle, seed=seed, rank=rank, world=world,
-                               drop_last=drop_last)
+        self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
+                               drop_last=drop_last, order=order, block=block, window=window)
         self.threads = _nonnegative(threads, "Loader: threads")
         self.prefetch = _nonnegative(prefetch, "Loader: prefetch")
         if self.prefetch < 1:
