@@ -45,7 +45,7 @@ Methods (2 threads or 2 workers each; --threads):
   sp_zstd_u8, sp_zstd_u8_ring
                   Loader on the zstd dataset delivering what a GPU should convert: uint8 NCHW
                   images as stored and index labels (label="index": class ids per pixel, or per
-                  sample), new tensors / the ring. The epoch check sums the uint8 values and the
+                  sample; label_dtype="uint8" where read_batch has it), new tensors / the ring. The epoch check sums the uint8 values and the
                   class ids.
   sp_zstd_dl, sp_raw_dl
                   shardpack.torch.Dataset in a torch DataLoader with 2 workers (__getitems__: one
@@ -505,6 +505,9 @@ def make_method(method, job, work, threads, seed):
         path = job["zstd_ds"] if "_zstd_" in method else job["raw_ds"]
         if method in U8_METHODS:  # what a GPU should convert: uint8 as stored, class ids
             options = dict(dtype="uint8", layout="NCHW", normalize=None, label="index")
+            import inspect
+            if "label_dtype" in inspect.signature(shardpack.Dataset.read_batch).parameters:
+                options["label_dtype"] = "uint8"  # one byte a class id (the classes here fit)
         else:
             options = dict(dtype="float32", layout="NCHW", normalize="imagenet", label="onehot" if seg else "index")
         state = {}
@@ -534,8 +537,8 @@ def make_method(method, job, work, threads, seed):
                 if not state:
                     state["ds"] = shardpack.open(path)
                     if reuse:  # one pair of arrays for every batch (a short last batch: their head)
-                        (ishape, idt), (lshape, ldt) = state["ds"].batch_spec(BATCH, options["dtype"],
-                                                                              options["layout"], options["label"])
+                        spec_options = {k: v for k, v in options.items() if k != "normalize"}
+                        (ishape, idt), (lshape, ldt) = state["ds"].batch_spec(BATCH, **spec_options)
                         state["out"] = (np.empty(ishape, idt), np.empty(lshape, ldt))
                 ds = state["ds"]
                 perm = shardpack.permutation(n, seed, e)
@@ -717,9 +720,9 @@ def cmd_parts(a):
 
     for kind in ("zstd", "raw"):
         ds = shardpack.open(job[f"{kind}_ds"])
-        (ishape, idt), (lshape, ldt) = ds.batch_spec(batch, "uint8", "NHWC", "stored")
+        (ishape, idt), (lshape, ldt) = ds.batch_spec(batch, dtype="uint8", layout="NHWC", label="stored")
         bu = (np.empty(ishape, idt), np.empty(lshape, ldt))
-        (fshape, fdt), (flshape, fldt) = ds.batch_spec(batch, "float32", "NCHW", label)
+        (fshape, fdt), (flshape, fldt) = ds.batch_spec(batch, dtype="float32", layout="NCHW", label=label)
         bf = (np.empty(fshape, fdt), np.empty(flshape, fldt))
 
         def read(perm, buffers, **kw):
