@@ -23,6 +23,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <stdexcept>
 #include <utility>
 
 #include <condition_variable>
@@ -33,6 +34,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 
 #ifndef SHARDPACK_VERSION
@@ -395,6 +397,38 @@ nb::object new_numpy(const std::vector<std::size_t>& shape, nb::dlpack::dtype dt
     return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype).cast();
 }
 
+// A NumPy int64 array that takes over `values` (indices, all below 2^63).
+nb::object index_array(std::vector<std::uint64_t>&& values) {
+    auto* held = new std::vector<std::uint64_t>(std::move(values));
+    nb::capsule owner(held, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
+    const std::size_t shape[1] = {held->size()};
+    return nb::ndarray<nb::numpy, std::int64_t>(reinterpret_cast<std::int64_t*>(held->data()), 1, shape, owner).cast();
+}
+
+// shardpack.epoch_order: include/shardpack/order.hpp, the one implementation of the orders.
+nb::object epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch, std::size_t rank, std::size_t world,
+                       bool drop_last, bool shuffle, const std::string& kind, std::size_t block, std::size_t window,
+                       std::vector<std::uint64_t> shard_starts) {
+    shardpack::order_options o;
+    o.shuffle = shuffle;
+    if (kind == "global") o.kind = shardpack::order_kind::global;
+    else if (kind == "blocks") o.kind = shardpack::order_kind::blocks;
+    else throw std::invalid_argument("order must be \"global\" or \"blocks\", not \"" + kind + "\"");
+    o.block = block;
+    o.window = window;
+    o.shard_starts = std::move(shard_starts);
+    std::vector<std::uint64_t> order;
+    {
+        gil_released unlocked;
+        order = shardpack::epoch_order(n, seed, epoch, rank, world, drop_last, o);
+    }
+    return index_array(std::move(order));
+}
+
+nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<std::uint64_t>& shard_starts) {
+    return index_array(shardpack::order_blocks(n, block, shard_starts));
+}
+
 class reader {
 public:
     // path: the folder as bytes (os.fsencode), so that any name the file system holds opens.
@@ -436,6 +470,14 @@ public:
     std::size_t class_count() const { return ds_.schema().class_count; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
+    // The first record of each shard that holds any (for the blocks order: blocks never span two).
+    nb::object shard_starts() const { return index_array(shardpack::shard_starts_of(ds_)); }
+    // The bytes of all shards (the dataset's size on disk, without manifest.json).
+    std::uint64_t data_bytes() const {
+        std::uint64_t bytes = 0;
+        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard(k).size();
+        return bytes;
+    }
 
     // i: in [0, len) (checked by shardpack/__init__.py; the reader refuses any other).
     nb::str key(std::size_t i) const {
@@ -817,6 +859,8 @@ NB_MODULE(_shardpack, m) {
             set_error(type_error_type, e.what());
         } catch (const argument_error& e) {
             set_error(value_error_type, e.what());
+        } catch (const std::invalid_argument& e) {  // include/shardpack/order.hpp's argument checks
+            set_error(value_error_type, e.what());
         } catch (const shardpack::error& e) {
             set_error(error_type, e.what());
         }
@@ -829,6 +873,16 @@ NB_MODULE(_shardpack, m) {
         else if (how == "plain") fresh_allocation = allocation::plain;
         else throw argument_error("_set_allocation: pool, huge_pages, numpy or plain, not " + how);
     }, "how"_a, "Private (scripts/bench/py_alloc_bench.py): how fresh outputs are allocated.");
+
+    m.def("epoch_order", &epoch_order, "n"_a, "seed"_a, "epoch"_a, "rank"_a, "world"_a, "drop_last"_a, "shuffle"_a,
+          "order"_a, "block"_a, "window"_a, "shard_starts"_a,
+          nb::sig("def epoch_order(n: int, seed: int, epoch: int, rank: int, world: int, drop_last: bool, "
+                  "shuffle: bool, order: str, block: int, window: int, shard_starts: collections.abc.Sequence[int]) "
+                  "-> numpy.typing.NDArray[numpy.int64]"),
+          "shardpack.epoch_order's orders (include/shardpack/order.hpp), from checked arguments.");
+    m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a,
+          nb::sig("def order_blocks(n: int, block: int, shard_starts: collections.abc.Sequence[int]) "
+                  "-> numpy.typing.NDArray[numpy.int64]"));
 
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
         .def(nb::init<nb::bytes, bool>(), "path"_a, "verify_checksums"_a = true)
@@ -843,6 +897,9 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("class_count", [](const reader& r) { return r.class_count(); })
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
+        .def_prop_ro("shard_starts", &reader::shard_starts,
+                     nb::sig("def shard_starts(self) -> numpy.typing.NDArray[numpy.int64]"))
+        .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
         .def("get", &reader::get, "i"_a,
              nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
