@@ -119,6 +119,16 @@ class Order:
         self._cache: dict = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict:  # pickles (Grain's worker processes) without the lock and cache
+        state = self.__dict__.copy()
+        del state["_lock"], state["_cache"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+        self._lock = threading.Lock()
+
     def epoch(self, epoch: int) -> np.ndarray:
         with self._lock:
             order = self._cache.get(epoch)
