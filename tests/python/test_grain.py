@@ -127,7 +127,7 @@ def _model(keras, shape, classes):
 def test_keras_fit_trains_a_step_on_grain_datasets(built):
     keras = pytest.importorskip("keras", reason="Keras 3 is not installed here (scripts/python-env.sh --tf)")
     if not hasattr(keras.src.trainers.data_adapters, "grain_dataset_adapter"):
-        pytest.skip(f"Keras {keras.__version__} does not take Grain datasets in fit (3.10 and later do)")
+        pytest.skip(f"Keras {keras.__version__} does not take Grain datasets in fit (3.11 and later do)")
     ds = shardpack.open(built["cls"])
     # Records through Grain's own shuffle and batch.
     source = shardpack.grain.DataSource(ds, label="index")
