@@ -100,6 +100,19 @@ def test_dataset_batches_in_shardpack_order_epoch_by_epoch(built):
                                             crop_position="random", vflip=0.5)[0])
 
 
+def test_dataset_in_the_locality_aware_order(built):
+    ds = shardpack.open(built["onehot"])
+    train = shardpack.grain.dataset(ds, 5, seed=3, order="blocks", block=2, window=2, label="index")
+    for e in (0, 1):
+        order = shardpack.epoch_order(ds, 3, e, order="blocks", block=2, window=2)
+        for b in range(2):
+            x, y = train[e * 2 + b]
+            wx, wy = ds.read_batch(order[b * 5:(b + 1) * 5], layout="NHWC", label="index")
+            assert np.array_equal(x, wx) and np.array_equal(y, wy)
+    with pytest.raises(ValueError):
+        shardpack.grain.dataset(ds, 5, order="random")
+
+
 def test_defaults_and_errors():
     params = inspect.signature(shardpack.grain.dataset).parameters
     assert {k: params[k].default for k in ("shuffle", "drop_last", "seed", "epoch")} == \

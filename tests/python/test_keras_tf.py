@@ -259,3 +259,29 @@ def test_tf_adapter_benchmark_runs_and_reports_ratios(built):
                                                   "tf_dataset_noprefetch", "tf_from_generator"}
     assert report["ratio_to_read_batch"]["read_batch"] == 1.0
     assert all(r[0] > 0 for r in report["rates"].values())
+
+
+def test_the_locality_aware_order_in_keras_and_tf(built):
+    """order="blocks" (with block and window) gives shardpack.epoch_order's blocks order over the
+    dataset, epoch by epoch, in both adapters."""
+    ds = shardpack.open(built["onehot"])  # several shards
+    kw = dict(seed=4, order="blocks", block=3, window=2, label="index")
+
+    def epoch_batches(e):
+        order = shardpack.epoch_order(ds, 4, e, order="blocks", block=3, window=2)
+        assert not np.array_equal(order, shardpack.epoch_order(ds, 4, e))
+        return expected(ds, order, 4, layout="NHWC", label="index")
+
+    data = shardpack.tf.dataset(ds, 4, **kw)
+    same(list(data), epoch_batches(0))
+    same(list(data), epoch_batches(1))
+    seq = shardpack.keras.PyDataset(ds, 4, **kw)
+    for e in (0, 1):
+        seq.on_epoch_begin()
+        same([seq[b] for b in range(len(seq))], epoch_batches(e))
+        seq.on_epoch_end()
+    for bad in (dict(order="nearby"), dict(order="blocks", block=0)):
+        with pytest.raises(ValueError):
+            shardpack.tf.dataset(ds, 4, **bad)
+        with pytest.raises(ValueError):
+            shardpack.keras.PyDataset(ds, 4, **bad)

@@ -100,12 +100,16 @@ class Options:
 
 
 class Order:
-    """The record order of one rank, epoch by epoch: shardpack.epoch_order, the last two epochs
-    kept (a pipeline that reads ahead is in at most two at once)."""
+    """The record order of one rank, epoch by epoch: shardpack.epoch_order over the dataset
+    (order="global" or the locality-aware "blocks" with its block and window; the dataset gives
+    the blocks its shards and record size), the last two epochs kept (a pipeline that reads ahead
+    is in at most two at once)."""
 
-    def __init__(self, n: int, *, batch_size: int, shuffle: bool, seed: int, drop_last: bool, rank: int,
-                 world: int) -> None:
-        self.n = n
+    def __init__(self, dataset: _sp.Dataset, *, batch_size: int, shuffle: bool, seed: int, drop_last: bool,
+                 rank: int, world: int, order: str = "global", block: Optional[int] = None,
+                 window: Optional[int] = None) -> None:
+        self.dataset = dataset
+        n = self.n = len(dataset)
         self.batch_size = integer(batch_size, "batch_size", 1)
         self.shuffle = boolean(shuffle, "shuffle")
         self.drop_last = boolean(drop_last, "drop_last")
@@ -113,6 +117,11 @@ class Order:
         self.rank, self.world = integer(rank, "rank", 0), integer(world, "world", 1)
         if self.rank >= self.world:
             raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
+        if not isinstance(order, str) or order not in ("global", "blocks"):
+            raise ValueError_(f'order must be "global" or "blocks" (the locality-aware shuffle), not {order!r}')
+        self.order = order
+        self.block = None if block is None else integer(block, "block", 1)
+        self.window = None if window is None else integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)
         self.per_rank = per_rank
         self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
@@ -133,8 +142,8 @@ class Order:
         with self._lock:
             order = self._cache.get(epoch)
             if order is None:
-                order = _sp.epoch_order(self.n, self.seed, epoch, self.shuffle, self.rank, self.world,
-                                        self.drop_last)
+                order = _sp.epoch_order(self.dataset, self.seed, epoch, self.shuffle, self.rank, self.world,
+                                        self.drop_last, order=self.order, block=self.block, window=self.window)
                 if len(self._cache) >= 2:
                     self._cache.pop(min(self._cache))
                 self._cache[epoch] = order

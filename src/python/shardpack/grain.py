@@ -144,20 +144,22 @@ class _Batches(_grain.MapDataset):
 
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
-            drop_last: bool = False, rank: int = 0, world: int = 1, dtype: str = "float32", layout: str = "NHWC",
+            drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+            block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
             normalize: _adapt.Normalize = "imagenet", label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _grain.MapDataset:
     """A grain.MapDataset of (images, labels) batches, one read_batch call each.
 
-    The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world give
-    the order (shardpack.epoch_order); dtype, layout, normalize, label, crop, crop_position,
+    The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world, order,
+    block, window give the order (shardpack.epoch_order; order="blocks": the locality-aware
+    shuffle); dtype, layout, normalize, label, crop, crop_position,
     hflip, vflip, threads read_batch's. len() is the number of batches per epoch; element k is
     batch k % len of epoch `epoch` + k // len (see the module). prefetch: batches read ahead when
     it is iterated (read_options(prefetch))."""
     ds = _adapt.open_source(source, verify_checksums)
-    order = _adapt.Order(len(ds), batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
-                         world=world)
+    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads)
     return _Batches(ds, order, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))

@@ -36,16 +36,19 @@ _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uin
 
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
-            drop_last: bool = False, rank: int = 0, world: int = 1, dtype: str = "float32", layout: str = "NHWC",
+            drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+            block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
             normalize: _adapt.Normalize = "imagenet", label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches, one read_batch call each.
 
     source: a dataset folder or a shardpack.Dataset. batch_size: records per batch.
-    shuffle, seed, epoch, drop_last, rank, world: the order, shardpack.epoch_order's (this rank's
-      share; drop_last=False pads every rank to the same count and keeps a short last batch).
-      The first pass over the dataset is `epoch`, each further pass the next (see the module).
+    shuffle, seed, epoch, drop_last, rank, world, order, block, window: the order,
+      shardpack.epoch_order's (this rank's share; drop_last=False pads every rank to the same
+      count and keeps a short last batch; order="blocks" is the locality-aware shuffle for data
+      on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
+      each further pass the next (see the module).
     dtype, layout (channels last by default, as Keras expects), normalize, label, crop,
       crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options; random
       crops and flips are drawn from (seed, epoch, record index).
@@ -55,8 +58,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
     shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
     ds = _adapt.open_source(source, verify_checksums)
-    order = _adapt.Order(len(ds), batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
-                         world=world)
+    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads)
     first_epoch = _adapt.integer(epoch, "epoch", 0)
