@@ -125,10 +125,11 @@ def test_bad_options_are_value_errors(built):
     for make in (lambda **kw: shardpack.grain.DataSource(built["onehot"], **kw),
                  lambda **kw: shardpack.grain.dataset(built["onehot"], 4, **kw)):
         with pytest.raises(ValueError) as caught:
-            make(dtype="uint8")  # normalize="imagenet" does not apply to uint8
+            make(dtype="uint8", normalize="imagenet")  # normalize applies to float32 only
         assert isinstance(caught.value, shardpack.Error)
         with pytest.raises(ValueError):
             make(crop_position="corner")
+        make(dtype="uint8")  # normalize="auto", the default, is None for uint8
 
 
 def _model(keras, shape, classes):

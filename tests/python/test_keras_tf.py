@@ -218,7 +218,7 @@ def test_tf_dataset_raises_shardpack_errors_as_tf_errors(built, tmp_path):
 ], ids=["keras", "tf"])
 def test_bad_options_are_value_and_type_errors(built, make):
     path = built["onehot"]
-    for bad, kind in [(dict(dtype="uint8"), ValueError),  # normalize="imagenet" with uint8
+    for bad, kind in [(dict(dtype="uint8", normalize="imagenet"), ValueError),  # float32 only
                       (dict(crop_position="left"), ValueError), (dict(hflip=1.5), ValueError),
                       (dict(layout="HWC"), ValueError), (dict(label="rgb"), ValueError),
                       (dict(rank=2, world=2), ValueError), (dict(seed=-1), ValueError),
@@ -227,6 +227,11 @@ def test_bad_options_are_value_and_type_errors(built, make):
         with pytest.raises(kind) as caught:
             make(path, **bad)
         assert isinstance(caught.value, shardpack.Error), bad
+    # normalize="auto", the default: ImageNet statistics for float32, none for uint8.
+    data = make(path, dtype="uint8", shuffle=False, label="index")
+    x, _ = data[0] if isinstance(data, keras.utils.PyDataset) else next(iter(data))
+    assert np.array_equal(np.asarray(x), shardpack.open(path).read_batch(range(4), layout="NHWC", dtype="uint8",
+                                                                         normalize=None, label="index")[0])
     with pytest.raises(ValueError):
         shardpack.tf.dataset(path, 0)
     with pytest.raises(ValueError):

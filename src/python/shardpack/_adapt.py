@@ -26,8 +26,8 @@ def _error_class(name: str, builtin: type) -> type:
     return type(name, (_sp.Error, builtin), {"__module__": "shardpack"})
 
 
-ValueError_ = _error_class("ValueError", ValueError)
-TypeError_ = _error_class("TypeError", TypeError)
+ValueError_ = _error_class("ArgumentValueError", ValueError)
+TypeError_ = _error_class("ArgumentTypeError", TypeError)
 
 
 def open_source(source: Source, verify_checksums: bool) -> _sp.Dataset:
@@ -64,20 +64,26 @@ def probability(value: object, what: str) -> float:
 
 class Options:
     """The read_batch options of an adapter, checked once: `read` goes to every read_batch call
-    (with the epoch added), `spec` to batch_spec."""
+    (with the epoch added), `spec` to batch_spec.
+
+    normalize="auto" (the adapters' default) is "imagenet" for float32 batches and None for
+    uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
+    index labels, read_batch's) is passed on only when given."""
 
     def __init__(self, dataset: _sp.Dataset, *, dtype: str, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
-                 threads: int) -> None:
+                 threads: int, label_dtype: Optional[str] = None) -> None:
         if dtype not in ("float32", "uint8"):
             raise ValueError_(f'dtype must be "float32" or "uint8", not {dtype!r}')
         if layout not in ("NCHW", "NHWC"):
             raise ValueError_(f'layout must be "NCHW" or "NHWC", not {layout!r}')
         if label not in ("onehot", "index", "stored"):
             raise ValueError_(f'label must be "onehot", "index" or "stored", not {label!r}')
-        if dtype == "uint8" and normalize is not None:
-            raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None '
-                              '(uint8 batches are as stored)')
+        if isinstance(normalize, str) and normalize == "auto":
+            normalize = "imagenet" if dtype == "float32" else None
+        elif dtype == "uint8" and normalize is not None:
+            raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None or '
+                              '"auto" (uint8 batches are as stored)')
         if not isinstance(crop_position, str) or crop_position not in ("center", "random"):
             raise ValueError_(f'crop_position must be "center" or "random", not {crop_position!r}')
         if crop is not None:
@@ -93,10 +99,11 @@ class Options:
         self.read = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                          crop_position=crop_position, hflip=probability(hflip, "hflip"),
                          vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
+        if label_dtype is not None:  # read_batch's own check says what it takes
+            self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
-        if normalize is not None:  # checked by read_batch's own rules, on no record
-            dataset.read_batch([], **{k: v for k, v in self.read.items() if k in ("dtype", "layout", "normalize",
-                                                                               "label", "crop")})
+        if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
+            dataset.read_batch([], **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
 
 
 class Order:

@@ -56,9 +56,9 @@ _read_options = read_options  # the name, for _Batches.to_iter_dataset, whose ar
 
 
 class DataSource:
-    """DataSource(source, *, dtype="float32", layout="NHWC", normalize="imagenet", label="onehot",
-    crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0, epoch=0, threads=0,
-    verify_checksums=True)
+    """DataSource(source, *, dtype="float32", layout="NHWC", normalize="auto", label="onehot",
+    label_dtype=None, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0, epoch=0,
+    threads=0, verify_checksums=True)
 
     A Grain random-access data source of the records of a shardpack dataset. source[i] is
     (image, label) of record i with read_batch's options (a batch of one): image (H, W, C) (or
@@ -67,14 +67,14 @@ class DataSource:
     and flips are drawn from (seed, epoch, record index); set_epoch(e) for new ones."""
 
     def __init__(self, source: _adapt.Source, *, dtype: str = "float32", layout: str = "NHWC",
-                 normalize: _adapt.Normalize = "imagenet", label: str = "onehot",
-                 crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
+                 normalize: _adapt.Normalize = "auto", label: str = "onehot",
+                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
                  vflip: float = 0.0, seed: int = 0, epoch: int = 0, threads: int = 0,
                  verify_checksums: bool = True) -> None:
         self.dataset = _adapt.open_source(source, verify_checksums)
         self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
                                        crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
-                                       threads=threads)
+                                       threads=threads, label_dtype=label_dtype)
         self.epoch = 0
         self.set_epoch(epoch)
 
@@ -146,20 +146,22 @@ class _Batches(_grain.MapDataset):
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
             drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
             block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
-            normalize: _adapt.Normalize = "imagenet", label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
+            normalize: _adapt.Normalize = "auto", label: str = "onehot",
+            label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _grain.MapDataset:
     """A grain.MapDataset of (images, labels) batches, one read_batch call each.
 
     The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world, order,
     block, window give the order (shardpack.epoch_order; order="blocks": the locality-aware
-    shuffle); dtype, layout, normalize, label, crop, crop_position,
-    hflip, vflip, threads read_batch's. len() is the number of batches per epoch; element k is
+    shuffle); dtype, layout, normalize ("auto": "imagenet" for float32, None for uint8), label,
+    label_dtype, crop, crop_position, hflip, vflip, threads read_batch's. len() is the number of batches per epoch; element k is
     batch k % len of epoch `epoch` + k // len (see the module). prefetch: batches read ahead when
     it is iterated (read_options(prefetch))."""
     ds = _adapt.open_source(source, verify_checksums)
     order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
                          world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
-                             crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads)
+                             crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
+                             label_dtype=label_dtype)
     return _Batches(ds, order, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))

@@ -28,21 +28,22 @@ __all__ = ["PyDataset"]
 class PyDataset(_keras.utils.PyDataset):
     """PyDataset(source, batch_size, *, shuffle=True, seed=0, epoch=0, drop_last=False, rank=0,
     world=1, order="global", block=None, window=None, dtype="float32", layout="NHWC",
-    normalize="imagenet", label="onehot", crop=None, crop_position="center", hflip=0.0, vflip=0.0,
-    threads=0, verify_checksums=True, workers=1, use_multiprocessing=False, max_queue_size=10)
+    normalize="auto", label="onehot", label_dtype=None, crop=None, crop_position="center", hflip=0.0,
+    vflip=0.0, threads=0, verify_checksums=True, workers=1, use_multiprocessing=False,
+    max_queue_size=10)
 
     source: a dataset folder or a shardpack.Dataset. shuffle, seed, epoch, drop_last, rank,
     world, order, block, window: the order (shardpack.epoch_order; rank/world read one share;
     order="blocks" is the locality-aware shuffle for data on a cold disk). dtype, layout,
-    normalize, label, crop, crop_position ("center" or "random"), hflip, vflip, threads:
-    read_batch's options. workers, use_multiprocessing, max_queue_size: keras.utils.PyDataset's
+    normalize ("auto": "imagenet" for float32, None for uint8), label, label_dtype, crop,
+    crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options. workers, use_multiprocessing, max_queue_size: keras.utils.PyDataset's
     (one worker thread already keeps the C++ threads busy)."""
 
     def __init__(self, source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                  epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
                  block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32",
-                 layout: str = "NHWC", normalize: _adapt.Normalize = "imagenet", label: str = "onehot",
-                 crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
+                 layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
+                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
                  vflip: float = 0.0, threads: int = 0, verify_checksums: bool = True, workers: int = 1,
                  use_multiprocessing: bool = False, max_queue_size: int = 10) -> None:
         super().__init__(workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
@@ -52,7 +53,7 @@ class PyDataset(_keras.utils.PyDataset):
                                    window=window)
         self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
                                        crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
-                                       threads=threads)
+                                       threads=threads, label_dtype=label_dtype)
         self.set_epoch(epoch)
 
     @property

@@ -32,13 +32,15 @@ from shardpack import _adapt
 
 __all__ = ["dataset"]
 
-_TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.int64): _tf.int64}
+_TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.uint16): _tf.uint16,
+              _np.dtype(_np.int64): _tf.int64}
 
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
             drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
             block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
-            normalize: _adapt.Normalize = "imagenet", label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
+            normalize: _adapt.Normalize = "auto", label: str = "onehot",
+            label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches, one read_batch call each.
@@ -49,9 +51,10 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       count and keeps a short last batch; order="blocks" is the locality-aware shuffle for data
       on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
       each further pass the next (see the module).
-    dtype, layout (channels last by default, as Keras expects), normalize, label, crop,
-      crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options; random
-      crops and flips are drawn from (seed, epoch, record index).
+    dtype, layout (channels last by default, as Keras expects), normalize ("auto": "imagenet" for
+      float32, None for uint8), label, label_dtype, crop, crop_position ("center" or "random"),
+      hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
+      epoch, record index).
     prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
 
     element_spec: the batch dimension is batch_size with drop_last=True, else None (the last
@@ -61,7 +64,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
                          world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
-                             crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads)
+                             crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
+                             label_dtype=label_dtype)
     first_epoch = _adapt.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
         prefetch = _adapt.integer(prefetch, "prefetch", 0)
