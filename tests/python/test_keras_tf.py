@@ -244,12 +244,14 @@ def test_bad_options_are_value_and_type_errors(built, make):
 
 def test_the_defaults_agree():
     """The defaults table of the README's Python section (#21): shuffle on, drop_last off,
-    seed 0, first epoch 0, in every training iterator."""
+    seed 0, first epoch 0, in every training iterator; the table's rows match."""
+    from test_defaults import check_rows
     want = {"shuffle": True, "drop_last": False, "seed": 0, "epoch": 0}
     for f in (shardpack.keras.PyDataset.__init__, shardpack.tf.dataset):
         params = inspect.signature(f).parameters
         assert {k: params[k].default for k in want} == want, f
         assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in want)
+    assert check_rows({"keras", "tf"}) == 2
 
 
 def test_tf_adapter_benchmark_runs_and_reports_ratios(built):
