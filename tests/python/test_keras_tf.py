@@ -87,7 +87,8 @@ def test_keras_fits_a_model_on_the_pydataset_epoch_0_then_1(built):
             return super().__getitem__(index)
 
     seq = Recorded(built["cls"], batch_size=4, label="index")
-    model = keras.Sequential([keras.Input((20, 24, 3)), keras.layers.Flatten(), keras.layers.Dense(len(seq.dataset.classes))])
+    model = keras.Sequential([keras.Input((20, 24, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(len(seq.dataset.classes))])
     model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(seq, epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
