@@ -119,6 +119,8 @@ def test_defaults_and_errors():
         {"shuffle": True, "drop_last": False, "seed": 0, "epoch": 0}
     with pytest.raises(TypeError):
         shardpack.grain.dataset("x", 4, True)
+    from test_defaults import check_rows
+    assert check_rows({"grain"}) == 2  # the README's defaults table
 
 
 def test_bad_options_are_value_errors(built):

@@ -87,7 +87,8 @@ def test_keras_fits_a_model_on_the_pydataset_epoch_0_then_1(built):
             return super().__getitem__(index)
 
     seq = Recorded(built["cls"], batch_size=4, label="index")
-    model = keras.Sequential([keras.Input((20, 24, 3)), keras.layers.Flatten(), keras.layers.Dense(len(seq.dataset.classes))])
+    model = keras.Sequential([keras.Input((20, 24, 3)), keras.layers.Flatten(),
+                              keras.layers.Dense(len(seq.dataset.classes))])
     model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(seq, epochs=2, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
@@ -244,12 +245,14 @@ def test_bad_options_are_value_and_type_errors(built, make):
 
 def test_the_defaults_agree():
     """The defaults table of the README's Python section (#21): shuffle on, drop_last off,
-    seed 0, first epoch 0, in every training iterator."""
+    seed 0, first epoch 0, in every training iterator; the table's rows match."""
+    from test_defaults import check_rows
     want = {"shuffle": True, "drop_last": False, "seed": 0, "epoch": 0}
     for f in (shardpack.keras.PyDataset.__init__, shardpack.tf.dataset):
         params = inspect.signature(f).parameters
         assert {k: params[k].default for k in want} == want, f
         assert all(params[k].kind is inspect.Parameter.KEYWORD_ONLY for k in want)
+    assert check_rows({"keras", "tf"}) == 2
 
 
 def test_tf_adapter_benchmark_runs_and_reports_ratios(built):

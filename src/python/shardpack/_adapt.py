@@ -14,7 +14,8 @@ import numpy as np
 import shardpack as _sp
 
 Source = Union[str, "os.PathLike[str]", _sp.Dataset]
-Normalize = Union[None, str, Tuple[object, object]]
+Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
+DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
 
 
 def _error_class(name: str, builtin: type) -> type:
@@ -33,8 +34,9 @@ TypeError_ = _error_class("ArgumentTypeError", TypeError)
 def open_source(source: Source, verify_checksums: bool) -> _sp.Dataset:
     if isinstance(source, _sp.Dataset):
         return source
-    if not isinstance(source, (str, os.PathLike)):
-        raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, not {type(source).__name__}")
+    if not isinstance(source, (str, bytes, os.PathLike)):
+        raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
+                         f"not {type(source).__name__}")
     return _sp.open(source, verify_checksums=verify_checksums)
 
 
@@ -70,11 +72,16 @@ class Options:
     uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
     index labels, read_batch's) is passed on only when given."""
 
-    def __init__(self, dataset: _sp.Dataset, *, dtype: str, layout: str, normalize: Normalize, label: str,
+    def __init__(self, dataset: _sp.Dataset, *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
                  threads: int, label_dtype: Optional[str] = None) -> None:
-        if dtype not in ("float32", "uint8"):
+        try:  # "float32", numpy.float32 or numpy.dtype("float32") alike, as read_batch takes them
+            name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+        except TypeError:
+            raise TypeError_(f'dtype must be "float32" or "uint8", not {dtype!r}') from None
+        if name not in ("float32", "uint8"):
             raise ValueError_(f'dtype must be "float32" or "uint8", not {dtype!r}')
+        dtype = name
         if layout not in ("NCHW", "NHWC"):
             raise ValueError_(f'layout must be "NCHW" or "NHWC", not {layout!r}')
         if label not in ("onehot", "index", "stored"):

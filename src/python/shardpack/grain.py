@@ -66,9 +66,9 @@ class DataSource:
     (_getitems, used by MapDataset.batch) reads a whole batch in one read_batch call. Random crops
     and flips are drawn from (seed, epoch, record index); set_epoch(e) for new ones."""
 
-    def __init__(self, source: _adapt.Source, *, dtype: str = "float32", layout: str = "NHWC",
-                 normalize: _adapt.Normalize = "auto", label: str = "onehot",
-                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
+    def __init__(self, source: _adapt.Source, *, dtype: _adapt.DType = "float32", layout: str = "NHWC",
+                 normalize: _adapt.Normalize = "auto", label: str = "onehot", label_dtype: Optional[str] = None,
+                 crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
                  vflip: float = 0.0, seed: int = 0, epoch: int = 0, threads: int = 0,
                  verify_checksums: bool = True) -> None:
         self.dataset = _adapt.open_source(source, verify_checksums)
@@ -145,8 +145,8 @@ class _Batches(_grain.MapDataset):
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
             drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
-            block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
-            normalize: _adapt.Normalize = "auto", label: str = "onehot",
+            block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
+            layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _grain.MapDataset:
@@ -155,9 +155,9 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world, order,
     block, window give the order (shardpack.epoch_order; order="blocks": the locality-aware
     shuffle); dtype, layout, normalize ("auto": "imagenet" for float32, None for uint8), label,
-    label_dtype, crop, crop_position, hflip, vflip, threads read_batch's. len() is the number of batches per epoch; element k is
-    batch k % len of epoch `epoch` + k // len (see the module). prefetch: batches read ahead when
-    it is iterated (read_options(prefetch))."""
+    label_dtype, crop, crop_position, hflip, vflip, threads are read_batch's. len() is the number
+    of batches per epoch; element k is batch k % len of epoch `epoch` + k // len (see the
+    module). prefetch: batches read ahead when it is iterated (read_options(prefetch))."""
     ds = _adapt.open_source(source, verify_checksums)
     order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
                          world=world, order=order, block=block, window=window)

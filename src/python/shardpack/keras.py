@@ -36,16 +36,18 @@ class PyDataset(_keras.utils.PyDataset):
     world, order, block, window: the order (shardpack.epoch_order; rank/world read one share;
     order="blocks" is the locality-aware shuffle for data on a cold disk). dtype, layout,
     normalize ("auto": "imagenet" for float32, None for uint8), label, label_dtype, crop,
-    crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options. workers, use_multiprocessing, max_queue_size: keras.utils.PyDataset's
-    (one worker thread already keeps the C++ threads busy)."""
+    crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options. workers,
+    use_multiprocessing, max_queue_size: keras.utils.PyDataset's (one worker thread already keeps
+    the C++ threads busy)."""
 
     def __init__(self, source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                  epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
-                 block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32",
+                 block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
                  layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
-                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
-                 vflip: float = 0.0, threads: int = 0, verify_checksums: bool = True, workers: int = 1,
-                 use_multiprocessing: bool = False, max_queue_size: int = 10) -> None:
+                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
+                 verify_checksums: bool = True, workers: int = 1, use_multiprocessing: bool = False,
+                 max_queue_size: int = 10) -> None:
         super().__init__(workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
         self.dataset = _adapt.open_source(source, verify_checksums)
         self._order = _adapt.Order(self.dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,

@@ -27,7 +27,6 @@ from typing import Optional, Tuple
 import numpy as _np
 import tensorflow as _tf
 
-import shardpack as _sp
 from shardpack import _adapt
 
 __all__ = ["dataset"]
@@ -38,8 +37,8 @@ _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uin
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
             drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
-            block: Optional[int] = None, window: Optional[int] = None, dtype: str = "float32", layout: str = "NHWC",
-            normalize: _adapt.Normalize = "auto", label: str = "onehot",
+            block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
+            layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True) -> _tf.data.Dataset:
