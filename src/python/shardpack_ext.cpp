@@ -18,6 +18,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -316,6 +317,45 @@ public:
     }
 
     // The batch's arrays: returns (images, labels), the caller's when given.
+    // Starts reading records `indices` from storage (a hint; see shardpack/_readahead.py): the
+    // byte ranges of the records, sorted and merged where they touch, are advised WILLNEED.
+    void prefetch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices) {
+        const std::size_t n = indices.shape(0);
+        std::vector<std::size_t> which(n);
+        for (std::size_t j = 0; j < n; ++j) which[j] = checked(indices.data()[j]);
+        nb::gil_scoped_release unlocked;
+        std::sort(which.begin(), which.end());
+        const long page = ::sysconf(_SC_PAGESIZE);
+        std::size_t j = 0;
+        while (j < n) {
+            const std::size_t shard = static_cast<std::size_t>(
+                std::upper_bound(first_record_.begin(), first_record_.end(), which[j]) - first_record_.begin() - 1);
+            const auto& file = ds_.shard(shard);
+            auto range_of = [&](std::size_t i) {
+                const auto e = file.entry(i - first_record_[shard]);
+                return std::pair<std::uint64_t, std::uint64_t>(e.offset, e.offset + e.stored_size);
+            };
+            auto [begin, end] = range_of(which[j]);
+            auto flush = [&] {
+                const std::uint64_t aligned = begin / static_cast<std::uint64_t>(page) * static_cast<std::uint64_t>(page);
+                ::madvise(const_cast<unsigned char*>(file.bytes()) + aligned, static_cast<std::size_t>(end - aligned),
+                          MADV_WILLNEED);
+            };
+            const std::size_t shard_end =
+                shard + 1 < first_record_.size() ? first_record_[shard + 1] : ds_.size();
+            for (++j; j < n && which[j] < shard_end; ++j) {
+                const auto [b, e] = range_of(which[j]);
+                if (b <= end + static_cast<std::uint64_t>(page)) {
+                    end = std::max(end, e);
+                } else {
+                    flush();
+                    begin = b, end = e;
+                }
+            }
+            flush();
+        }
+    }
+
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
                          bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
                          const std::string& label, nb::object out_images, nb::object out_labels,
@@ -543,6 +583,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a)
         .def("get", &reader::get, "i"_a)
+        .def("prefetch", &reader::prefetch, "indices"_a)
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a = 0,
              "crop_width"_a = 0, "crop_position"_a = "center", "hflip"_a = "none", "hflip_probability"_a = 0.5f,
