@@ -18,7 +18,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -317,43 +316,14 @@ public:
     }
 
     // The batch's arrays: returns (images, labels), the caller's when given.
-    // Starts reading records `indices` from storage (a hint; see shardpack/_readahead.py): the
-    // byte ranges of the records, sorted and merged where they touch, are advised WILLNEED.
+    // Starts reading records `indices` from storage (a hint; see shardpack/_readahead.py):
+    // dataset::prefetch announces their byte ranges, merged per shard (WILLNEED).
     void prefetch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices) {
         const std::size_t n = indices.shape(0);
         std::vector<std::size_t> which(n);
         for (std::size_t j = 0; j < n; ++j) which[j] = checked(indices.data()[j]);
         nb::gil_scoped_release unlocked;
-        std::sort(which.begin(), which.end());
-        const long page = ::sysconf(_SC_PAGESIZE);
-        std::size_t j = 0;
-        while (j < n) {
-            const std::size_t shard = static_cast<std::size_t>(
-                std::upper_bound(first_record_.begin(), first_record_.end(), which[j]) - first_record_.begin() - 1);
-            const auto& file = ds_.shard(shard);
-            auto range_of = [&](std::size_t i) {
-                const auto e = file.entry(i - first_record_[shard]);
-                return std::pair<std::uint64_t, std::uint64_t>(e.offset, e.offset + e.stored_size);
-            };
-            auto [begin, end] = range_of(which[j]);
-            auto flush = [&] {
-                const std::uint64_t aligned = begin / static_cast<std::uint64_t>(page) * static_cast<std::uint64_t>(page);
-                ::madvise(const_cast<unsigned char*>(file.bytes()) + aligned, static_cast<std::size_t>(end - aligned),
-                          MADV_WILLNEED);
-            };
-            const std::size_t shard_end =
-                shard + 1 < first_record_.size() ? first_record_[shard + 1] : ds_.size();
-            for (++j; j < n && which[j] < shard_end; ++j) {
-                const auto [b, e] = range_of(which[j]);
-                if (b <= end + static_cast<std::uint64_t>(page)) {
-                    end = std::max(end, e);
-                } else {
-                    flush();
-                    begin = b, end = e;
-                }
-            }
-            flush();
-        }
+        ds_.prefetch(which.data(), which.size());
     }
 
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
