@@ -316,6 +316,16 @@ public:
     }
 
     // The batch's arrays: returns (images, labels), the caller's when given.
+    // Starts reading records `indices` from storage (a hint; see shardpack/_readahead.py):
+    // dataset::prefetch announces their byte ranges, merged per shard (WILLNEED).
+    void prefetch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices) {
+        const std::size_t n = indices.shape(0);
+        std::vector<std::size_t> which(n);
+        for (std::size_t j = 0; j < n; ++j) which[j] = checked(indices.data()[j]);
+        nb::gil_scoped_release unlocked;
+        ds_.prefetch(which.data(), which.size());
+    }
+
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
                          bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
                          const std::string& label, nb::object out_images, nb::object out_labels,
@@ -543,6 +553,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a)
         .def("get", &reader::get, "i"_a)
+        .def("prefetch", &reader::prefetch, "indices"_a)
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a = 0,
              "crop_width"_a = 0, "crop_position"_a = "center", "hflip"_a = "none", "hflip_probability"_a = 0.5f,

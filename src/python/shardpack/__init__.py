@@ -284,6 +284,13 @@ class Dataset:
         """The image path of record i, as the CSV wrote it."""
         return self._reader.key(i.__index__())
 
+    def prefetch(self, indices):
+        """Starts reading records `indices` from storage so that reading them later does not wait
+        for the disk: their byte ranges, merged where they touch, are announced to the kernel
+        (WILLNEED). A hint: it returns at once and changes nothing else. shardpack.torch.Loader
+        calls it ahead of its batches (whole blocks with order="blocks")."""
+        self._reader.prefetch(_np.ascontiguousarray(indices, dtype=_np.int64).reshape(-1))
+
     def batch_spec(self, batch_size, dtype="float32", layout="NCHW", label="onehot", crop=None):
         """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
         `batch_size` records with these options (NumPy dtypes); crop=(height, width) as in
