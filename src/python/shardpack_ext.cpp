@@ -538,6 +538,16 @@ public:
         return arrays(smp, owner, dst, false, label_at);
     }
 
+    // Starts reading records `indices` (in [0, len), checked by shardpack/__init__.py; the
+    // reader skips any other) from storage, a hint (see shardpack/_readahead.py):
+    // dataset::prefetch announces their byte ranges, merged per shard (WILLNEED).
+    void prefetch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices) {
+        const std::int64_t* data = indices.data();
+        std::vector<std::size_t> which(data, data + indices.shape(0));
+        gil_released unlocked;
+        ds_.prefetch(which.data(), which.size());
+    }
+
     // The batch: returns (images, labels, boxes), the caller's arrays where given. The arguments
     // were checked and resolved by shardpack/__init__.py (_BatchOptions): indices in range and
     // not negative, names from its fixed sets, threads capped. Only the caller's out= arrays are
@@ -905,6 +915,9 @@ NB_MODULE(_shardpack, m) {
              nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
                      "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),
              "(image, label) of record i, in [0, len).")
+        .def("prefetch", &reader::prefetch, "indices"_a,
+             nb::sig("def prefetch(self, indices: numpy.typing.NDArray[numpy.int64]) -> None"),
+             "Starts reading records `indices` (in [0, len)) from storage: a hint.")
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
              "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
