@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -204,6 +205,9 @@ std::vector<std::string> build_args(const std::string& d, std::vector<std::strin
     a.insert(a.end(), extra.begin(), extra.end());
     return a;
 }
+// The parts' lock files: merge takes each part's lock (writing its pid there) so that a rebuild
+// of the part waits; they are its own files.
+const std::vector<std::string> merge_own = {"merged", "p0/.shardpack.lock", "p1/.shardpack.lock"};
 std::vector<std::string> merge_args(const std::string& d) { return {"merge", "--out", d + "/merged", d + "/p0", d + "/p1"}; }
 std::vector<std::string> colors_args(const std::string& d, std::vector<std::string> extra) {
     std::vector<std::string> a = {"colors", "--csv", d + "/src/list.csv", "--classes", d + "/src/class_dict.csv"};
@@ -241,9 +245,9 @@ std::vector<cell> make_table() {
         {"build", "--classes table", "src/class_dict.csv", [](const std::string& d) { return build_args(d, {}); }, {"out"}},
         {"build", "--config file", "cfg.toml", [](const std::string& d) { return build_args(d, {"--config", d + "/cfg.toml"}); }, {"out"}},
         {"build", "image in the list", "src/images/img_0000.png", [](const std::string& d) { return build_args(d, {}); }, {"out"}},
-        {"merge", "part manifest.json", "p0/manifest.json", merge_args, {"merged"}, true},
-        {"merge", "part fingerprints.tsv", "p0/fingerprints.tsv", merge_args, {"merged"}, true},
-        {"merge", "part rejected.csv", "p1/rejected.csv", merge_args, {"merged"}, true},
+        {"merge", "part manifest.json", "p0/manifest.json", merge_args, merge_own, true},
+        {"merge", "part fingerprints.tsv", "p0/fingerprints.tsv", merge_args, merge_own, true},
+        {"merge", "part rejected.csv", "p1/rejected.csv", merge_args, merge_own, true},
         {"colors", "--csv list", "src/list.csv", [](const std::string& d) { return colors_args(d, {}); }, {}},
         {"colors", "--classes table", "src/class_dict.csv", [](const std::string& d) { return colors_args(d, {}); }, {}},
         {"inspect", "manifest.json", "ds/manifest.json", [](const std::string& d) { return std::vector<std::string>{"inspect", d + "/ds"}; }, {}, false},
@@ -404,8 +408,7 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"build", "output fingerprints.tsv", "FIFO"};
-        c.own = {"ds"};
-        c.expect = cell::succeeds;
+        c.names = "fingerprints.tsv (a FIFO)";
         c.setup = [](const std::string& d, std::string&) {
             make_fifo(d + "/ds/fingerprints.tsv");
             return std::vector<std::string>{"build", "--csv", d + "/src/list.csv", "--classes", d + "/src/class_dict.csv", "--out", d + "/ds"};
@@ -414,6 +417,7 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"merge", "--out", "input: inside a part"};
+        c.own = merge_own;
         c.names = "p0";
         c.setup = [](const std::string& d, std::string&) {
             return std::vector<std::string>{"merge", "--out", d + "/p0/inner", d + "/p0", d + "/p1"};
@@ -423,7 +427,7 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"merge", "part shard", "symlink (relative)"};
-        c.own = {"merged"};
+        c.own = merge_own;
         c.expect = cell::succeeds;
         c.setup = [](const std::string& d, std::string&) {
             const std::string s = shard_of(d + "/p0");
@@ -441,7 +445,7 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"merge", "part shard", "another user's file"};
-        c.own = {"merged"};
+        c.own = merge_own;
         c.expect = cell::succeeds;
         c.setup = [](const std::string& d, std::string& skip) {
             if (!give_away(d + "/p0/" + shard_of(d + "/p0"))) {
@@ -463,6 +467,7 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"merge", "part fingerprints.tsv", "edited (a key changed)"};
+        c.own = merge_own;
         c.names = "fingerprints.tsv";
         c.setup = [](const std::string& d, std::string&) {
             std::string text = test::read_file(d + "/p0/fingerprints.tsv");
@@ -476,7 +481,8 @@ std::vector<cell> make_table() {
     }
     {
         cell c{"merge", "part manifest.json", "edited build.shard_size"};
-        c.names = "shard_size";
+        c.own = merge_own;
+        c.names = "the member build does not match partition.options_digest";
         c.setup = [](const std::string& d, std::string&) {
             std::string text = test::read_file(d + "/p0/manifest.json");
             const auto at = text.find("8192", text.find("\"shard_size\""));

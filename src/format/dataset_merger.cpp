@@ -165,6 +165,55 @@ std::vector<part_info> check_parts(std::vector<part_info> given) {
     return ordered;
 }
 
+// The rejected rows a --on-error skip part lists (its rejected.csv after the header line), at
+// most max_rows of them (a part rejects at most the build's rows); a line at a time.
+std::vector<std::string> read_rejected(const part_info& p, std::uint64_t max_rows) {
+    std::vector<std::string> rows;
+    try {
+        input_file rejected(p.folder->fd(), p.path, "rejected.csv");
+        line_reader lines(rejected, max_rejected_line);
+        std::string line;
+        bool header = true;
+        while (lines.next(line)) {
+            if (!header) {
+                if (rows.size() >= max_rows)
+                    throw input_error(rejected.path() + ": lists more rejected rows than the build had rows (" +
+                                      std::to_string(max_rows) + ")");
+                rows.push_back(line);
+            }
+            header = false;
+        }
+    } catch (const input_error& e) {
+        throw input_error(part_name(p) + ": " + e.what());
+    }
+    return rows;
+}
+
+bool skips_rows(const part_info& p) {
+    const json* on_error = p.build.find("on_error");
+    return on_error && on_error->is_string() && on_error->as_string() == "skip";
+}
+
+// What the merge trusts in a part beyond its manifest, checked before anything is written:
+// its fingerprints.tsv has the digest the manifest names (an edited key or stamp is refused)
+// and lists no group larger than the part's rows; its rejected.csv can be read.
+void check_part_lists(const part_info& p) {
+    const std::string list_path = p.path + "/" + dataset_writer::fingerprints_file;
+    try {
+        fingerprint_reader list(*p.folder, dataset_writer::fingerprints_file);
+        fingerprint_group group;
+        while (list.next(group, p.part_rows)) {
+        }
+        if (hex64(list.body_digest()) != p.fingerprints_digest)
+            throw input_error(list_path + " was changed after the part was built (its digest " + hex64(list.body_digest()) +
+                              " is not the manifest's partition.fingerprints_digest " + p.fingerprints_digest +
+                              "); rebuild the part");
+    } catch (const input_error& e) {
+        throw input_error(part_name(p) + ": " + e.what() + " (the merge takes the records' keys and fingerprints from it)");
+    }
+    if (skips_rows(p)) read_rejected(p, p.rows);
+}
+
 std::vector<detail::class_record> classes_of(const detail::shard_file& s) { return s.classes(); }
 
 }  // namespace
@@ -196,6 +245,21 @@ merge_result merge_parts(const merge_options& o) {
     for (const auto& f : folders) described.push_back(describe_part(f));
     const std::vector<part_info> parts = check_parts(std::move(described));
 
+    // An --out that is, holds or lies in a part is refused before anything is locked or made.
+    std::error_code ec;
+    const auto inside = [](const std::string& inner, const std::string& outer) {
+        return inner == outer || inner.compare(0, outer.size() + 1, outer + "/") == 0;
+    };
+    if (!o.check_only) {
+        const std::string out_real = fs::weakly_canonical(fs::absolute(o.out_dir), ec).string();
+        for (const auto& p : parts) {
+            const std::string part_real = fs::weakly_canonical(fs::absolute(p.path), ec).string();
+            if (inside(part_real, out_real) || inside(out_real, part_real))
+                throw usage_error("--out " + o.out_dir + " is or holds the part " + part_name(p) +
+                                  "; merge into a folder of its own");
+        }
+    }
+
     // A lock per part keeps a rebuild of a part from changing it under the merge.
     if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
         lim.rlim_cur = lim.rlim_max;
@@ -203,23 +267,15 @@ merge_result merge_parts(const merge_options& o) {
     }
     std::vector<std::unique_ptr<output_lock>> part_locks;
     for (const auto& p : parts) part_locks.push_back(std::make_unique<output_lock>(p.path));
+    // Each part's lists, before anything is written: fingerprints.tsv as its manifest's digest
+    // says, rejected.csv readable. Both a line at a time, never through a link.
+    for (const auto& p : parts) check_part_lists(p);
+
     // The output folder is claimed as a build claims it: missing, empty or a shardpack dataset,
     // never a link, and never one of the parts or a folder holding them.
     std::unique_ptr<output_lock> lock;
     std::shared_ptr<output_folder> out_folder;
     if (!o.check_only) {
-        // Refused before the output folder is made: nothing is left behind.
-        std::error_code ec;
-        const std::string out_real = fs::weakly_canonical(fs::absolute(o.out_dir), ec).string();
-        const auto inside = [](const std::string& inner, const std::string& outer) {
-            return inner == outer || inner.compare(0, outer.size() + 1, outer + "/") == 0;
-        };
-        for (const auto& p : parts) {
-            const std::string part_real = fs::weakly_canonical(fs::absolute(p.path), ec).string();
-            if (inside(part_real, out_real) || inside(out_real, part_real))
-                throw usage_error("--out " + o.out_dir + " is or holds the part " + part_name(p) +
-                                  "; merge into a folder of its own");
-        }
         std::vector<std::string> part_paths;
         for (const auto& p : parts) part_paths.push_back(p.path);
         const output_claim claim = claim_output_folder(o.out_dir, false, part_paths, false);
@@ -357,24 +413,8 @@ merge_result merge_parts(const merge_options& o) {
                               p.fingerprints_digest + "); rebuild the part");
         held.push_back(std::move(ds));
         if (skip_mode) {
-            // Read a line at a time: a part rejects at most its own rows.
-            try {
-                input_file rejected(p.folder->fd(), p.path, "rejected.csv");
-                line_reader lines(rejected, max_rejected_line);
-                std::string line;
-                bool header = true;
-                while (lines.next(line)) {
-                    if (!header) {
-                        if (rejected_lines.size() >= parts.front().rows)
-                            throw input_error(rejected.path() + ": lists more rejected rows than the build had rows (" +
-                                              std::to_string(parts.front().rows) + ")");
-                        rejected_lines.push_back(line);
-                    }
-                    header = false;
-                }
-            } catch (const input_error& e) {
-                throw input_error(part_name(p) + ": " + e.what());
-            }
+            for (auto& row : read_rejected(p, parts.front().rows - std::min<std::uint64_t>(rejected_lines.size(), parts.front().rows)))
+                rejected_lines.push_back(std::move(row));
         }
     }
     if (o.check_only) {

@@ -122,7 +122,7 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
         const auto k = f.kind_of(name);
         const auto want = name == ".partial" ? output_folder::kind::folder : output_folder::kind::file;
         if (k == output_folder::kind::link) links.push_back(name);
-        else if (k != want) misplaced.push_back(name);
+        else if (k != want) misplaced.push_back(name + " (" + f.kind_name(name) + ")");
     }
     if (!links.empty())
         throw usage_error(dir + ": " + list_names(links, links.size()) + (links.size() == 1 ? " is a symbolic link" : " are symbolic links") +
@@ -131,7 +131,8 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
     if (!misplaced.empty())
         throw usage_error(dir + ": " + list_names(misplaced, misplaced.size()) +
                           (misplaced.size() == 1 ? " is not" : " are not") +
-                          " what shardpack writes there (a file where it writes a folder, or the reverse); not touching it");
+                          " what shardpack writes there (a regular file; a folder for .partial); not touching it: move it away or "
+                          "choose another --out");
 
     const auto ledger = folder_ledger::load(f);
     const auto manifest = read_manifest_summary(f);

@@ -103,6 +103,13 @@ output_folder::kind output_folder::kind_of(const std::string& name) const {
     return kind::other;
 }
 
+std::string output_folder::kind_name(const std::string& name) const {
+    struct stat st {};
+    if (::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "missing";
+    if (S_ISLNK(st.st_mode)) return "a symbolic link";
+    return detail::file_kind_name(st.st_mode);
+}
+
 std::vector<std::string> output_folder::names() const {
     std::vector<std::string> out;
     const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // fdopendir takes its descriptor

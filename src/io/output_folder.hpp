@@ -56,6 +56,8 @@ public:
 
     enum class kind { missing, file, folder, link, other };
     kind kind_of(const std::string& name) const;  // of the name itself, not what a link points to
+    // "a FIFO", "a folder", "a symbolic link", ... of the name itself, for messages.
+    std::string kind_name(const std::string& name) const;
     std::vector<std::string> names() const;       // every entry but . and .., sorted
 
     // Removes a file (a link is removed, not its target). False if it did not exist.
