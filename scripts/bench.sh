@@ -8,6 +8,8 @@
 #   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
 #                                       the packing and reading jobs on your own CSV
 #   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
+#   ./scripts/bench.sh --tf-adapter     only the tf.data adapter against a bare read_batch
+#                                       (scripts/bench/tf_adapter.sh, ~5 minutes; --quick: ~1)
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
 #            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
 #            --no-python (leave the Python reading benchmark out of the full run; --quick
@@ -20,6 +22,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0
+tf_adapter_only=0
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,8 +38,9 @@ while [ $# -gt 0 ]; do
     --no-tf) tf=0 ;;
     --no-rss) rss=0 ;;
     --python) python=1 python_only=1 ;;
+    --tf-adapter) tf_adapter_only=1 ;;
     --no-python) python=0 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -61,6 +65,9 @@ work=$(realpath "$work")
 results=$work/results.jsonl
 : >"$results"
 log() { echo "bench: $*" >&2; }
+if [ $tf_adapter_only = 1 ]; then
+  exec scripts/bench/tf_adapter.sh "$bin" "$work" $([ $quick = 1 ] && echo --quick) --reps "$reps"
+fi
 
 # record NAME JSON: one measurement, one line of results.jsonl
 record() { printf '{"name":"%s","result":%s}\n' "$1" "$(tr -d '\n' <<<"$2")" >>"$results"; }
