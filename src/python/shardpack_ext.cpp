@@ -223,20 +223,22 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
 
 class reader {
 public:
-    reader(const std::string& path, bool verify_checksums) : path_(path) {
+    reader(const std::string& path, bool verify_checksums, const std::string& io, std::size_t max_open_shards)
+        : path_(path) {
         shardpack::open_options o;
         o.verify_checksums = verify_checksums;
+        o.max_open_shards = max_open_shards;
+        if (io == "mmap") o.io = shardpack::io_mode::mmap;
+        else if (io == "pread") o.io = shardpack::io_mode::pread;
+        else if (io != "auto") throw std::invalid_argument("io must be \"auto\", \"mmap\" or \"pread\", not \"" + io + "\"");
         nb::gil_scoped_release unlocked;
         ds_ = shardpack::dataset::open(path, o);
-        std::size_t first = 0;
-        for (std::size_t k = 0; k < ds_.shard_count(); ++k) {
-            first_record_.push_back(first);
-            first += ds_.shard(k).record_count();
-        }
     }
 
     std::size_t size() const { return ds_.size(); }
     const std::string& path() const { return path_; }
+    std::size_t open_shards() const { return ds_.open_shard_count(); }
+    std::size_t max_open_shards() const { return ds_.max_open_shards(); }
     std::string task() const {
         return ds_.schema().task == shardpack::task::segmentation ? "segmentation" : "classification";
     }
@@ -265,7 +267,7 @@ public:
     // The bytes of all shards (the dataset's size on disk, without manifest.json).
     std::uint64_t data_bytes() const {
         std::uint64_t bytes = 0;
-        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard(k).size();
+        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard_bytes(k);
         return bytes;
     }
 
@@ -499,13 +501,8 @@ private:
     shardpack::dataset ds_;
     std::string path_;
 
-    std::vector<std::size_t> first_record_;  // per shard, for record_is_raw
-
-    bool record_is_raw(std::size_t i) const {
-        const auto shard = static_cast<std::size_t>(
-            std::upper_bound(first_record_.begin(), first_record_.end(), i) - first_record_.begin() - 1);
-        return ds_.shard(shard).entry(i - first_record_[shard]).codec == shardpack::detail::codec_raw;
-    }
+    // Whether at(i) points into a mapping (a raw record of a mapped shard), not a copy.
+    bool record_is_raw(std::size_t i) const { return ds_.zero_copy(i); }
 
     // A view of a sample's bytes: read-only for raw records (the memory map), writable for
     // zstd records (the sample's own buffer).
@@ -529,7 +526,10 @@ NB_MODULE(_shardpack, m) {
     m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a);
 
     nb::class_<reader>(m, "Reader")
-        .def(nb::init<const std::string&, bool>(), "path"_a, "verify_checksums"_a = true)
+        .def(nb::init<const std::string&, bool, const std::string&, std::size_t>(), "path"_a, "verify_checksums"_a = true,
+             "io"_a = "auto", "max_open_shards"_a = 0)
+        .def_prop_ro("open_shards", [](const reader& r) { return r.open_shards(); })
+        .def_prop_ro("max_open_shards", [](const reader& r) { return r.max_open_shards(); })
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)
         .def_prop_ro("task", &reader::task)

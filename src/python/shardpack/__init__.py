@@ -32,9 +32,26 @@ class IndexOutOfRange(Error, IndexError):
     """ds[i] with i outside [-len(ds), len(ds)): a shardpack.Error and an IndexError."""
 
 
-def open(path, verify_checksums=True):
-    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset."""
-    return Dataset(path, verify_checksums=verify_checksums)
+def open(path, verify_checksums=True, io="auto", max_open_shards=0):
+    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset.
+
+    io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
+    (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
+    ds[i] copies), or "auto" (the default; see the README's "Reading from cold storage").
+    max_open_shards: at most this many shards open at once (0: automatic, 4096 mapped, or half
+    the open-file limit with pread); a dataset of more shards opens each when first read."""
+    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
+
+
+_IO_MODES = ("auto", "mmap", "pread")
+
+
+def _check_io(io):
+    if not isinstance(io, str):
+        raise TypeError(f"io must be a str, one of {_IO_MODES}, not {type(io).__name__}")
+    if io not in _IO_MODES:
+        raise ValueError(f"io must be one of {_IO_MODES}, not {io!r}")
+    return io
 
 
 def permutation(n, seed, epoch=0):
@@ -178,9 +195,15 @@ class Dataset:
     changed since. The record index stays in C++: no Python object per record.
     """
 
-    def __init__(self, path, verify_checksums=True):
+    def __init__(self, path, verify_checksums=True, io="auto", max_open_shards=0):
         self._path = _os.fspath(path)
         self._verify = bool(verify_checksums)
+        self._io = _check_io(io)
+        if isinstance(max_open_shards, bool) or not isinstance(max_open_shards, int):
+            raise TypeError(f"max_open_shards must be an int, not {type(max_open_shards).__name__}")
+        if max_open_shards < 0:
+            raise ValueError(f"max_open_shards must be 0 (automatic) or positive, not {max_open_shards}")
+        self._max_open = max_open_shards
         self._content_hash = None
         self._reader_ = None
         self._reader  # open now, so that a missing or damaged dataset is reported here
@@ -190,7 +213,7 @@ class Dataset:
     def _reader(self):
         r = self._reader_
         if r is None:
-            r = _Reader(self._path, self._verify)
+            r = _Reader(self._path, self._verify, self._io, self._max_open)
             if self._content_hash is not None and r.content_hash != self._content_hash:
                 raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
                             f"(content hash {r.content_hash}, was {self._content_hash})")
@@ -199,11 +222,14 @@ class Dataset:
         return r
 
     def __getstate__(self):
-        return {"path": self._path, "verify_checksums": self._verify, "content_hash": self._content_hash}
+        return {"path": self._path, "verify_checksums": self._verify, "io": self._io,
+                "max_open_shards": self._max_open, "content_hash": self._content_hash}
 
     def __setstate__(self, state):
         self._path = state["path"]
         self._verify = state["verify_checksums"]
+        self._io = state.get("io", "auto")
+        self._max_open = state.get("max_open_shards", 0)
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
 
@@ -219,6 +245,20 @@ class Dataset:
     @property
     def verify_checksums(self):
         return self._verify
+
+    @property
+    def io(self):
+        """How shards are read: "auto", "mmap" or "pread" (as given to open)."""
+        return self._io
+
+    @property
+    def open_shards(self):
+        """How many shards are open now, and (max_open_shards) at most."""
+        return self._reader.open_shards
+
+    @property
+    def max_open_shards(self):
+        return self._reader.max_open_shards
 
     def __len__(self):
         return len(self._reader)
