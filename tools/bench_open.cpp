@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
         shardpack::read_context ctx;
         std::uint64_t check = 0;
         const std::size_t n = ds.size();
-        for (std::size_t j = 0; j < reads; ++j) check += ds.read(static_cast<std::size_t>((j * (unsigned __int128)n) / reads), ctx).height();
+        for (std::size_t j = 0; j < reads; ++j) check += ds.read(static_cast<std::size_t>(double(j) * double(n) / double(reads)), ctx).height();
         const auto t2 = std::chrono::steady_clock::now();
         std::printf("{\"dataset\": \"%s\", \"shards\": %zu, \"records\": %zu, \"open_s\": %.4f, \"reads\": %zu, \"read_s\": %.4f, "
                     "\"open_shards\": %zu, \"max_open_shards\": %zu, \"rss_after_open_mb\": %.1f, \"peak_rss_mb\": %.1f, "
