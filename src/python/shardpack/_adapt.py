@@ -110,7 +110,8 @@ class Options:
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
         if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
-            dataset.read_batch([], **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
+            dataset.read_batch(np.empty(0, dtype=np.int64),
+                               **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
 
 
 class Order:
