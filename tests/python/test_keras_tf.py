@@ -264,7 +264,8 @@ def test_tf_adapter_benchmark_runs_and_reports_ratios(built):
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(report["ratio_to_read_batch"]) == {"read_batch", "read_batch_out", "tf_dataset",
-                                                  "tf_dataset_noprefetch", "tf_from_generator"}
+                                                  "tf_dataset_noprefetch", "tf_dataset_fresh", "tf_from_generator"}
+    assert all(c[0] >= 0 for c in report["cpu_s_per_1000"].values())
     assert report["ratio_to_read_batch"]["read_batch"] == 1.0
     assert all(r[0] > 0 for r in report["rates"].values())
 
