@@ -13,8 +13,6 @@ median samples/s of each is reported with its ratio to the bare read_batch:
   tf_dataset        for images, labels in shardpack.tf.dataset(ds, B, ...): one pass per epoch
                     (prefetch=2, the default)
   tf_dataset_noprefetch   the same with prefetch=0
-  tf_dataset_fresh  shardpack.tf.dataset over a Dataset whose read_batch ignores out=: the
-                    adapter reading into read_batch's fresh arrays instead of its buffer pool
   tf_from_generator the adapter before #21: tf.data.Dataset.from_generator over read_batch,
                     prefetch(2) (kept here to show what the change gives)
 
@@ -23,7 +21,7 @@ thread of the process: TensorFlow's, the C++ reader's) per 1,000 samples is repo
 a batch, steadier than its wall time when other jobs share the cores.
 
 Each tf.data dataset is made once and iterated for every round, as a training run iterates one
-dataset epoch after epoch (the adapter's buffers are made in its first passes and reused after).
+dataset epoch after epoch.
 --step sleeps that long per batch in every loop (a training step that releases the GIL, as a
 TensorFlow step does): prefetching overlaps the reading with it.
 Prints one line of JSON: {"tool":"tf_adapter_bench", ..., "rates": {way: [samples/s per round]},
@@ -116,14 +114,9 @@ def main() -> None:
                     time.sleep(a.step)
         return samples
 
-    def tf_dataset(prefetch, source=ds):
-        data = shardpack.tf.dataset(source, a.batch, threads=a.threads, prefetch=prefetch, **options)
+    def tf_dataset(prefetch):
+        data = shardpack.tf.dataset(ds, a.batch, threads=a.threads, prefetch=prefetch, **options)
         return lambda: consume(data)
-
-    class FreshArrays(shardpack.Dataset):
-        def read_batch(self, indices, **kw):
-            kw.pop("out", None)
-            return super().read_batch(indices, **kw)
 
     def from_generator():
         (ishape_, idt_), (lshape_, ldt_) = ds.batch_spec(a.batch, dtype=a.dtype, layout="NHWC", label=a.label)
@@ -142,8 +135,7 @@ def main() -> None:
         return lambda: consume(data)
 
     ways = {"read_batch": read_batch, "read_batch_out": read_batch_out, "tf_dataset": tf_dataset(2),
-            "tf_dataset_noprefetch": tf_dataset(0), "tf_dataset_fresh": tf_dataset(2, FreshArrays(a.dataset)),
-            "tf_from_generator": from_generator()}
+            "tf_dataset_noprefetch": tf_dataset(0), "tf_from_generator": from_generator()}
     for run in ways.values():  # warm up: page cache, TensorFlow's first-use costs
         run()
     rates = {name: [] for name in ways}
