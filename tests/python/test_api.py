@@ -13,12 +13,13 @@ import shutil
 import subprocess
 import sys
 import warnings
+import zlib
 
 import numpy as np
 import pytest
 
 import shardpack
-from conftest import ROOT, run, tool
+from conftest import ROOT, cpp_dump, run, tool
 
 
 # -- argument errors: a shardpack.Error and the matching built-in
@@ -201,6 +202,12 @@ def test_a_huge_crop_is_an_error_naming_the_record_not_a_memory_error(built, tmp
     with pytest.raises(shardpack.ArgumentValueError, match="fixed image size"):
         mixed.read_batch([2, 5])
     assert mixed.read_batch([2, 5], crop=(8, 8))[0].shape == (2, 3, 8, 8)
+    # ds[i] of zstd records of different sizes (copied out of the context's buffer) are the
+    # C++ reader's records.
+    for i, w in enumerate(cpp_dump(str(out))):
+        img, label = mixed[i]
+        assert img.shape[:2] == (w["height"], w["width"]) and img.flags.writeable
+        assert zlib.crc32(img.tobytes()) == w["image_crc"] and zlib.crc32(label.tobytes()) == w["label_crc"]
 
 
 # -- uint8 delivery: normalize and index labels
