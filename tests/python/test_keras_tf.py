@@ -164,8 +164,8 @@ def test_tf_dataset_crops_and_flips_as_read_batch_per_epoch(built):
 
 
 def test_tf_dataset_batches_stay_intact_while_held(built):
-    """The adapter reuses its batch buffers: a batch still referenced must never be refilled,
-    whether the pool has a free buffer (the first few) or not (past its limit)."""
+    """TensorFlow wraps read_batch's arrays without copying, and read_batch recycles their
+    memory: a batch still referenced (a tensor, or a NumPy view of one) must never be refilled."""
     ds = shardpack.open(built["onehot"])
     data = shardpack.tf.dataset(ds, batch_size=1, seed=1, label="index", prefetch=2)  # 10 batches an epoch
     held = list(data)  # the tensors of epoch 0, kept while epochs 1 and 2 are read
@@ -265,6 +265,7 @@ def test_tf_adapter_benchmark_runs_and_reports_ratios(built):
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(report["ratio_to_read_batch"]) == {"read_batch", "read_batch_out", "tf_dataset",
                                                   "tf_dataset_noprefetch", "tf_from_generator"}
+    assert all(c[0] >= 0 for c in report["cpu_s_per_1000"].values())
     assert report["ratio_to_read_batch"]["read_batch"] == 1.0
     assert all(r[0] > 0 for r in report["rates"].values())
 
