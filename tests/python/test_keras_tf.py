@@ -294,3 +294,20 @@ def test_the_locality_aware_order_in_keras_and_tf(built):
             shardpack.tf.dataset(ds, 4, **bad)
         with pytest.raises(ValueError):
             shardpack.keras.PyDataset(ds, 4, **bad)
+
+
+def test_mypy_strict_passes_on_the_adapters(tmp_path):
+    """mypy --strict on shardpack.keras, shardpack.tf, shardpack.grain and their shared
+    shardpack._adapt (the frameworks have no type information: their imports are taken as Any).
+    About 30 s."""
+    pytest.importorskip("mypy", reason="mypy is not installed in this venv (scripts/python-env.sh --tf installs it)")
+    modules = ["shardpack._adapt", "shardpack.keras", "shardpack.tf"]
+    try:
+        import grain  # noqa: F401
+        modules.append("shardpack.grain")
+    except ImportError:
+        pass
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--ignore-missing-imports", "--follow-imports=silent",
+                        "--cache-dir", str(tmp_path / "cache")] + [a for m in modules for a in ("-m", m)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -93,15 +93,16 @@ class Options:
             raise ValueError_(f'crop_position must be "center" or "random", not {crop_position!r}')
         if crop is not None:
             try:
-                crop = tuple(integer(v, "crop", 1) for v in crop)
+                values = tuple(crop)
             except TypeError:
                 raise TypeError_(f"crop must be None or (height, width), not {crop!r}") from None
-            if len(crop) != 2:
+            if len(values) != 2:
                 raise ValueError_(f"crop must be None or (height, width), not {crop!r}")
+            crop = (integer(values[0], "crop height", 1), integer(values[1], "crop width", 1))
         self.seed = integer(seed, "seed", 0)
         self.threads = integer(threads, "threads", 0)
-        self.spec = dict(dtype=dtype, layout=layout, label=label, crop=crop)
-        self.read = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+        self.spec: Dict[str, Any] = dict(dtype=dtype, layout=layout, label=label, crop=crop)
+        self.read: Dict[str, Any] = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                          crop_position=crop_position, hflip=probability(hflip, "hflip"),
                          vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
         if label_dtype is not None:  # read_batch's own check says what it takes
@@ -132,21 +133,21 @@ class Order:
             raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
         if not isinstance(order, str) or order not in ("global", "blocks"):
             raise ValueError_(f'order must be "global" or "blocks" (the locality-aware shuffle), not {order!r}')
-        self.order = order
+        self.order = cast(Literal["global", "blocks"], order)
         self.block = None if block is None else integer(block, "block", 1)
         self.window = None if window is None else integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)
         self.per_rank = per_rank
         self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
-        self._cache: dict = {}
+        self._cache: Dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:  # pickles (Grain's worker processes) without the lock and cache
+    def __getstate__(self) -> Dict[str, Any]:  # pickles (Grain's worker processes) without the lock and cache
         state = self.__dict__.copy()
         del state["_lock"], state["_cache"]
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._cache = {}
         self._lock = threading.Lock()

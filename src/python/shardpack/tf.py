@@ -23,7 +23,7 @@ that: Keras shows the steps and never runs out of data.
 from __future__ import annotations
 
 import threading as _threading
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as _np
 import tensorflow as _tf
@@ -61,32 +61,32 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
     shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
     ds = _adapt.open_source(source, verify_checksums)
-    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
-                         world=world, order=order, block=block, window=window)
+    plan = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                        world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
                              label_dtype=label_dtype)
     first_epoch = _adapt.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
         prefetch = _adapt.integer(prefetch, "prefetch", 0)
-    batch_size = order.batch_size
+    batch_size = plan.batch_size
     (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, **options.spec)
-    first = batch_size if order.drop_last else None
+    first = batch_size if plan.drop_last else None
     image_spec = _tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype])
     label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
     read = options.read
     counter = {"next": first_epoch}
     lock = _threading.Lock()
 
-    def next_epoch() -> _np.ndarray:
+    def next_epoch() -> _np.int64:
         with lock:
             e = counter["next"]
             counter["next"] += 1
         return _np.int64(e)
 
-    def read_batch(e: _np.ndarray, b: _np.ndarray) -> Tuple[_np.ndarray, _np.ndarray]:
-        e = int(e)
-        return ds.read_batch(order.batch(e, int(b)), epoch=e, **read)
+    def read_batch(epoch_number: _np.int64, batch_number: _np.int64) -> Tuple[Any, ...]:
+        e = int(epoch_number)
+        return ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
 
     def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[_tf.Tensor, _tf.Tensor]:
         # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
@@ -98,7 +98,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
         labels.set_shape(label_spec.shape)
         return images, labels
 
-    batches = order.batches
+    batches = plan.batches
     # One element per pass: the pass's epoch number, drawn when the pass starts (a new iterator,
     # or .repeat()'s next round), then that epoch's batch numbers.
     epochs = _tf.data.Dataset.range(1).map(
