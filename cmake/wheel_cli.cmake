@@ -58,10 +58,19 @@ endif()
 
 if(_cli_dir)
   message(STATUS "shardpack CLI for the wheel: ${_cli_dir}/shardpack")
+  # A copy without debug information goes into the wheel (50 MB with it from a RelWithDebInfo build).
+  set(_cli_copy "${CMAKE_CURRENT_BINARY_DIR}/wheel-cli/shardpack")
+  file(MAKE_DIRECTORY "${CMAKE_CURRENT_BINARY_DIR}/wheel-cli")
+  set(_cli_strip_command)
+  if(CMAKE_STRIP)
+    set(_cli_strip_command COMMAND "${CMAKE_STRIP}" --strip-debug "${_cli_copy}")
+  endif()
   add_custom_target(shardpack_wheel_cli ALL
     COMMAND "${CMAKE_COMMAND}" --build "${_cli_dir}" --target shardpack
+    COMMAND "${CMAKE_COMMAND}" -E copy "${_cli_dir}/shardpack" "${_cli_copy}"
+    ${_cli_strip_command}
     COMMENT "Building the shardpack CLI in ${_cli_dir}" VERBATIM USES_TERMINAL)
-  install(PROGRAMS "${_cli_dir}/shardpack" DESTINATION shardpack/bin)
+  install(PROGRAMS "${_cli_copy}" DESTINATION shardpack/bin)
 else()
   message(WARNING "the wheel is reader-only, without the shardpack CLI: ${_cli_missing}. "
                   "Install the packer's dependencies (scripts/install-deps.sh) and pip install . again, "

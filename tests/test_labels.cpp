@@ -768,7 +768,8 @@ TEST_CASE("folder input pairs masks by a suffix and says what it left out and wh
         auto b = dataset::open(dir / "b");
         REQUIRE(a.size() == 6);
         for (std::size_t i = 0; i < 6; ++i) {
-            const auto la = a.at(i).label(), lb = b.at(i).label();
+            const auto sa = a.at(i), sb = b.at(i);
+            const auto la = sa.label(), lb = sb.label();
             CHECK(std::equal(la.begin(), la.end(), lb.begin(), lb.end()));
         }
         CHECK(std::string(a.at(4).key()) == "sub/img_0004.png");
