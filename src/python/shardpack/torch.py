@@ -162,12 +162,28 @@ def _rank_and_world(rank, world):
     return rank, world
 
 
+def _order_source(data_source):
+    if isinstance(data_source, _sp.Dataset):
+        return data_source
+    if isinstance(data_source, Dataset):
+        return data_source.dataset
+    return None
+
+
+# What a state saved before Sampler had the blocks order means.
+_STATE_DEFAULTS = {"order": "global", "block": None, "window": None}
+
+
 class Sampler(_data.Sampler):
     """The indices of one rank for one epoch.
 
-    The order is shardpack.permutation(n, seed, epoch) (or 0..n-1 without shuffle): the same in
-    every process, whatever the number of DataLoader workers. Rank r takes positions r, r + world,
-    ... of it. drop_last=False pads (the order wraps around to its start) so that every rank gets
+    The order is shardpack.epoch_order(data_source, seed, epoch, order=order, block=block,
+    window=window): order="global" (the default) a permutation of all records, rank r taking
+    positions r, r + world, ... of it; order="blocks" the locality-aware shuffle for cold disks
+    (see shardpack.epoch_order: blocks of consecutive records, shuffled within windows of
+    `window` blocks; rank r takes the r-th contiguous share; shard-aligned blocks of about 4 MiB
+    when data_source is a shardpack Dataset). The same in every process, whatever the number of
+    DataLoader workers. drop_last=False pads (the order wraps around to its start) so that every rank gets
     ceil(n / world) indices; drop_last=True drops the tail so that every rank gets n // world. Equal
     counts keep DDP ranks in step.
 
@@ -177,8 +193,14 @@ class Sampler(_data.Sampler):
     the number of samples the loop consumed this epoch: state_dict(consumed=k); without it the
     position is what the iterator has yielded."""
 
-    def __init__(self, data_source, shuffle=True, seed=0, rank=None, world=None, drop_last=False):
+    def __init__(self, data_source, shuffle=True, seed=0, rank=None, world=None, drop_last=False, order="global",
+                 block=None, window=None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
+        self.order = order
+        self.block, self.window = block, window
+        # A shardpack Dataset gives the blocks order its shards and record size.
+        self._order_source = _order_source(data_source)
+        _sp.epoch_order(0, order=order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
         self.seed = int(seed)
         self.rank, self.world = _rank_and_world(rank, world)
@@ -197,7 +219,9 @@ class Sampler(_data.Sampler):
 
     def epoch_order(self):
         """All of this rank's indices for the current epoch (an int64 array)."""
-        return _sp.epoch_order(self.n, self.seed, self.epoch, self.shuffle, self.rank, self.world, self.drop_last)
+        return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
+                               self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
+                               block=self.block, window=self.window)
 
     def take(self):
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -217,11 +241,12 @@ class Sampler(_data.Sampler):
     def state_dict(self, consumed=None):
         position = self._iter_start + (self._yielded if consumed is None else int(consumed))
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "world": self.world, "rank": self.rank,
-                "drop_last": self.drop_last, "epoch": self.epoch, "position": position}
+                "drop_last": self.drop_last, "epoch": self.epoch, "position": position, "order": self.order,
+                "block": self.block, "window": self.window}
 
     def load_state_dict(self, state):
-        for k in ("n", "world", "drop_last", "shuffle"):
-            if state[k] != getattr(self, k):
+        for k in ("n", "world", "drop_last", "shuffle", "order", "block", "window"):
+            if state.get(k, _STATE_DEFAULTS.get(k)) != getattr(self, k):
                 raise _sp.Error(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
@@ -255,11 +280,12 @@ class Loader:
     Loader(ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, dtype="float32", layout="NCHW",
            normalize="imagenet", label="onehot", crop=None, crop_position="center", hflip=0.0,
-           vflip=0.0)
+           vflip=0.0, order="global", block=None, window=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
-    last batch). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
+    a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     Each batch is a new pair of tensors, yours to keep.
 
@@ -274,14 +300,14 @@ class Loader:
 
     def __init__(self, ds, batch_size, shuffle=False, seed=0, drop_last=False, rank=None, world=None, threads=0,
                  pin_memory=False, prefetch=2, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
-                 crop=None, crop_position="center", hflip=0.0, vflip=0.0):
+                 crop=None, crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None):
         self.dataset = _open(ds)
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
             raise _sp.Error("Loader: batch_size must be at least 1")
         self.drop_last = bool(drop_last)
-        self.sampler = Sampler(len(self.dataset), shuffle=shuffle, seed=seed, rank=rank, world=world,
-                               drop_last=drop_last)
+        self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
+                               drop_last=drop_last, order=order, block=block, window=window)
         self.threads = int(threads)
         self.prefetch = max(1, int(prefetch))
         self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
