@@ -9,16 +9,26 @@
 # the CLI, such as build/ after scripts/build.sh: the wheel takes its `shardpack` from there
 # (cmake --build DIR --target shardpack, nothing to do when it is up to date) instead of
 # configuring and compiling the packer a second time. scripts/python-env.sh passes it.
-set(SHARDPACK_WHEEL_CLI AUTO CACHE STRING "pip install .: the shardpack CLI in the wheel (AUTO, ON, OFF)")
-set_property(CACHE SHARDPACK_WHEEL_CLI PROPERTY STRINGS AUTO ON OFF)
-set(SHARDPACK_WHEEL_CLI_BUILD_DIR "" CACHE PATH "pip install .: take the CLI from this build folder of the same source")
+# Both are taken for one configure run only (not kept in the cache): a later pip install . in
+# the same build-python/ folder without them gets the defaults again, not an earlier run's
+# choice or a build folder that may be gone.
+set(_cli_mode AUTO)
+if(DEFINED SHARDPACK_WHEEL_CLI)
+  string(TOUPPER "${SHARDPACK_WHEEL_CLI}" _cli_mode)
+endif()
+if(NOT _cli_mode MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "SHARDPACK_WHEEL_CLI=${SHARDPACK_WHEEL_CLI}: AUTO, ON or OFF")
+endif()
+set(_cli_build_dir "${SHARDPACK_WHEEL_CLI_BUILD_DIR}")
+unset(SHARDPACK_WHEEL_CLI CACHE)
+unset(SHARDPACK_WHEEL_CLI_BUILD_DIR CACHE)
 
 set(_cli_missing "")
 set(_cli_dir "")
-if(SHARDPACK_WHEEL_CLI STREQUAL "OFF")
+if(_cli_mode STREQUAL "OFF")
   set(_cli_missing "the wheel was built with SHARDPACK_WHEEL_CLI=OFF")
-elseif(SHARDPACK_WHEEL_CLI_BUILD_DIR)
-  get_filename_component(_cli_dir "${SHARDPACK_WHEEL_CLI_BUILD_DIR}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
+elseif(_cli_build_dir)
+  get_filename_component(_cli_dir "${_cli_build_dir}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
   if(NOT EXISTS "${_cli_dir}/CMakeCache.txt")
     message(FATAL_ERROR "SHARDPACK_WHEEL_CLI_BUILD_DIR=${_cli_dir}: not a configured build folder (no CMakeCache.txt)")
   endif()
@@ -50,7 +60,7 @@ else()
     string(STRIP "${_cli_why}" _cli_why)
     set(_cli_missing "the packer's dependencies were not found when the wheel was built: ${_cli_why}")
     set(_cli_dir "")
-    if(SHARDPACK_WHEEL_CLI STREQUAL "ON")
+    if(_cli_mode STREQUAL "ON")
       message(FATAL_ERROR "SHARDPACK_WHEEL_CLI=ON: ${_cli_missing}")
     endif()
   endif()
