@@ -47,6 +47,7 @@ import torch as _torch
 import torch.utils.data as _data
 
 import shardpack as _sp
+from shardpack._readahead import ReadAhead as _ReadAhead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
 
@@ -363,6 +364,16 @@ class Sampler(_data.Sampler):
                                self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
                                block=self.block, window=self.window)
 
+    def read_ahead(self, dataset, order, batch_size):
+        """A shardpack._readahead.ReadAhead for reading `order` (this sampler's) from dataset: with
+        the blocks order, whole blocks one window ahead; else the records of the next two batches."""
+        if self.shuffle and self.order == "blocks":
+            source = self.n if self._order_source is None else self._order_source
+            starts, window = _sp._block_starts(source, self.block, self.window)
+            records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
+            return _ReadAhead(dataset, order, records_per_window, block_starts=starts)
+        return _ReadAhead(dataset, order, 2 * batch_size)
+
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
         as an int64 array; starts that iteration (for state_dict)."""
@@ -647,10 +658,12 @@ class Loader:
         slot = None
         try:
             b = self.batch_size
+            ahead = self.sampler.read_ahead(self.dataset, order, b)
             for start in range(0, len(order), b):
                 idx = order[start:start + b]
                 if len(idx) < b and self.drop_last:
                     break
+                ahead.before(start)
                 if self._ring is not None:
                     slot = self._ring.acquire()
                     item = (*self._into_slot(slot, idx, seed, epoch), len(idx), slot)
