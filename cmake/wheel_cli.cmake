@@ -12,6 +12,7 @@
 # Both are taken for one configure run only (not kept in the cache): a later pip install . in
 # the same build-python/ folder without them gets the defaults again, not an earlier run's
 # choice or a build folder that may be gone.
+get_filename_component(_shardpack_source "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)  # this file's source tree
 set(_cli_mode AUTO)
 if(DEFINED SHARDPACK_WHEEL_CLI)
   string(TOUPPER "${SHARDPACK_WHEEL_CLI}" _cli_mode)
@@ -28,13 +29,13 @@ set(_cli_dir "")
 if(_cli_mode STREQUAL "OFF")
   set(_cli_missing "the wheel was built with SHARDPACK_WHEEL_CLI=OFF")
 elseif(_cli_build_dir)
-  get_filename_component(_cli_dir "${_cli_build_dir}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
+  get_filename_component(_cli_dir "${_cli_build_dir}" ABSOLUTE BASE_DIR "${_shardpack_source}")
   if(NOT EXISTS "${_cli_dir}/CMakeCache.txt")
     message(FATAL_ERROR "SHARDPACK_WHEEL_CLI_BUILD_DIR=${_cli_dir}: not a configured build folder (no CMakeCache.txt)")
   endif()
   load_cache("${_cli_dir}" READ_WITH_PREFIX _cli_cache_ CMAKE_HOME_DIRECTORY SHARDPACK_BUILD_TOOLS)
   get_filename_component(_cli_source "${_cli_cache_CMAKE_HOME_DIRECTORY}" REALPATH)
-  get_filename_component(_this_source "${PROJECT_SOURCE_DIR}" REALPATH)
+  get_filename_component(_this_source "${_shardpack_source}" REALPATH)
   if(NOT _cli_source STREQUAL _this_source OR NOT _cli_cache_SHARDPACK_BUILD_TOOLS)
     message(FATAL_ERROR "SHARDPACK_WHEEL_CLI_BUILD_DIR=${_cli_dir}: a build folder of ${_cli_source} with "
                         "SHARDPACK_BUILD_TOOLS=${_cli_cache_SHARDPACK_BUILD_TOOLS}; the wheel needs one of "
@@ -46,17 +47,26 @@ else()
   set(_cli_dir "${CMAKE_CURRENT_BINARY_DIR}/cli")
   message(STATUS "shardpack CLI for the wheel: configuring the packer in ${_cli_dir}")
   execute_process(
-    COMMAND "${CMAKE_COMMAND}" -S "${PROJECT_SOURCE_DIR}" -B "${_cli_dir}" -G "${CMAKE_GENERATOR}"
+    COMMAND "${CMAKE_COMMAND}" -S "${_shardpack_source}" -B "${_cli_dir}" -G "${CMAKE_GENERATOR}"
             -DCMAKE_BUILD_TYPE=Release -DSHARDPACK_BUILD_TESTS=OFF -DSHARDPACK_BUILD_TOOLS=ON
             "-DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}" "-DCMAKE_C_COMPILER=${CMAKE_C_COMPILER}"
             "-DCMAKE_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM}"
     RESULT_VARIABLE _cli_rc OUTPUT_VARIABLE _cli_out ERROR_VARIABLE _cli_err)
   if(NOT _cli_rc EQUAL 0)
-    string(REGEX MATCHALL "[^\n]*(Could not find|could not be found|not found|No package)[^\n]*" _cli_why "${_cli_err}")
-    list(JOIN _cli_why "; " _cli_why)
-    if(NOT _cli_why)
-      set(_cli_why "${_cli_err}")
+    # The first error's text (CMake wraps it over indented lines), and pkg_check_modules' "No
+    # package 'libpng16' found", which goes to stdout.
+    set(_cli_why "")
+    string(REGEX MATCHALL "No package '[^']*' found" _cli_pkgs "${_cli_out}")
+    if(_cli_pkgs)
+      list(JOIN _cli_pkgs "; " _cli_why)
+      string(APPEND _cli_why ": ")
     endif()
+    if(_cli_err MATCHES "CMake Error[^\n]*\n((  [^\n]*\n)+)")
+      string(APPEND _cli_why "${CMAKE_MATCH_1}")
+    else()
+      string(APPEND _cli_why "${_cli_err}")
+    endif()
+    string(REGEX REPLACE "[ \t\n]+" " " _cli_why "${_cli_why}")
     string(STRIP "${_cli_why}" _cli_why)
     set(_cli_missing "the packer's dependencies were not found when the wheel was built: ${_cli_why}")
     set(_cli_dir "")
