@@ -19,7 +19,8 @@ checks its own: every argument error is a shardpack.Error that is also a ValueEr
 extension checks only the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
-shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset).
+shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset),
+shardpack.grain (a Grain data source).
 """
 from __future__ import annotations
 
@@ -288,7 +289,7 @@ def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle
     gives up: a batch draws from at most `window` blocks, so records that are neighbours in the
     dataset stay near each other in the epoch; on a dataset stored sorted by class a batch sees
     few classes. Use it when the data is read from a disk or network file system colder than
-    the page cache and the dataset was written shuffled (shardpack build's default --order);
+    the page cache and the dataset was written shuffled (shardpack build --shuffle);
     keep "global" when the data fits in RAM or the records are stored sorted by label. README,
     "Cold storage", has the measurements. Defaults: block = about 4 MiB of records for a
     Dataset, else 64 records; window = 16 blocks.
