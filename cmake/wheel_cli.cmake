@@ -94,7 +94,7 @@ if(_cli_dir)
 else()
   message(WARNING "the wheel is reader-only, without the shardpack CLI: ${_cli_missing}. "
                   "Install the packer's dependencies (scripts/install-deps.sh) and pip install . again, "
-                  "or build the CLI with CMake (README, Installing the CLI).")
+                  "or build the CLI with CMake (src/cli/README.md, Installing the CLI).")
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/cli-missing.txt" "${_cli_missing}\n")
   install(FILES "${CMAKE_CURRENT_BINARY_DIR}/cli-missing.txt" DESTINATION shardpack)
 endif()

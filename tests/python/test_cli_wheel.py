@@ -51,4 +51,4 @@ def test_a_reader_only_wheel_says_why(tmp_path, monkeypatch, capsys):
         _cli.main()
     assert e.value.code == 1
     err = capsys.readouterr().err
-    assert "Could NOT find TBB" in err and "README: Installing the CLI" in err
+    assert "Could NOT find TBB" in err and "src/cli/README.md: Installing the CLI" in err

@@ -26,7 +26,7 @@ def main() -> None:
             "shardpack: this installation has the Python reader only, not the command-line tool: "
             f"{why}\n"
             "Install the packer's dependencies (./scripts/install-deps.sh on Debian) and run pip install . again, "
-            "or build the CLI with CMake (README: Installing the CLI).\n")
+            "or build the CLI with CMake (src/cli/README.md: Installing the CLI).\n")
         sys.exit(1)
     sys.stdout.flush()
     sys.stderr.flush()
