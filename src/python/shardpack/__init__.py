@@ -19,7 +19,8 @@ checks its own: every argument error is a shardpack.Error that is also a ValueEr
 extension checks only the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
-shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset).
+shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset),
+shardpack.grain (a Grain data source).
 """
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_
 
     io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
     (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
-    ds[i] copies), or "auto" (the default: mmap; see the README's "Many shards, cold storage").
+    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in include/shardpack/README.md).
     max_open_shards: at most this many shards open at once (0: automatic, 4096, or with pread half
     the open-file limit if lower); a dataset of more shards opens each when first read."""
     return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
@@ -295,10 +296,10 @@ def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle
     gives up: a batch draws from at most `window` blocks, so records that are neighbours in the
     dataset stay near each other in the epoch; on a dataset stored sorted by class a batch sees
     few classes. Use it when the data is read from a disk or network file system colder than
-    the page cache and the dataset was written shuffled (shardpack build's default --order);
-    keep "global" when the data fits in RAM or the records are stored sorted by label. README,
-    "Cold storage", has the measurements. Defaults: block = about 4 MiB of records for a
-    Dataset, else 64 records; window = 16 blocks.
+    the page cache and the dataset was written shuffled (shardpack build --shuffle);
+    keep "global" when the data fits in RAM or the records are stored sorted by label.
+    scripts/bench/README.md, "Cold storage", has the measurements. Defaults: block = about
+    4 MiB of records for a Dataset, else 64 records; window = 16 blocks.
 
     Both are functions of (n, seed, epoch) (and block, window, shard_starts) only: the same for
     any number of DataLoader workers and in C++ (include/shardpack/order.hpp, which computes
