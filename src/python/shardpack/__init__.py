@@ -66,7 +66,8 @@ def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_
 
     io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
     (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
-    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in include/shardpack/README.md).
+    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in
+    include/shardpack/README.md).
     max_open_shards: at most this many shards open at once (0: automatic, 4096, or with pread half
     the open-file limit if lower); a dataset of more shards opens each when first read."""
     return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
