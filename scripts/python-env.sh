@@ -34,11 +34,20 @@ seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b 
 # The wheel is built once (pip wheel ., in .venv) and installed into each venv: both run
 # Debian's /usr/bin/python3, so one wheel fits both.
 wheel_dir=build-python/wheel
+# The wheel carries the CLI (cmake/wheel_cli.cmake): taken from the CMake build folder where
+# there is one (scripts/build.sh, scripts/demo.sh), instead of compiling the packer a second time.
+cli_build=${SHARDPACK_BUILD_DIR:-build}
+if grep -qs "^SHARDPACK_BUILD_TOOLS:BOOL=ON" "$cli_build/CMakeCache.txt"; then
+  export SKBUILD_CMAKE_DEFINE="SHARDPACK_WHEEL_CLI_BUILD_DIR=$(realpath "$cli_build")${SKBUILD_CMAKE_DEFINE:+;$SKBUILD_CMAKE_DEFINE}"
+fi
+# SHARDPACK_PIP_VERBOSE=1 shows the build's progress (pip -v), as scripts/demo.sh does.
+pip_quiet=-q
+[ "${SHARDPACK_PIP_VERBOSE:-0}" = 1 ] && pip_quiet=-v
 build_wheel() {
   local t0
   t0=$(date +%s.%N)
   rm -rf "$wheel_dir"
-  if ! .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$wheel_dir" . >&2; then
+  if ! .venv/bin/python -m pip wheel --disable-pip-version-check $pip_quiet --no-deps -w "$wheel_dir" . >&2; then
     log "pip wheel . failed (the build needs scikit-build-core and nanobind from PyPI)"
     return 1
   fi
@@ -61,6 +70,10 @@ build_wheel
 install_package .venv
 if [ ${#debian[@]} -gt 3 ]; then
   .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/python -m pip install --disable-pip-version-check -q pytest
+  # mypy for the typed-API test (mypy --strict on shardpack and its stub); where PyPI cannot be
+  # reached that test reports itself skipped.
+  .venv/bin/python -c 'import mypy' 2>/dev/null || .venv/bin/python -m pip install --disable-pip-version-check -q mypy ||
+    log "mypy could not be installed: the type check of the package will be skipped"
 fi
 
 if [ $with_tf = 1 ]; then
@@ -75,7 +88,11 @@ if [ $with_tf = 1 ]; then
        # Grain (shardpack.grain and its Keras 3 fit test); without it those tests are skipped.
        .venv-tf/bin/python -c 'import grain' 2>/dev/null ||
          .venv-tf/bin/python -m pip install --disable-pip-version-check -q grain >&2 ||
-         log "grain could not be installed into .venv-tf: the Grain tests will be skipped" ;;
+         log "grain could not be installed into .venv-tf: the Grain tests will be skipped"
+       # mypy, for the type check of the Keras, tf.data and Grain adapters (test_keras_tf.py).
+       .venv-tf/bin/python -c 'import mypy' 2>/dev/null ||
+         .venv-tf/bin/python -m pip install --disable-pip-version-check -q mypy >&2 ||
+         log "mypy could not be installed into .venv-tf: the adapters' type check will be skipped" ;;
     3) log "PyPI unreachable: no TensorFlow venv; the Keras and tf.data tests will be skipped" ;;
     *) log "TensorFlow could not be installed (setup_tf_venv.sh exit $rc); the Keras and tf.data tests will be skipped" ;;
   esac

@@ -1,5 +1,7 @@
 #include "cli/build_command.hpp"
 
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -57,6 +59,15 @@ std::vector<std::uint16_t> parse_ignore_values(const std::string& text) {
     return out;
 }
 
+void add_mask_pairing_options(CLI::App& c, std::string& mask_suffix, std::string& image_suffix) {
+    c.add_option("--mask-suffix", mask_suffix,
+                 "With --masks: a mask's file name is the image's stem plus this, any extension (_L: img_0.png pairs with "
+                 "img_0_L.png); then --masks may be the --images folder itself");
+    c.add_option("--image-suffix", image_suffix,
+                 "With --masks: taken off the end of an image's stem before pairing (_leftImg8bit with --mask-suffix "
+                 "_gtFine_labelIds pairs Cityscapes' names)");
+}
+
 CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     CLI::App* b = app.add_subcommand("build", "Pack the images and labels a CSV lists into a dataset folder");
     b->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated option: the last wins
@@ -66,6 +77,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)");
     b->add_option("--images", o.images, "Instead of --csv: a folder with one subfolder per class, or with --masks the images");
     b->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
+    add_mask_pairing_options(*b, o.mask_suffix, o.image_suffix);
     b->add_option("--out", o.out, "The dataset folder to write: missing, empty, or a shardpack dataset (replaced atomically); "
                   "anything else is refused without --force")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
@@ -204,9 +216,15 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
     if (!fs::is_directory(dir, ec)) throw usage_error("--report " + path + ": the folder " + dir.string() + " does not exist");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
         throw usage_error("--report " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
-    const auto st = fs::symlink_status(p, ec);
-    if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-        throw usage_error("--report " + path + ": exists and is not a regular file");
+    // What output_folder::write_atomically will refuse to replace, refused before the build.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (S_ISLNK(st.st_mode)) throw usage_error("--report " + path + ": is a symbolic link, which shardpack never writes through");
+        if (!S_ISREG(st.st_mode)) throw usage_error("--report " + path + ": exists and is not a regular file");
+        if (st.st_uid != ::geteuid())
+            throw usage_error("--report " + path + ": belongs to user " + std::to_string(st.st_uid) + ", not to this user; "
+                              "shardpack replaces only its own files");
+    }
 }
 }  // namespace
 
@@ -226,7 +244,13 @@ build_options to_build_options(const build_command_options& o) {
     b.input.label_col = o.label_col;
     b.input.task = o.task == "seg" ? task_kind::segmentation : o.task == "cls" ? task_kind::classification : task_kind::automatic;
     b.input.classes_path = o.classes;
-    if (!o.images.empty()) list_image_folders(o.images, o.masks, b.input);
+    if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
+        throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
+    if (!o.images.empty()) {
+        const folder_listing listing = list_image_folders({o.images, o.masks, o.mask_suffix, o.image_suffix}, b.input);
+        log_folder_listing(listing);
+        b.input.files_left_out = listing.left_out.size();
+    }
     b.out_dir = o.out;
     b.color = o.color == "gray" ? pixel_layout::gray : o.color == "rgba" ? pixel_layout::rgba : pixel_layout::rgb;
 
@@ -276,7 +300,7 @@ namespace {
 constexpr std::uint64_t max_config_bytes = std::uint64_t(1) << 20;
 }  // namespace
 
-std::vector<std::string> expand_build_config(const std::vector<std::string>& args) {
+std::vector<std::string> expand_build_config(const std::vector<std::string>& args, const CLI::App* build_command) {
     const auto build_at = std::find(args.begin(), args.end(), "build");
     if (build_at == args.end()) return args;
     std::string path;
@@ -298,7 +322,11 @@ std::vector<std::string> expand_build_config(const std::vector<std::string>& arg
     std::vector<std::string> out(args.begin(), args.end());
     for (const auto& item : items) {
         if (!(item.parents.empty() || (item.parents.size() == 1 && item.parents[0] == "build"))) continue;
-        if (item.name == "config" || item.name == "++" || item.name == "--" || given.count(item.name)) continue;
+        if (item.name == "config" || item.name == "++" || item.name == "--") continue;
+        if (build_command && !build_command->get_option_no_throw("--" + item.name))
+            throw usage_error("--config " + path + ": unknown key '" + item.name + "': not an option of shardpack build (the keys "
+                              "are long option names without the dashes, e.g. shard-size = \"256MiB\"; see shardpack build --help)");
+        if (given.count(item.name)) continue;
         if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
             if (item.inputs[0] == "true") out.push_back("--" + item.name);  // a flag
             continue;
@@ -322,11 +350,15 @@ int run_build_command(const build_command_options& o, bool progress) {
     }
     const auto& t = r.totals;
     spdlog::info("{}: {} records ({} decoded, {} unchanged) in {} shard(s) ({} rewritten), {} bytes (ratio {:.2f}), "
-                 "{} skipped, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
+                 "{} skipped{}, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
                  r.manifest.at("shards").as_array().size(), r.report.at("shards_written").as_u64(), manifest_bytes(r.manifest),
-                 r.report.at("compression_ratio").as_double(), t.rejected.size(), r.seconds,
+                 r.report.at("compression_ratio").as_double(), t.rejected.size(),
+                 b.input.files_left_out ? ", " + std::to_string(b.input.files_left_out) + " file(s) of the folders left out (see above)"
+                                        : std::string(), r.seconds,
                  r.report.at("samples_per_second").as_double());
-    for (const auto& row : t.rejected) spdlog::warn("skipped line {}: {}", row.csv_line, row.reason);
+    for (const auto& row : t.rejected)
+        spdlog::warn("skipped {}: {}", b.input.list_text.empty() ? "line " + std::to_string(row.csv_line)
+                                                                 : row_origin(b.input, row.csv_line, row.image), row.reason);
     if (o.json) std::cout << r.report.dump();
     return 0;
 }
