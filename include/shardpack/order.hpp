@@ -19,8 +19,8 @@
 //   A reader that reads a window's blocks ahead as whole byte ranges (dataset::prefetch, the
 //   torch Loader does it) reads the disk in runs of a block instead of one record per seek. The
 //   price: records of one batch come from at most `window` blocks, so neighbours in the dataset
-//   stay near each other in the epoch (README, "Cold storage": how far records move and how
-//   much a class-sorted dataset's batches are correlated, measured).
+//   stay near each other in the epoch (scripts/bench/README.md, "Cold storage": how far
+//   records move and how much a class-sorted dataset's batches are correlated, measured).
 //
 // Both depend on (n, seed, epoch) and, for blocks, (block, window, shard_starts) only: the same
 // for any number of threads or DataLoader workers and on every platform (a splitmix64 stream
@@ -192,15 +192,15 @@ inline std::vector<std::uint64_t> epoch_order(std::uint64_t n, std::uint64_t see
 }
 
 // The first record of every shard of a shardpack::dataset (or anything with shard_count() and
-// shard(k).record_count()), for order_options::shard_starts.
+// shard_records(k)), for order_options::shard_starts; from the shard table, opening no shard.
 template <class Dataset>
 std::vector<std::uint64_t> shard_starts_of(const Dataset& ds) {
     std::vector<std::uint64_t> starts;
     std::uint64_t first = 0;
     for (std::size_t k = 0; k < ds.shard_count(); ++k) {
-        if (ds.shard(k).record_count() == 0) continue;  // an empty shard starts no block
+        if (ds.shard_records(k) == 0) continue;  // an empty shard starts no block
         starts.push_back(first);
-        first += ds.shard(k).record_count();
+        first += ds.shard_records(k);
     }
     return starts;
 }
