@@ -3,6 +3,7 @@
 //   bench_read DATASET [--threads N] [--passes P | --seconds S] [--seed S] [--verify on|off]
 //                      [--image u8|f32] [--label u8|f32|index|none] [--min-time S]
 //                      [--breakdown on|off] [--check on|off] [--modes NAME,NAME,...]
+//                      [--io auto|mmap|pread]
 //
 // Every mode reads the records in the SAME seeded random permutation of the dataset's indices:
 //   reader_1t          1 thread, dataset::read_into into caller-owned buffers, one reused
@@ -52,6 +53,9 @@
 // GB = 1e9 bytes. Every untimed warm-up traversal also faults the shards into memory, so the
 // figures are for a dataset in the page cache.
 //
+// --io picks open_options::io for the reader modes (default auto); the zstd and breakdown modes
+// always read the stored frames through a mapping.
+//
 // --check on (default) first compares, for every record, what read_into delivers with the
 // bytes bare zstd decodes (image, one-hot label when stored one-hot, class id).
 //
@@ -87,7 +91,8 @@ const char* const usage_text =
     "usage: bench_read DATASET [--threads N] [--passes P | --seconds S] [--seed S] [--verify on|off]\n"
     "                  [--image u8|f32] [--label u8|f32|index|none] [--min-time S] [--breakdown on|off] [--check on|off]\n"
     "                  [--modes reader_1t,zstd_1t,reader_1t_nocheck,reader_nt,zstd_nt,reader_view_1t,xxh3_1t,\n"
-    "                           zstd_copy_1t,manual_1t,zstd_stream_1t,split_frames_1t,split_zstd_1t]\n";
+    "                           zstd_copy_1t,manual_1t,zstd_stream_1t,split_frames_1t,split_zstd_1t]\n"
+    "                  [--io auto|mmap|pread]\n";
 
 [[noreturn]] void usage(const std::string& why) {
     if (!why.empty()) std::fprintf(stderr, "bench_read: %s\n", why.c_str());
@@ -108,6 +113,7 @@ struct options {
     bool image_f32 = false;
     double min_time = 0.2;
     bool breakdown = false;
+    shardpack::io_mode io = shardpack::io_mode::automatic;
     bool check = true;
     std::vector<std::string> modes;  // empty: the default set
 };
@@ -186,6 +192,12 @@ options parse_args(int argc, char** argv) {
             if (v == "u8") o.image_f32 = false;
             else if (v == "f32") o.image_f32 = true;
             else usage("--image is u8 or f32, not \"" + v + "\"");
+        } else if (a == "--io") {
+            const std::string v = value();
+            if (v == "auto") o.io = shardpack::io_mode::automatic;
+            else if (v == "mmap") o.io = shardpack::io_mode::mmap;
+            else if (v == "pread") o.io = shardpack::io_mode::pread;
+            else usage("--io is auto, mmap or pread, not \"" + v + "\"");
         } else if (a == "-h" || a == "--help") {
             std::fputs(usage_text, stderr);
             std::exit(2);
@@ -287,6 +299,11 @@ int main(int argc, char** argv) {
         shardpack::open_options with_check, without_check;
         with_check.verify_checksums = true;
         without_check.verify_checksums = false;
+        with_check.io = without_check.io = o.io;
+        // The stored frames for the zstd modes, in place: a mapping whatever --io says.
+        shardpack::open_options mapped;
+        mapped.io = shardpack::io_mode::mmap;
+        const auto ds_frames = shardpack::dataset::open(o.dataset, mapped);
         const auto ds_check = shardpack::dataset::open(o.dataset, with_check);
         const auto ds_nocheck = shardpack::dataset::open(o.dataset, without_check);
         const auto& ds_main = o.verify ? ds_check : ds_nocheck;
@@ -302,7 +319,7 @@ int main(int argc, char** argv) {
         std::uint64_t stored_bytes = 0, decoded_bytes = 0, file_bytes = 0;
         std::size_t zstd_records = 0, max_decoded = 0;
         for (std::size_t k = 0; k < ds_check.shard_count(); ++k) {
-            const auto& shard = ds_check.shard(k);
+            const auto& shard = ds_frames.shard(k);
             file_bytes += shard.size();
             for (std::size_t i = 0; i < shard.record_count(); ++i) {
                 const auto e = shard.entry(i);
@@ -403,10 +420,10 @@ int main(int argc, char** argv) {
                 const auto& r = recs[i];
                 const unsigned char* rec = r.data;
                 if (r.codec != shardpack::detail::codec_raw) {
-                    bare_decode(w.dctx.get(), r, ds_check.shard(0).schema(), w.zbuf.data(), i);
+                    bare_decode(w.dctx.get(), r, ds_frames.shard(0).schema(), w.zbuf.data(), i);
                     rec = w.zbuf.data();
                 }
-                const auto lay = shardpack::detail::parse_record(ds_check.shard(0).schema(), rec, r.decoded);
+                const auto lay = shardpack::detail::parse_record(ds_frames.shard(0).schema(), rec, r.decoded);
                 ds_check.read_into(i, w.out, w.ctx);
                 bool ok = o.image_f32 || std::memcmp(w.image.data(), rec + lay.image_offset, lay.image_bytes) == 0;
                 ok = ok && w.class_id == lay.class_id;
@@ -437,12 +454,12 @@ int main(int argc, char** argv) {
                 }
             };
         };
-        const shardpack::detail::schema_record bare_schema = ds_check.shard(0).schema();
+        const shardpack::detail::schema_record bare_schema = ds_frames.shard(0).schema();
         auto zstd_one = [&recs, bare_schema](worker_state& w, std::size_t i) -> const unsigned char* {
             bare_decode(w.dctx.get(), recs[i], bare_schema, w.zbuf.data(), i);
             return w.zbuf.data();
         };
-        const shardpack::detail::schema_record schema = ds_check.shard(0).schema();
+        const shardpack::detail::schema_record schema = ds_frames.shard(0).schema();
         // Copies out what read_into would (image, and a one-hot label stored one-hot).
         auto copy_out = [&, schema](worker_state& w, const unsigned char* rec, std::size_t decoded) {
             const auto lay = shardpack::detail::parse_record(schema, rec, decoded);

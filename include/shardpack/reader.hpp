@@ -30,6 +30,20 @@
 //
 //   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
 //
+// I/O
+//   Every byte is read through a storage (the folder) and its byte sources (the shards), see
+//   detail/storage.hpp. Locally, open_options::io picks how:
+//     io_mode::mmap   shards are memory-mapped (MADV_RANDOM: no read-around of each record);
+//                     a raw record is a zero-copy view into the page cache;
+//     io_mode::pread  records are read with one pread each into the reader's buffers (at()
+//                     copies); the file stays open;
+//     io_mode::automatic (the default): mmap.
+//   read_batch first gathers the byte ranges its records need, per shard, merges neighbours
+//   (gaps under 128 KiB) and announces them (posix_fadvise / madvise WILLNEED), so a cold disk
+//   serves them as large requests in the order it prefers; dataset::prefetch does the same for
+//   a batch to come. open_options::storage takes any other storage (object storage, ...): it
+//   implements shardpack::storage and shardpack::byte_source outside this header.
+//
 // LIMITS
 //   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
 //   keys up to 64 KiB; manifest.json up to 64 MiB and 2,097,152 JSON values. Offsets are 64-bit everywhere. Every size and offset read from a file is
@@ -92,6 +106,7 @@
 #include "detail/json.hpp"
 #include "detail/regular_file.hpp"
 #include "detail/shard_file.hpp"
+#include "detail/storage.hpp"
 #include "detail/zstd_frames.hpp"
 
 namespace shardpack {
@@ -127,6 +142,13 @@ struct schema_info {
 
 struct open_options {
     bool verify_checksums = true;  // XXH3-64 of every record's stored bytes, at every read
+    // How local shards are read: io_mode::mmap, io_mode::pread, or io_mode::automatic (see
+    // "I/O" above). Ignored when `storage` is set (the storage decides).
+    io_mode io = io_mode::automatic;
+    // Where the dataset is: null for the local folder given to open(); or any implementation
+    // of shardpack::storage (detail/storage.hpp), such as an object-storage client. The
+    // folder argument of open() then only names the dataset in messages.
+    std::shared_ptr<const shardpack::storage> storage;
 };
 
 // A read-only view of a dense row-major tensor of rank 3 (HWC).
@@ -233,6 +255,7 @@ struct dctx_deleter {
 
 struct dataset_state {
     std::string path;
+    std::shared_ptr<const shardpack::storage> store;
     std::vector<std::unique_ptr<shard_file>> shards;
     std::vector<std::uint64_t> first_record;  // per shard, plus the total at the end
     schema_record schema;
@@ -290,6 +313,8 @@ private:
     friend class dataset;
     std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx_;
     std::vector<unsigned char> buffer_;
+    std::vector<unsigned char> stored_;  // a record's stored bytes, when its shard is not mapped
+    std::vector<byte_range> ranges_;     // a batch's byte ranges, for read-ahead
     std::vector<unsigned char> window_;  // a cropped, flipped record for augmented reads
 };
 
@@ -367,14 +392,24 @@ public:
     std::size_t shard_count() const { return s_->shards.size(); }
     const detail::shard_file& shard(std::size_t k) const { return *s_->shards.at(k); }
 
-    // O(1) random access; the sample owns its bytes. Thread-safe.
+    // O(1) random access; the sample owns its bytes (or, for a raw record of a mapped shard,
+    // keeps the mapping alive and points into it). Thread-safe.
     sample at(std::size_t i) const;
+    // Whether at(i) is a zero-copy view into the storage's mapping (a raw record of a mapped
+    // shard) rather than a copy.
+    bool zero_copy(std::size_t i) const;
     // Decodes into ctx's buffer; the sample is valid until the next read with ctx.
     sample read(std::size_t i, read_context& ctx) const;
     // Fills the caller's buffers (see sample_buffers); allocates nothing once ctx is warm.
     void read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const;
     // read_into for `count` samples, laid out one after the other in each buffer.
     void read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out, read_context& ctx) const;
+    // Read-ahead: tells the storage that these records will be read soon (the next batch), so
+    // that a cold disk or a remote store fetches their byte ranges, merged per shard, while the
+    // current batch decodes. read_batch does this for its own batch first. A hint: returns at
+    // once and reads nothing itself.
+    void prefetch(const std::size_t* indices, std::size_t count) const;
+    void prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const;
 
     shardpack::partition partition(std::size_t rank, std::size_t world,
                                    partition_policy policy = partition_policy::pad) const;
@@ -394,8 +429,9 @@ private:
     }
     // Finds, checks and (if compressed) decompresses record i. Returns the decoded bytes: in the
     // mapping for raw records, else in `buffer`.
+    // `stored` holds the stored bytes of a record whose shard is not mapped.
     const unsigned char* load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
-                              detail::record_layout& layout) const;
+                              std::vector<unsigned char>& stored, detail::record_layout& layout) const;
     static void fill(const sample& s, const sample_buffers& out, std::size_t slot);
     // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
     // buffers where the layout allows, and augmented reads only the bands their window needs.
@@ -430,18 +466,22 @@ inline file_identity identify_file(const std::string& path) {
 // no longer current: when manifest.json has been replaced since the attempt began, it opens the
 // current one (up to 8 attempts in all).
 inline dataset dataset::open(const std::string& folder, const open_options& options) {
-    const std::string manifest_path = folder + "/" + manifest_file_name;
+    open_options resolved = options;
+    if (!resolved.storage)
+        resolved.storage = std::make_shared<detail::local_storage>(
+            folder, options.io == io_mode::pread ? io_mode::pread : io_mode::mmap);
+    const storage& store = *resolved.storage;
     // A reader slower than the rebuilds (a slow file system, many shards) can see the manifest
     // replaced more than once while it opens; it tries again while each failure coincides with
     // a new manifest, a bounded number of times.
     constexpr int max_attempts = 8;
-    detail::file_identity before = detail::identify_file(manifest_path);
+    std::string before = store.version_of(manifest_file_name);
     for (int attempt = 1;; ++attempt) {
         try {
-            return open_once(folder, options);
+            return open_once(folder, resolved);
         } catch (const error&) {
-            const detail::file_identity after = detail::identify_file(manifest_path);
-            if (attempt == max_attempts || !after.exists || after == before) throw;
+            const std::string after = store.version_of(manifest_file_name);
+            if (attempt == max_attempts || after.empty() || after == before) throw;
             before = after;
         }
     }
@@ -451,9 +491,11 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
     using namespace detail;
     auto st = std::make_shared<dataset_state>();
     st->path = folder;
+    st->store = options.storage;
     st->verify = options.verify_checksums;
+    const storage& store = *st->store;
     const std::string manifest_path = folder + "/" + manifest_file_name;
-    const std::string manifest_text = read_whole_file(manifest_path);  // its errors name the file
+    const std::string manifest_text = store.read_small_file(manifest_file_name, manifest_max_bytes);  // its errors name the file
     try {
         st->manifest = json::parse(manifest_text, manifest_max_values);
     } catch (const error& e) {
@@ -474,7 +516,7 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
             const std::string& name = e.at("file").as_string();
             if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
                 throw error("shard name \"" + name + "\" is not a plain file name");
-            auto shard = std::make_unique<shard_file>(folder + "/" + name, name);
+            auto shard = std::make_unique<shard_file>(store.open(name), name);
             if (shard->size() != e.at("bytes").as_u64())
                 throw error(name + ": is " + std::to_string(shard->size()) + " bytes, the manifest says " +
                             std::to_string(e.at("bytes").as_u64()));
@@ -502,20 +544,34 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
     st->schema = st->shards[0]->schema();
     st->info = to_info(st->schema);
     for (const auto& c : st->shards[0]->classes()) st->classes.push_back({c.name, c.has_colour, c.r, c.g, c.b});
-    for (const auto& s : st->shards) s->mapping()->advise_random();
+    // Training reads records in a random order: no read-ahead around each one (the reader asks
+    // for what a batch needs itself, see read_batch).
+    for (const auto& s : st->shards) s->source()->advise(access_pattern::random);
     dataset ds;
     ds.s_ = std::move(st);
     return ds;
 }
 
 inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
-                                          detail::record_layout& layout) const {
+                                          std::vector<unsigned char>& stored_copy, detail::record_layout& layout) const {
     using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     const shard_file& shard = *s_->shards[k];
     const index_entry e = shard.entry(local);
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (!shard.bytes()) {
+        // Not mapped: one read of the stored bytes, straight into the record buffer for a raw
+        // record, else into the stored-bytes buffer.
+        std::vector<unsigned char>& dst = e.codec == codec_raw ? buffer : stored_copy;
+        dst.resize(static_cast<std::size_t>(e.stored_size));
+        try {
+            shard.source()->read_at(e.offset, dst.size(), dst.data());
+        } catch (const error& ex) {
+            throw error(s_->where(k, local) + ": " + ex.what());
+        }
+        stored = dst.data();
+    }
     if (s_->verify) {
         const std::uint64_t h = XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size));
         if (h != e.checksum) throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
@@ -561,29 +617,39 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
 
 inline sample dataset::at(std::size_t i) const {
     thread_local std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx(ZSTD_createDCtx());
+    thread_local std::vector<unsigned char> stored_copy;  // stored bytes of unmapped shards
     if (!dctx) throw error("cannot create a zstd decompression context");
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     sample s;
     s.state_ = s_;
     s.index_ = i;
-    if (s_->shards[k]->entry(local).codec == detail::codec_raw) {
+    const detail::shard_file& shard = *s_->shards[k];
+    if (shard.bytes() && shard.entry(local).codec == detail::codec_raw) {
+        // A raw record of a mapped shard: a view into the mapping, which the sample keeps.
         std::vector<unsigned char> unused;
-        s.rec_ = load(i, dctx.get(), unused, s.layout_);
-        s.keep_ = s_->shards[k]->mapping();
+        s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_);
+        s.keep_ = shard.source();
     } else {
         auto owned = std::make_shared<std::vector<unsigned char>>();
-        s.rec_ = load(i, dctx.get(), *owned, s.layout_);
+        s.rec_ = load(i, dctx.get(), *owned, stored_copy, s.layout_);
         s.keep_ = std::move(owned);
     }
     return s;
+}
+
+inline bool dataset::zero_copy(std::size_t i) const {
+    std::size_t k = 0, local = 0;
+    locate(i, k, local);
+    const detail::shard_file& shard = *s_->shards[k];
+    return shard.bytes() && shard.entry(local).codec == detail::codec_raw;
 }
 
 inline sample dataset::read(std::size_t i, read_context& ctx) const {
     sample s;
     s.state_ = s_;
     s.index_ = i;
-    s.rec_ = load(i, ctx.dctx_.get(), ctx.buffer_, s.layout_);
+    s.rec_ = load(i, ctx.dctx_.get(), ctx.buffer_, ctx.stored_, s.layout_);
     return s;
 }
 
@@ -869,6 +935,15 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
         return fill(window(full, b, ctx), out, slot);
     }
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (!shard.bytes()) {
+        ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
+        try {
+            shard.source()->read_at(e.offset, ctx.stored_.size(), ctx.stored_.data());
+        } catch (const error& ex) {
+            throw error(s_->where(k, local) + ": " + ex.what());
+        }
+        stored = ctx.stored_.data();
+    }
     if (s_->verify && XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size)) != e.checksum)
         throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
     record_layout layout;
@@ -942,7 +1017,43 @@ inline void dataset::read_batch(const std::size_t* indices, std::size_t count, c
                                 read_context& ctx) const {
     if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
         throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
+    if (count > 1) prefetch(indices, count, ctx);
     for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
+}
+
+inline void dataset::prefetch(const std::size_t* indices, std::size_t count) const {
+    read_context ctx;
+    prefetch(indices, count, ctx);
+}
+
+inline void dataset::prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const {
+    // Byte ranges that lie within this many bytes of each other are fetched as one: a gap this
+    // small costs a disk less than another request (and an object store less than another GET).
+    constexpr std::uint64_t merge_gap = 128 * 1024;
+    std::vector<byte_range>& ranges = ctx.ranges_;
+    // Indices grouped by shard: sort (shard, offset) pairs, then one prefetch call per shard.
+    struct wanted {
+        std::size_t shard;
+        byte_range range;
+    };
+    thread_local std::vector<wanted> wants;
+    wants.clear();
+    for (std::size_t j = 0; j < count; ++j) {
+        if (indices[j] >= size()) continue;  // read_slot reports it
+        std::size_t k = 0, local = 0;
+        locate(indices[j], k, local);
+        const detail::index_entry e = s_->shards[k]->entry(local);
+        wants.push_back({k, {e.offset, e.stored_size}});
+    }
+    std::sort(wants.begin(), wants.end(), [](const wanted& a, const wanted& b) { return a.shard < b.shard; });
+    for (std::size_t a = 0; a < wants.size();) {
+        std::size_t b = a;
+        ranges.clear();
+        while (b < wants.size() && wants[b].shard == wants[a].shard) ranges.push_back(wants[b++].range);
+        detail::merge_ranges(ranges, merge_gap);
+        s_->shards[wants[a].shard]->source()->prefetch(ranges.data(), ranges.size());
+        a = b;
+    }
 }
 
 inline partition dataset::partition(std::size_t rank, std::size_t world, partition_policy policy) const {

@@ -174,7 +174,7 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     std::vector<unsigned char> shard_hashes;
     for (std::size_t k = 0; k < ds.shard_count(); ++k) {
         const auto& shard = ds.shard(k);
-        shard.mapping()->advise_sequential();
+        shard.source()->advise(access_pattern::sequential);
         const std::uint64_t h = XXH3_64bits(shard.bytes(), shard.size());
         // The reader does not use these members; a manifest without them is damage to report,
         // not a reason to stop checking the records.

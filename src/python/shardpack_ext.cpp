@@ -27,6 +27,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 
 namespace nb = nanobind;
@@ -188,6 +189,38 @@ nb::object new_numpy(const std::vector<std::size_t>& shape, nb::dlpack::dtype dt
     return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype).cast();
 }
 
+// A NumPy int64 array that takes over `values` (indices, all below 2^63).
+nb::object index_array(std::vector<std::uint64_t>&& values) {
+    auto* held = new std::vector<std::uint64_t>(std::move(values));
+    nb::capsule owner(held, [](void* p) noexcept { delete static_cast<std::vector<std::uint64_t>*>(p); });
+    const std::size_t shape[1] = {held->size()};
+    return nb::ndarray<nb::numpy, std::int64_t>(reinterpret_cast<std::int64_t*>(held->data()), 1, shape, owner).cast();
+}
+
+// shardpack.epoch_order: include/shardpack/order.hpp, the one implementation of the orders.
+nb::object epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch, std::size_t rank, std::size_t world,
+                       bool drop_last, bool shuffle, const std::string& kind, std::size_t block, std::size_t window,
+                       std::vector<std::uint64_t> shard_starts) {
+    shardpack::order_options o;
+    o.shuffle = shuffle;
+    if (kind == "global") o.kind = shardpack::order_kind::global;
+    else if (kind == "blocks") o.kind = shardpack::order_kind::blocks;
+    else throw std::invalid_argument("order must be \"global\" or \"blocks\", not \"" + kind + "\"");
+    o.block = block;
+    o.window = window;
+    o.shard_starts = std::move(shard_starts);
+    std::vector<std::uint64_t> order;
+    {
+        nb::gil_scoped_release unlocked;
+        order = shardpack::epoch_order(n, seed, epoch, rank, world, drop_last, o);
+    }
+    return index_array(std::move(order));
+}
+
+nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<std::uint64_t>& shard_starts) {
+    return index_array(shardpack::order_blocks(n, block, shard_starts));
+}
+
 class reader {
 public:
     reader(const std::string& path, bool verify_checksums) : path_(path) {
@@ -227,6 +260,14 @@ public:
     std::size_t channels() const { return ds_.schema().channels; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
+    // The first record of each shard that holds any (for the blocks order: blocks never span two).
+    nb::object shard_starts() const { return index_array(shardpack::shard_starts_of(ds_)); }
+    // The bytes of all shards (the dataset's size on disk, without manifest.json).
+    std::uint64_t data_bytes() const {
+        std::uint64_t bytes = 0;
+        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard(k).size();
+        return bytes;
+    }
 
     std::size_t checked(std::int64_t i) const {
         const auto n = static_cast<std::int64_t>(ds_.size());
@@ -483,6 +524,10 @@ NB_MODULE(_shardpack, m) {
     m.doc() = "The binding of the shardpack C++ reader; use the shardpack package, not this module.";
     nb::exception<shardpack::error>(m, "Error", PyExc_RuntimeError);
 
+    m.def("epoch_order", &epoch_order, "n"_a, "seed"_a, "epoch"_a, "rank"_a, "world"_a, "drop_last"_a, "shuffle"_a,
+          "order"_a, "block"_a, "window"_a, "shard_starts"_a);
+    m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a);
+
     nb::class_<reader>(m, "Reader")
         .def(nb::init<const std::string&, bool>(), "path"_a, "verify_checksums"_a = true)
         .def("__len__", &reader::size)
@@ -494,6 +539,8 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("channels", &reader::channels)
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
+        .def_prop_ro("shard_starts", &reader::shard_starts)
+        .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a)
         .def("get", &reader::get, "i"_a)
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,

@@ -1,6 +1,9 @@
-"""shardpack.torch: the Dataset in DataLoaders (0 or 2 workers, fork and spawn), the distributed
-Sampler (coverage over ranks, resume), Loader, errors in workers, and RSS per worker."""
+"""shardpack.torch: the Dataset in DataLoaders (0 or 2 workers, fork and spawn; PyTorch's default
+collate and spt.collate), the distributed Sampler (coverage over ranks, resume), Loader (fresh
+tensors and the ring of reused buffers), to_device, errors in workers, and RSS per worker.
+The whole file takes about 30 s on 2 cores (the 100k-record RSS test most of it)."""
 import multiprocessing
+import time
 import threading
 
 import numpy as np
@@ -18,7 +21,7 @@ class Indexed(spt.Dataset):
     """Also returns the indices of a batch, so that tests can see which records came."""
 
     def __getitems__(self, indices):
-        images, labels = super().__getitems__(indices)
+        images, labels = spt.collate(super().__getitems__(indices))
         return spt.Batch((images, labels, torch.as_tensor(np.asarray(indices, dtype=np.int64))))
 
 
@@ -35,7 +38,7 @@ def private_kb():
 
 class WithMemory(spt.Dataset):
     def __getitems__(self, indices):
-        images, labels = super().__getitems__(indices)
+        images, labels = spt.collate(super().__getitems__(indices))
         info = torch.utils.data.get_worker_info()
         return spt.Batch((images, labels, torch.tensor([info.id if info else -1, private_kb()])))
 
@@ -155,7 +158,7 @@ def test_loader_batches_equal_read_batch(built):
             x, y = ds.read_batch(order[4 * b:4 * b + 4])
             assert images.dtype == torch.float32 and torch.equal(images, torch.from_numpy(x))
             assert torch.equal(labels, torch.from_numpy(y))
-    dropped = spt.Loader(ds, batch_size=4, drop_last=True, dtype="uint8", layout="NHWC", label="index")
+    dropped = spt.Loader(ds, batch_size=4, shuffle=False, drop_last=True, dtype="uint8", layout="NHWC", label="index")
     got = batches(dropped)
     assert len(got) == len(dropped) == 2 and got[0][0].dtype == torch.uint8 and got[0][1].dtype == torch.int64
     x, y = ds.read_batch(range(4, 8), dtype="uint8", layout="NHWC", label="index")
@@ -269,3 +272,288 @@ def test_the_process_exits_cleanly_with_a_loader_iterator_still_running(built):
     for _ in range(3):
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# PyTorch's defaults: DataLoader(spt.Dataset(path), batch_size=B, num_workers=W), default collate
+
+class PerItem(spt.Dataset):
+    """What a DataLoader without __getitems__ support does (PyTorch before it called
+    __getitems__): dataset[i] per index, then the default collate."""
+    __getitems__ = None
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("dataset", ["onehot", "index", "cls"])
+def test_dataloader_defaults_yield_read_batchs_batches(built, dataset, workers):
+    ds = shardpack.open(built[dataset])
+    want_x, want_y = ds.read_batch(range(len(ds)))  # float32 NCHW ImageNet one-hot: the defaults
+    for kind in (spt.Dataset, PerItem):
+        # The default collate, the default (sequential) sampler: the __getitems__ path of PyTorch
+        # 1.13 and 2.x, and the per-item path.
+        got = list(DataLoader(kind(built[dataset]), batch_size=4, num_workers=workers))
+        assert [len(b) for b in got] == [2] * 3 and got[0][0].shape == (4,) + want_x.shape[1:]
+        assert torch.equal(torch.cat([b[0] for b in got]), torch.from_numpy(want_x)), kind
+        assert torch.equal(torch.cat([b[1] for b in got]), torch.from_numpy(want_y)), kind
+    # Shuffled by the DataLoader, with index labels: each batch is read_batch of its indices.
+    class WithIndex(spt.Dataset):  # per-sample triples, as a user's subclass might add a field
+        def __getitems__(self, indices):
+            return [(image, label, int(i)) for (image, label), i in zip(super().__getitems__(indices), indices)]
+
+    tds = WithIndex(built[dataset], label="index", dtype="uint8")
+    gen = torch.Generator().manual_seed(4)
+    got = list(DataLoader(tds, batch_size=5, shuffle=True, num_workers=workers, generator=gen))
+    x, y = ds.read_batch(range(len(ds)), label="index", dtype="uint8")
+    for images, labels, idx in got:
+        assert torch.equal(images, torch.from_numpy(x[idx.numpy()]))
+        assert torch.equal(labels, torch.from_numpy(y[idx.numpy()]))
+    assert sorted(torch.cat([b[2] for b in got]).tolist()) == list(range(len(ds)))
+
+
+def test_samples_are_one_read_batch_seen_as_a_list_of_pairs(built):
+    tds = spt.Dataset(built["index"], label="index")
+    ds = tds.dataset
+    samples = tds.__getitems__([7, 2, 5])
+    assert isinstance(samples, spt.Samples) and len(samples) == 3
+    assert samples.indices.tolist() == [7, 2, 5]
+    x, y = ds.read_batch([7, 2, 5], label="index")
+    image, label = samples[1]
+    assert torch.equal(image, torch.from_numpy(x[1])) and torch.equal(label, torch.from_numpy(y[1]))
+    assert [i.shape for i, _ in samples] == [x.shape[1:]] * 3 and len(samples[1:]) == 2
+    # The default collate stacks them; spt.collate hands on the very batch that was read.
+    stacked = torch.utils.data.default_collate(samples) if hasattr(torch.utils.data, "default_collate") else \
+        torch.utils.data.dataloader.default_collate(samples)
+    assert torch.equal(stacked[0], torch.from_numpy(x)) and torch.equal(stacked[1], torch.from_numpy(y))
+    fast = spt.collate(samples)
+    assert type(fast) is tuple and fast[0].data_ptr() == samples.batch()[0].data_ptr()
+    # A whole batch by dataset[[...]] (the batch-sampler form), a sample by dataset[i].
+    images, labels = tds[[7, 2, 5]]
+    assert torch.equal(images, torch.from_numpy(x)) and torch.equal(labels, torch.from_numpy(y))
+    assert torch.equal(tds[-1][0], torch.from_numpy(ds.read_batch([len(ds) - 1])[0][0]))
+    with pytest.raises(shardpack.IndexOutOfRange):
+        tds[len(ds)]
+    with pytest.raises(IndexError):
+        samples[3]
+    with pytest.raises(shardpack.Error, match="1-d sequence of integers"):
+        tds.__getitems__([[1, 2]])
+
+
+def test_fast_path_collate_reads_into_shared_memory_in_workers(built):
+    tds = spt.Dataset(built["onehot"], label="index")
+    dl = DataLoader(tds, batch_size=4, collate_fn=spt.collate, num_workers=2)
+    got = list(dl)
+    x, y = tds.dataset.read_batch(range(len(tds)), label="index")
+    assert torch.equal(torch.cat([b[0] for b in got]), torch.from_numpy(x))
+    assert torch.equal(torch.cat([b[1] for b in got]), torch.from_numpy(y))
+    assert all(b[0].is_shared() for b in got)  # written by read_batch in the worker's shared memory
+
+
+# ---------------------------------------------------------------------------------------------
+# The shared defaults (COORDINATION.md): shuffle=True, seed=0, drop_last=False, epoch 0, +1 a pass
+
+def test_loader_and_sampler_defaults(built):
+    ds = shardpack.open(built["cls"])
+    loader = spt.Loader(ds, batch_size=5, label="index")
+    sampler = spt.Sampler(ds)
+    assert loader.sampler.shuffle and sampler.shuffle and not loader.drop_last and not sampler.drop_last
+    assert len(loader) == -(-len(ds) // 5) and len(list(sampler)) == len(ds)
+    _, ids = ds.read_batch(range(len(ds)), label="index")
+    for epoch in (0, 1):
+        got = torch.cat([b[1] for b in loader])
+        assert torch.equal(got, torch.from_numpy(ids[shardpack.epoch_order(len(ds), seed=0, epoch=epoch)]))
+    assert loader.sampler.epoch == 2
+    assert list(sampler) == shardpack.epoch_order(len(ds), seed=0, epoch=0).tolist()
+    for bad in (dict(seed=-1), dict(threads=-1), dict(prefetch=0), dict(batch_size=0)):
+        with pytest.raises(shardpack.Error):
+            spt.Loader(ds, **{"batch_size": 5, **bad})
+
+
+# ---------------------------------------------------------------------------------------------
+# Loader(reuse_buffers=True): the ring
+
+def read_back(ds, loader, epoch, **options):
+    """The batches an epoch of `loader` must deliver, from read_batch."""
+    order = shardpack.epoch_order(len(ds), seed=loader.sampler.seed, epoch=epoch)
+    b = loader.batch_size
+    return [ds.read_batch(order[k:k + b], **options) for k in range(0, len(order), b)]
+
+
+@pytest.mark.parametrize("dataset", ["onehot", "cls"])
+def test_ring_reuses_its_buffers_and_delivers_read_batchs_batches(built, dataset):
+    ds = shardpack.open(built[dataset])
+    loader = spt.Loader(ds, batch_size=1, reuse_buffers=True, prefetch=2, threads=2)
+    addresses = set()
+    for epoch in (0, 1, 2):
+        want = read_back(ds, loader, epoch)
+        n = 0
+        for (images, labels), (x, y) in zip(loader, want):
+            assert torch.equal(images, torch.from_numpy(x)) and torch.equal(labels, torch.from_numpy(y))
+            addresses.add(images.data_ptr())
+            n += 1
+        assert n == len(want) == len(ds) > loader.prefetch + 3
+    # 3 epochs of 10+ batches in prefetch + 3 = 5 buffers, allocated once.
+    assert loader.buffers_allocated == 5 and len(addresses) == 5
+    fresh = spt.Loader(ds, batch_size=1)
+    assert fresh.buffers_allocated == 0
+
+
+def test_ring_never_overwrites_a_batch_that_is_still_referenced(built):
+    ds = shardpack.open(built["onehot"])
+    loader = spt.Loader(ds, batch_size=1, reuse_buffers=True, prefetch=1, threads=2)
+    for epoch in (0, 1):
+        want = read_back(ds, loader, epoch)
+        kept, views, arrays = {}, {}, {}
+        for k, (images, labels) in enumerate(loader):
+            if k % 3 == 0:
+                kept[k] = (images, labels)            # the batch itself
+            elif k % 3 == 1:
+                views[k] = (images[0, 1], labels[:, 2:])  # views only: they share its memory
+            else:
+                arrays[k] = images.numpy()             # a NumPy view of it
+        # Every batch still referenced holds its own pixels, after 10 later batches went through
+        # a ring of 4 buffers.
+        for k, (images, labels) in kept.items():
+            assert torch.equal(images, torch.from_numpy(want[k][0])) and torch.equal(labels, torch.from_numpy(want[k][1]))
+        for k, (image, label) in views.items():
+            assert torch.equal(image, torch.from_numpy(want[k][0][0, 1]))
+            assert torch.equal(label, torch.from_numpy(want[k][1][:, 2:]))
+        for k, array in arrays.items():
+            assert np.array_equal(array, want[k][0])
+    assert loader.buffers_allocated > loader.prefetch + 3  # the kept ones were replaced, not reused
+    # Once dropped, the ring goes back to reusing: an epoch with nothing kept allocates nothing.
+    del kept, views, arrays, images, labels, image, label, array
+    before = loader.buffers_allocated
+    for _ in loader:
+        pass
+    for _ in loader:
+        pass
+    assert loader.buffers_allocated == before
+
+
+class FakeEvent:
+    """Stands for a CUDA event (no GPU here): synchronize() takes a while, then it is done."""
+    log = []
+
+    def __init__(self, *args, **kwargs):
+        self.done = False
+
+    def record(self, stream=None):
+        pass
+
+    def synchronize(self):
+        time.sleep(0.005)
+        self.done = True
+        FakeEvent.log.append(("synchronized", self))
+
+
+def test_ring_waits_for_the_copys_event_before_writing_a_buffer_again(built, monkeypatch):
+    """A non_blocking copy to the GPU may still be reading a batch when the loop drops it: the
+    ring records an event when the loop asks for the next batch (after the copy was enqueued)
+    and waits for it before writing that buffer again. Here with stand-in events (no GPU)."""
+    ds = shardpack.open(built["index"])
+    log = FakeEvent.log
+    log.clear()
+    monkeypatch.setattr(spt, "_cuda_event_now", lambda: FakeEvent())
+    release = spt._Ring.release_unreferenced
+
+    def logged_release(ring, record_event):
+        release(ring, record_event)
+        for slot in ring._slots:
+            if slot is not None and slot.state == "free":
+                log.extend(("released", slot, e) for e in slot.events)
+    monkeypatch.setattr(spt._Ring, "release_unreferenced", logged_release)
+
+    class Checked(shardpack.Dataset):
+        def read_batch(self, indices, **kw):
+            if kw.get("out") is not None:
+                log.append(("write", spt._slots_by_address[kw["out"][0].ctypes.data], None))
+            return super().read_batch(indices, **kw)
+
+    loader = spt.Loader(Checked(built["index"]), batch_size=1, reuse_buffers=True, prefetch=1, label="index")
+    for epoch in (0, 1):
+        want = read_back(ds, loader, epoch, label="index")
+        for (images, labels), (x, y) in zip(loader, want):
+            assert torch.equal(images, torch.from_numpy(x))
+            time.sleep(0.002)
+    # Every write into a slot comes after the synchronisation of every event the slot was
+    # released with before it.
+    synchronized, pending, writes, reuses = set(), {}, 0, 0
+    for entry in log:
+        if entry[0] == "synchronized":
+            synchronized.add(id(entry[1]))
+        elif entry[0] == "released":
+            pending.setdefault(id(entry[1]), set()).add(id(entry[2]))
+        else:
+            writes += 1
+            waiting = pending.pop(id(entry[1]), set())
+            reuses += bool(waiting)
+            assert waiting <= synchronized, "a buffer was written before the copy out of it was done"
+    assert writes == 2 * len(ds) and reuses >= len(ds) and loader.buffers_allocated == 4
+
+
+def test_ring_slot_comes_back_only_when_unreferenced_and_its_event_is_done():
+    # The waiting itself, on the ring: a released slot comes back only after its event is done.
+    ring = spt._Ring(1, lambda: (np.zeros(4, np.uint8), np.zeros(2, np.int64)))
+    slot = ring.acquire()
+    ring.delivered(slot)
+    held = torch.from_numpy(slot.images)[1:]  # the loop holds a view
+    ring.release_unreferenced(FakeEvent)
+    assert slot.state == "delivered"          # still referenced: not released
+    del held
+    ring.release_unreferenced(FakeEvent)
+    event = slot.events[0]
+    assert slot.state == "free" and not event.done
+    assert ring.acquire() is slot and event.done and ring.allocations == 1
+
+
+def test_to_device_records_its_copy_on_the_ring_slot(built, monkeypatch):
+    """to_device's copies to a GPU make the ring slot they read from wait (an event on the copy's
+    stream), even if the loop drops the batch at once. The CUDA calls are stood in for."""
+    loader = spt.Loader(built["index"], batch_size=2, reuse_buffers=True, dtype="uint8", label="index")
+    images, labels = next(iter(loader))
+    slot = spt._slots_by_address[images.data_ptr()]
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    spt._after_copy((images, labels), stream=None)
+    assert len(slot.events) == 1 and isinstance(slot.events[0], FakeEvent)
+    spt._after_copy((torch.zeros(3),), stream=None)  # not from a ring: nothing to record
+    assert len(slot.events) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# to_device: uint8 + index labels in, converted on the device (here the CPU device)
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("dataset", ["onehot", "index", "cls", "cls-raw"])
+def test_to_device_equals_read_batchs_float32_one_hot(built, dataset, layout):
+    ds = shardpack.open(built[dataset])
+    k = len(ds.classes)
+    for normalize in ("imagenet", None, ((0.5, 0.4, 0.3) if ds.image_shape[2] == 3 else 0.5, 0.25)):
+        loader = spt.Loader(ds, batch_size=4, dtype="uint8", label="index", layout=layout, reuse_buffers=True)
+        want = read_back(ds, loader, 0, layout=layout, normalize=normalize)
+        for batch, (x, y) in zip(loader, want):
+            images, labels = spt.to_device(batch, "cpu", normalize=normalize, onehot=k, layout=layout)
+            assert images.dtype == torch.float32 and torch.equal(images, torch.from_numpy(x)), normalize
+            assert labels.dtype == torch.float32 and torch.equal(labels, torch.from_numpy(y))
+            # New tensors: nothing of the ring's buffer is kept.
+            assert images.data_ptr() != batch[0].data_ptr() and labels.data_ptr() != batch[1].data_ptr()
+    # Without onehot the labels are moved as they are.
+    batch = next(iter(spt.Loader(ds, batch_size=3, dtype="uint8", label="index")))
+    assert torch.equal(spt.to_device(batch, "cpu")[1], batch[1])
+
+
+def test_to_device_ignored_pixels_and_errors():
+    images = torch.zeros((1, 3, 2, 2), dtype=torch.uint8)
+    labels = torch.tensor([[[0, 255], [2, 1]]], dtype=torch.uint8)
+    _, onehot = spt.to_device((images, labels), "cpu", onehot=3)
+    assert onehot.shape == (1, 3, 2, 2) and onehot[0, :, 0, 1].tolist() == [0.0, 0.0, 0.0]
+    assert onehot.sum().item() == 3 and onehot[0, 2, 1, 0].item() == 1.0
+    with pytest.raises(ValueError, match="uint8"):
+        spt.to_device((images.float(), labels), "cpu")
+    with pytest.raises(ValueError, match="index labels"):
+        spt.to_device((images, labels.float()), "cpu", onehot=3)
+    with pytest.raises(ValueError, match="normalize"):
+        spt.to_device((images, labels), "cpu", normalize="mnist")
+    with pytest.raises(ValueError, match="2 values"):
+        spt.to_device((images, labels), "cpu", normalize=((0.1, 0.2), 0.5))
+    with pytest.raises(TypeError, match="pair"):
+        spt.to_device(images, "cpu")

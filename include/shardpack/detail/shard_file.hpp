@@ -1,6 +1,9 @@
 // One shard, opened and checked: the header, its sections, the trailer and the index are all
-// validated against the mapping at open, so a truncated, half-written or corrupt shard is
+// validated against the file at open, so a truncated, half-written or corrupt shard is
 // refused before any record is read, and no later offset can point outside the file.
+// The shard is read through a byte_source (storage.hpp): from a mapping, the header and index
+// are used in place; otherwise they are read once (three reads: the head, the tail, and the
+// index when the tail did not hold it) and kept.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +13,7 @@
 
 #include "format.hpp"
 #include "mapped_file.hpp"
+#include "storage.hpp"
 #include "xxhash.hpp"
 
 namespace shardpack::detail {
@@ -29,8 +33,12 @@ public:
     // Opens and validates; every error message starts with the shard's name. `known_required`:
     // the required feature bits this reader knows (a test passes the 1.0 set to check how a 1.0
     // reader meets a 1.1 shard).
+    // The file at `path`, memory-mapped.
     shard_file(std::string path, std::string name, std::uint64_t known_required = known_required_features)
-        : name_(std::move(name)), file_(std::make_shared<mapped_file>(path)), known_required_(known_required) {
+        : shard_file(std::make_shared<mmap_source>(path), std::move(name), known_required) {}
+    // Any byte source (a mapping, a pread file, a remote object).
+    shard_file(std::shared_ptr<byte_source> source, std::string name, std::uint64_t known_required = known_required_features)
+        : name_(std::move(name)), file_(std::move(source)), known_required_(known_required) {
         try {
             parse();
         } catch (const error& e) {
@@ -46,14 +54,17 @@ public:
     const std::string& schema_bytes() const { return schema_bytes_; }
     std::size_t record_count() const { return count_; }
     index_entry entry(std::size_t i) const { return decode_index_entry(index_ + i * index_entry_size); }
-    const unsigned char* bytes() const { return file_->data(); }
-    std::size_t size() const { return file_->size(); }
-    const std::shared_ptr<mapped_file>& mapping() const { return file_; }
+    // The whole file when it is mapped (zero-copy reads), else null: read through source().
+    const unsigned char* bytes() const { return mapped_; }
+    std::size_t size() const { return static_cast<std::size_t>(file_->size()); }
+    const std::shared_ptr<byte_source>& source() const { return file_; }
     std::uint64_t index_offset() const { return index_offset_; }
 
 private:
     std::string name_;
-    std::shared_ptr<mapped_file> file_;
+    std::shared_ptr<byte_source> file_;
+    const unsigned char* mapped_ = nullptr;
+    std::vector<unsigned char> head_copy_, index_copy_;  // when the source is not mapped
     shard_header header_;
     schema_record schema_;
     std::vector<class_record> classes_;
@@ -63,12 +74,33 @@ private:
     std::size_t count_ = 0;
     std::uint64_t known_required_ = known_required_features;
 
+    // Reads [offset, offset + length) of a source that is not mapped into `out`.
+    void read_into(std::vector<unsigned char>& out, std::uint64_t offset, std::uint64_t length) {
+        out.resize(static_cast<std::size_t>(length));
+        if (length) file_->read_at(offset, static_cast<std::size_t>(length), out.data());
+    }
+
     void parse() {
-        const unsigned char* p = file_->data();
+        mapped_ = file_->mapped();
         const std::uint64_t size = file_->size();
         if (size < fixed_header_size + trailer_size)
             throw error("truncated: " + std::to_string(size) + " bytes, a shard has at least " +
                         std::to_string(fixed_header_size + trailer_size));
+        // The head (fixed header, then the sections) and the tail (trailer; with a small index,
+        // the index too) of an unmapped source: one read each, sized to hold a typical header
+        // and index, so a remote source needs two or three requests.
+        constexpr std::uint64_t speculative_read = 64 * 1024;
+        std::vector<unsigned char> tail_copy;
+        std::uint64_t tail_offset = 0;
+        const unsigned char* p = mapped_;
+        const unsigned char* tail = mapped_;  // tail[0] is the byte at tail_offset
+        if (!mapped_) {
+            read_into(head_copy_, 0, std::min(size, speculative_read));
+            tail_offset = size - std::min(size, speculative_read);
+            read_into(tail_copy, tail_offset, size - tail_offset);
+            p = head_copy_.data();
+            tail = tail_copy.data();
+        }
         if (std::memcmp(p, shard_magic, 8) != 0) throw error("not a shardpack shard (bad magic)");
         header_.major = load_u16(p + 8);
         header_.minor = load_u16(p + 10);
@@ -84,7 +116,7 @@ private:
         header_.first_record = load_u64(p + 48);
 
         // Trailer, found from the end: a write that stopped early leaves none.
-        const unsigned char* t = p + size - trailer_size;
+        const unsigned char* t = tail + (size - trailer_size - tail_offset);
         if (std::memcmp(t + 32, trailer_magic, 8) != 0)
             throw error("no trailer at the end of the file: truncated or not completely written");
         index_offset_ = load_u64(t);
@@ -100,13 +132,29 @@ private:
         if (header_.header_length < fixed_header_size || header_.header_length % 8 != 0 ||
             header_.header_length > index_offset_ || header_.header_length > max_header_bytes)
             throw error("header length " + std::to_string(header_.header_length) + " is impossible");
+        const unsigned char* index = nullptr;
+        if (mapped_) {
+            index = p + index_offset_;
+        } else {
+            if (head_copy_.size() < header_.header_length) read_into(head_copy_, 0, header_.header_length);
+            else head_copy_.resize(header_.header_length);
+            p = head_copy_.data();
+            if (index_offset_ >= tail_offset) {
+                const std::size_t from = static_cast<std::size_t>(index_offset_ - tail_offset);
+                index_copy_.assign(tail_copy.begin() + std::ptrdiff_t(from),
+                                   tail_copy.begin() + std::ptrdiff_t(from + count * index_entry_size));
+            } else {
+                read_into(index_copy_, index_offset_, count * index_entry_size);
+            }
+            index = index_copy_.data();
+        }
 
         // The checksum covers the header with its sections and the index: everything that
         // locates records. Records carry checksums of their own.
         XXH3_state_t state;
         XXH3_64bits_reset(&state);
         XXH3_64bits_update(&state, p, header_.header_length);
-        XXH3_64bits_update(&state, p + index_offset_, count * index_entry_size);
+        XXH3_64bits_update(&state, index, count * index_entry_size);
         const std::uint64_t actual = XXH3_64bits_digest(&state);
         if (actual != checksum) throw error("header/index checksum mismatch: the shard is damaged");
 
@@ -118,8 +166,12 @@ private:
             header_.alignment > (1u << 20))
             throw error("record alignment " + std::to_string(header_.alignment) + " is impossible");
         parse_sections(p);
+        if (!mapped_) {  // the sections are decoded; the index is what reads need
+            head_copy_.clear();
+            head_copy_.shrink_to_fit();
+        }
 
-        index_ = p + index_offset_;
+        index_ = index;
         count_ = static_cast<std::size_t>(count);
         check_index();
     }

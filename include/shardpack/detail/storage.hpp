@@ -1,0 +1,271 @@
+// Where a dataset's bytes come from: a "storage" (the dataset folder: small files such as
+// manifest.json, and shards by name) and a "byte source" (one shard: its size, reads at an
+// offset, an optional whole-file mapping for zero-copy, and read-ahead hints).
+//
+// The reader (reader.hpp) reads everything through these two interfaces. This header holds the
+// interfaces and the local implementations (a folder on a POSIX file system, read through mmap
+// or through pread); a library that reads from elsewhere (object storage over HTTP) implements
+// storage and byte_source in its own headers and passes its storage in open_options::storage,
+// so that reader.hpp itself needs nothing but the standard library, POSIX, zstd and xxHash.
+//
+// Contract for implementations:
+//   - every member may be called from any number of threads at once;
+//   - read_at reads exactly `length` bytes or throws shardpack::error naming the file and the
+//     reason (a short read is an error: shards do not change size once published);
+//   - a byte_source stays readable for its whole lifetime, even when the name it was opened
+//     under is removed or replaced (a rebuild): local sources hold the open file (or its
+//     mapping), remote ones pin the object version they opened (ETag) and fail clearly if it
+//     is gone;
+//   - prefetch and advise are hints: they may do nothing, and never throw for a valid range.
+#pragma once
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "error.hpp"
+#include "regular_file.hpp"
+
+namespace shardpack {
+
+// A byte range of one source: [offset, offset + length).
+struct byte_range {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+};
+
+// How records of a source will be read next (madvise for mappings, posix_fadvise for files).
+enum class access_pattern { normal, random, sequential };
+
+// One shard file (or object).
+class byte_source {
+public:
+    virtual ~byte_source() = default;
+    virtual std::uint64_t size() const = 0;
+    // Reads bytes [offset, offset + length) into dst; throws shardpack::error on failure.
+    virtual void read_at(std::uint64_t offset, std::size_t length, void* dst) const = 0;
+    // The whole source in memory (a mapping), or null: then records are read with read_at.
+    virtual const unsigned char* mapped() const { return nullptr; }
+    // These ranges (sorted by offset, not overlapping, neighbours already merged) will be read
+    // soon: start fetching them (read-ahead). A hint; the default does nothing.
+    virtual void prefetch(const byte_range* ranges, std::size_t count) const {
+        (void)ranges;
+        (void)count;
+    }
+    // How the source will be read from now on. A hint; the default does nothing.
+    virtual void advise(access_pattern pattern) const { (void)pattern; }
+    // Names the source in messages ("folder/shard-00000-....spk", a URL).
+    virtual std::string describe() const = 0;
+};
+
+// A dataset folder (or prefix).
+class storage {
+public:
+    virtual ~storage() = default;
+    // The whole of a small file of the folder (manifest.json), at most max_bytes bytes; throws
+    // shardpack::error naming it when it is missing, larger, or cannot be read.
+    virtual std::string read_small_file(const std::string& name, std::uint64_t max_bytes) const = 0;
+    // Opens a shard (or any file of the folder) by name.
+    virtual std::shared_ptr<byte_source> open(const std::string& name) const = 0;
+    // A token that changes when the file `name` is replaced (a rebuild renames a new
+    // manifest.json over the old one): inode, size and time for local files, an ETag remotely.
+    // Empty when the file does not exist or the storage cannot tell; open() then does not retry.
+    virtual std::string version_of(const std::string& name) const = 0;
+    // Names the folder in messages (a path, a URL).
+    virtual std::string describe() const = 0;
+};
+
+// How local shards are read (open_options::io):
+//   mmap:  each shard is memory-mapped; raw records are zero-copy views into the page cache;
+//   pread: each shard is an open file; records are read with one pread each into the reader's
+//          buffers, and a batch's ranges are announced to the kernel (posix_fadvise WILLNEED)
+//          first, so a cold disk serves large merged requests instead of 4 KiB page faults;
+//   auto:  the default; see dataset::open in reader.hpp for what it picks and why.
+enum class io_mode { automatic, mmap, pread };
+
+namespace detail {
+
+inline std::string errno_text(int e) { return std::strerror(e); }
+
+// A read-only memory mapping of a whole shard.
+class mmap_source final : public byte_source {
+public:
+    explicit mmap_source(const std::string& path) : path_(path) {
+        // Non-blocking open and a type check first: a FIFO named like a shard must not hang.
+        struct stat st {};
+        std::string why;
+        const int fd = open_regular_file(path, st, why);
+        if (fd < 0) throw error(path + ": " + why);
+        size_ = static_cast<std::size_t>(st.st_size);
+        if (size_ > 0) {
+            void* p = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd, 0);
+            if (p == MAP_FAILED) {
+                const int e = errno;
+                ::close(fd);
+                throw error(path + ": cannot map: " + errno_text(e) +
+                            (e == ENOMEM ? " (too many mappings? see vm.max_map_count and open_options::max_open_shards)" : ""));
+            }
+            data_ = static_cast<const unsigned char*>(p);
+        }
+        ::close(fd);  // the mapping keeps the file alive, also after its name is removed
+    }
+    ~mmap_source() override {
+        if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+    }
+    mmap_source(const mmap_source&) = delete;
+    mmap_source& operator=(const mmap_source&) = delete;
+
+    std::uint64_t size() const override { return size_; }
+    const unsigned char* mapped() const override { return data_; }
+    const unsigned char* data() const { return data_; }
+    void read_at(std::uint64_t offset, std::size_t length, void* dst) const override {
+        if (offset > size_ || length > size_ - offset)
+            throw error(path_ + ": read of " + std::to_string(length) + " bytes at " + std::to_string(offset) +
+                        " runs past the end (" + std::to_string(size_) + " bytes)");
+        if (length) std::memcpy(dst, data_ + offset, length);
+    }
+    void prefetch(const byte_range* ranges, std::size_t count) const override {
+        if (!data_) return;
+        const std::uint64_t page = page_size();
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::uint64_t begin = ranges[i].offset / page * page;
+            const std::uint64_t end = std::min<std::uint64_t>(ranges[i].offset + ranges[i].length, size_);
+            if (end > begin)
+                ::madvise(const_cast<unsigned char*>(data_) + begin, static_cast<std::size_t>(end - begin), MADV_WILLNEED);
+        }
+    }
+    void advise(access_pattern pattern) const override {
+        if (!data_) return;
+        const int advice = pattern == access_pattern::random ? MADV_RANDOM
+                         : pattern == access_pattern::sequential ? MADV_SEQUENTIAL : MADV_NORMAL;
+        ::madvise(const_cast<unsigned char*>(data_), size_, advice);
+    }
+    std::string describe() const override { return path_; }
+
+    static std::uint64_t page_size() {
+        static const long p = ::sysconf(_SC_PAGESIZE);
+        return p > 0 ? std::uint64_t(p) : 4096;
+    }
+
+private:
+    std::string path_;
+    const unsigned char* data_ = nullptr;
+    std::size_t size_ = 0;
+};
+
+// A shard read with pread through an open descriptor (kept open: the file stays readable after
+// a rebuild removes its name).
+class pread_source final : public byte_source {
+public:
+    explicit pread_source(const std::string& path) : path_(path) {
+        struct stat st {};
+        std::string why;
+        fd_ = open_regular_file(path, st, why);
+        if (fd_ < 0) {
+            if (why.find("Too many open files") != std::string::npos)
+                why += " (see ulimit -n and open_options::max_open_shards)";
+            throw error(path + ": " + why);
+        }
+        size_ = static_cast<std::uint64_t>(st.st_size);
+    }
+    ~pread_source() override {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    pread_source(const pread_source&) = delete;
+    pread_source& operator=(const pread_source&) = delete;
+
+    std::uint64_t size() const override { return size_; }
+    void read_at(std::uint64_t offset, std::size_t length, void* dst) const override {
+        if (offset > size_ || length > size_ - offset)
+            throw error(path_ + ": read of " + std::to_string(length) + " bytes at " + std::to_string(offset) +
+                        " runs past the end (" + std::to_string(size_) + " bytes)");
+        std::size_t done = 0;
+        while (done < length) {
+            const ssize_t got = ::pread(fd_, static_cast<char*>(dst) + done, length - done, off_t(offset + done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) throw error(path_ + ": read error at offset " + std::to_string(offset + done) + ": " + errno_text(errno));
+            if (got == 0)
+                throw error(path_ + ": ends at " + std::to_string(offset + done) + " bytes, " + std::to_string(size_) +
+                            " were there at open: the file was truncated");
+            done += static_cast<std::size_t>(got);
+        }
+    }
+    void prefetch(const byte_range* ranges, std::size_t count) const override {
+        for (std::size_t i = 0; i < count; ++i)
+            ::posix_fadvise(fd_, off_t(ranges[i].offset), off_t(ranges[i].length), POSIX_FADV_WILLNEED);
+    }
+    void advise(access_pattern pattern) const override {
+        const int advice = pattern == access_pattern::random ? POSIX_FADV_RANDOM
+                         : pattern == access_pattern::sequential ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL;
+        ::posix_fadvise(fd_, 0, 0, advice);
+    }
+    std::string describe() const override { return path_; }
+
+private:
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t size_ = 0;
+};
+
+// Opens a local file as `mode` says (automatic means mmap here; the dataset decides).
+inline std::shared_ptr<byte_source> open_local_source(const std::string& path, io_mode mode) {
+    if (mode == io_mode::pread) return std::make_shared<pread_source>(path);
+    return std::make_shared<mmap_source>(path);
+}
+
+// What tells one version of a local file from the next: a rebuild renames a new file over it.
+inline std::string local_file_version(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+           std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+// A dataset folder on a local (or network-mounted) file system.
+class local_storage final : public storage {
+public:
+    local_storage(std::string folder, io_mode mode) : folder_(std::move(folder)), mode_(mode) {}
+    std::string read_small_file(const std::string& name, std::uint64_t max_bytes) const override {
+        return read_regular_file(folder_ + "/" + name, max_bytes);
+    }
+    std::shared_ptr<byte_source> open(const std::string& name) const override {
+        return open_local_source(folder_ + "/" + name, mode_);
+    }
+    std::string version_of(const std::string& name) const override { return local_file_version(folder_ + "/" + name); }
+    std::string describe() const override { return folder_; }
+    io_mode mode() const { return mode_; }
+
+private:
+    std::string folder_;
+    io_mode mode_;
+};
+
+// Sorts ranges by offset and merges those that overlap or lie within `gap` bytes of each other
+// (reading a small gap costs less than another request on a disk or over HTTP).
+inline void merge_ranges(std::vector<byte_range>& ranges, std::uint64_t gap) {
+    if (ranges.size() < 2) return;
+    std::sort(ranges.begin(), ranges.end(), [](const byte_range& a, const byte_range& b) { return a.offset < b.offset; });
+    std::size_t out = 0;
+    for (std::size_t i = 1; i < ranges.size(); ++i) {
+        byte_range& last = ranges[out];
+        const std::uint64_t end = last.offset + last.length;
+        if (ranges[i].offset <= end + gap) {
+            last.length = std::max(end, ranges[i].offset + ranges[i].length) - last.offset;
+        } else {
+            ranges[++out] = ranges[i];
+        }
+    }
+    ranges.resize(out + 1);
+}
+
+}  // namespace detail
+}  // namespace shardpack

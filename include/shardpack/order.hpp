@@ -1,0 +1,208 @@
+// shardpack/order.hpp: the orders in which an epoch reads a dataset (header-only, C++17, the
+// standard library only). The Python package calls these same functions (shardpack.permutation,
+// shardpack.epoch_order), so C++ and Python readers see the same indices for the same
+// (seed, epoch).
+//
+//   #include <shardpack/order.hpp>
+//   shardpack::order_options o;                        // shuffle=true, kind=global
+//   o.kind = shardpack::order_kind::blocks;            // the locality-aware shuffle
+//   o.shard_starts = shardpack::shard_starts_of(ds);   // blocks never span two shards
+//   std::vector<std::uint64_t> mine = shardpack::epoch_order(ds.size(), seed, epoch, rank, world,
+//                                                            /*drop_last=*/false, o);
+//
+// Two shuffles:
+// - global: a uniformly random permutation of 0..n-1 (Fisher-Yates). The best statistics; cold,
+//   every record is a random seek.
+// - blocks: the dataset is cut into blocks of about `block` consecutive records (never across
+//   a shard boundary); the blocks are permuted; consecutive groups of `window` blocks in that
+//   permuted order form windows, and the records of each window are permuted among themselves.
+//   A reader that reads a window's blocks ahead as whole byte ranges (dataset::prefetch, the
+//   torch Loader does it) reads the disk in runs of a block instead of one record per seek. The
+//   price: records of one batch come from at most `window` blocks, so neighbours in the dataset
+//   stay near each other in the epoch (README, "Cold storage": how far records move and how
+//   much a class-sorted dataset's batches are correlated, measured).
+//
+// Both depend on (n, seed, epoch) and, for blocks, (block, window, shard_starts) only: the same
+// for any number of threads or DataLoader workers and on every platform (a splitmix64 stream
+// and rejection sampling, no std:: distribution, whose results vary between libraries).
+//
+// Ranks: every rank of `world` gets the same number of indices. drop_last=false pads the order
+// by wrapping around to its start (ceil(n / world) each); drop_last=true leaves out the tail
+// (n / world each). The global shuffle gives rank r positions r, r + world, ...; the block
+// shuffle gives rank r the r-th contiguous share, so that each rank reads whole blocks.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shardpack {
+
+enum class order_kind { global, blocks };
+
+struct order_options {
+    bool shuffle = true;                     // false: 0..n-1 in order (then kind does not matter)
+    order_kind kind = order_kind::global;
+    std::size_t block = 64;                  // blocks: records per block (at most)
+    std::size_t window = 16;                 // blocks: blocks per window
+    std::vector<std::uint64_t> shard_starts; // blocks: first record of each shard (empty: one shard)
+};
+
+// A stream of 64-bit random numbers for (seed, epoch, stream): splitmix64 (Steele, Lea, Flood
+// 2014) started from a mix of the three, so that nearby seeds and epochs give unrelated streams.
+class order_random {
+public:
+    order_random(std::uint64_t seed, std::uint64_t epoch, std::uint64_t stream) {
+        state_ = mix(mix(mix(seed ^ 0x5348415244504143ull) ^ epoch) ^ stream);  // "SHARDPAC"
+    }
+    std::uint64_t next() {
+        state_ += 0x9e3779b97f4a7c15ull;
+        return mix(state_);
+    }
+    // Uniform in [0, bound), bound >= 1, without modulo bias: values below 2^64 mod bound are
+    // drawn again.
+    std::uint64_t below(std::uint64_t bound) {
+        const std::uint64_t threshold = (0 - bound) % bound;
+        for (;;) {
+            const std::uint64_t r = next();
+            if (r >= threshold) return r % bound;
+        }
+    }
+
+private:
+    static std::uint64_t mix(std::uint64_t z) {
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    std::uint64_t state_;
+};
+
+namespace detail {
+// Fisher-Yates over [first, last).
+template <class It>
+void shuffle_range(It first, It last, order_random& random) {
+    const auto count = static_cast<std::uint64_t>(last - first);
+    for (std::uint64_t i = count; i > 1; --i) std::swap(first[i - 1], first[random.below(i)]);
+}
+}  // namespace detail
+
+// The global shuffle: a uniformly random permutation of 0..n-1 for (seed, epoch).
+inline std::vector<std::uint64_t> permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+    std::vector<std::uint64_t> order(static_cast<std::size_t>(n));
+    for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
+    order_random random(seed, epoch, 0);
+    detail::shuffle_range(order.begin(), order.end(), random);
+    return order;
+}
+
+// The blocks: their first records, ascending, then n. Each shard [s_k, s_k+1) is cut into
+// ceil(size / block) blocks of equal size (differing by at most one record), so no block spans
+// two shards and none is much smaller than the others. shard_starts: ascending, starting at 0,
+// each below n (empty: the whole dataset is one shard).
+inline std::vector<std::uint64_t> order_blocks(std::uint64_t n, std::size_t block,
+                                               const std::vector<std::uint64_t>& shard_starts) {
+    if (block == 0) throw std::invalid_argument("shardpack order: block must be at least 1 record");
+    std::vector<std::uint64_t> shards = shard_starts;
+    if (shards.empty()) shards.push_back(0);
+    if (shards[0] != 0) throw std::invalid_argument("shardpack order: shard_starts must start at record 0");
+    for (std::size_t k = 1; k < shards.size(); ++k)
+        if (shards[k] <= shards[k - 1] || shards[k] >= n)
+            throw std::invalid_argument("shardpack order: shard_starts must ascend strictly and stay below n (" +
+                                        std::to_string(n) + ")");
+    std::vector<std::uint64_t> starts;
+    if (n == 0) {
+        starts.push_back(0);
+        return starts;
+    }
+    shards.push_back(n);
+    for (std::size_t k = 0; k + 1 < shards.size(); ++k) {
+        const std::uint64_t first = shards[k], size = shards[k + 1] - first;
+        const std::uint64_t count = (size + block - 1) / block;
+        for (std::uint64_t b = 0; b < count; ++b) starts.push_back(first + size * b / count);
+    }
+    starts.push_back(n);
+    return starts;
+}
+
+// The locality-aware shuffle (see the top of this file): a permutation of 0..n-1.
+inline std::vector<std::uint64_t> block_permutation(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                                    std::size_t block, std::size_t window,
+                                                    const std::vector<std::uint64_t>& shard_starts) {
+    if (window == 0) throw std::invalid_argument("shardpack order: window must be at least 1 block");
+    const std::vector<std::uint64_t> starts = order_blocks(n, block, shard_starts);
+    const std::size_t blocks = starts.size() - 1;
+    std::vector<std::uint64_t> block_order(blocks);
+    for (std::size_t b = 0; b < blocks; ++b) block_order[b] = b;
+    order_random block_random(seed, epoch, 1);
+    detail::shuffle_range(block_order.begin(), block_order.end(), block_random);
+
+    std::vector<std::uint64_t> order;
+    order.reserve(static_cast<std::size_t>(n));
+    order_random record_random(seed, epoch, 2);
+    for (std::size_t w = 0; w < blocks; w += window) {
+        const std::size_t window_start = order.size();
+        for (std::size_t b = w; b < std::min(blocks, w + window); ++b)
+            for (std::uint64_t i = starts[block_order[b]]; i < starts[block_order[b] + 1]; ++i) order.push_back(i);
+        detail::shuffle_range(order.begin() + static_cast<std::ptrdiff_t>(window_start), order.end(), record_random);
+    }
+    return order;
+}
+
+// The whole order of an epoch before it is split between ranks.
+inline std::vector<std::uint64_t> full_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                             const order_options& options) {
+    if (!options.shuffle) {
+        std::vector<std::uint64_t> order(static_cast<std::size_t>(n));
+        for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
+        return order;
+    }
+    if (options.kind == order_kind::blocks)
+        return block_permutation(n, seed, epoch, options.block, options.window, options.shard_starts);
+    return permutation(n, seed, epoch);
+}
+
+// How many indices each rank reads.
+inline std::uint64_t rank_count(std::uint64_t n, std::size_t world, bool drop_last) {
+    if (world == 0) throw std::invalid_argument("shardpack order: world must be at least 1");
+    return drop_last ? n / world : (n + world - 1) / world;
+}
+
+// The indices rank `rank` of `world` reads in epoch `epoch` (see the top of this file).
+inline std::vector<std::uint64_t> epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
+                                              std::size_t rank, std::size_t world, bool drop_last,
+                                              const order_options& options) {
+    const std::uint64_t per_rank = rank_count(n, world, drop_last);
+    if (rank >= world)
+        throw std::invalid_argument("shardpack order: rank " + std::to_string(rank) + " is not in [0, world) for world " +
+                                    std::to_string(world));
+    const std::vector<std::uint64_t> order = full_order(n, seed, epoch, options);
+    std::vector<std::uint64_t> mine(static_cast<std::size_t>(per_rank));
+    // Position p of the padded order is order[p mod n] (padding wraps around to the start).
+    const bool contiguous = options.shuffle && options.kind == order_kind::blocks;
+    for (std::uint64_t k = 0; k < per_rank; ++k) {
+        const std::uint64_t p = contiguous ? rank * per_rank + k : k * world + rank;
+        mine[k] = order[p % n];
+    }
+    return mine;
+}
+
+// The first record of every shard of a shardpack::dataset (or anything with shard_count() and
+// shard(k).record_count()), for order_options::shard_starts.
+template <class Dataset>
+std::vector<std::uint64_t> shard_starts_of(const Dataset& ds) {
+    std::vector<std::uint64_t> starts;
+    std::uint64_t first = 0;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) {
+        if (ds.shard(k).record_count() == 0) continue;  // an empty shard starts no block
+        starts.push_back(first);
+        first += ds.shard(k).record_count();
+    }
+    return starts;
+}
+
+}  // namespace shardpack
