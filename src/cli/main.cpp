@@ -18,6 +18,7 @@
 #include "cli/colors_command.hpp"
 #include "cli/merge_command.hpp"
 #include "cli/push_command.hpp"
+#include "remote/s3_storage.hpp"
 #include "cli/log_sanitizer.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
@@ -85,6 +86,7 @@ void add_help_examples(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    remote::enable_s3_urls();  // inspect, verify and export take s3://BUCKET/PREFIX too
     auto logger = spdlog::stderr_color_mt("shardpack");
     logger->set_formatter(make_sanitizing_formatter("%^%l%$: %v"));  // control characters escaped, long paths cut
     spdlog::set_default_logger(logger);
@@ -112,11 +114,11 @@ int main(int argc, char** argv) {
     std::string dir;
     bool as_json = false;
     CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show a dataset's schema, classes, counts, sizes and shards");
-    inspect_cmd->add_option("dir", dir, "Dataset folder")->required();
+    inspect_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
     inspect_cmd->add_flag("--json", as_json, "Print JSON to stdout");
 
     CLI::App* verify_cmd = app.add_subcommand("verify", "Check every checksum, decode every record, check the manifest");
-    verify_cmd->add_option("dir", dir, "Dataset folder")->required();
+    verify_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
     verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
 
     std::vector<std::size_t> export_indices;

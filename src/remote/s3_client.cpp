@@ -360,6 +360,8 @@ struct s3_client::engine {
     std::uint64_t gets_started = 0, hedges_started = 0;
     std::mt19937_64 rng{std::random_device{}()};
 
+    pid_t pid = ::getpid();
+
     explicit engine(s3_config c) : cfg(std::move(c)) {
         static curl_global global;
         sigv4 = "aws:amz:" + cfg.region + ":s3";
@@ -788,9 +790,25 @@ const std::vector<unsigned char>& s3_pending::wait() const {
 }
 
 s3_client::s3_client(s3_config config) : engine_(std::make_unique<engine>(std::move(config))) {}
-s3_client::~s3_client() = default;
+s3_client::~s3_client() {
+    if (engine_ && engine_->pid != ::getpid()) (void)engine_.release();  // a fork's copy: its thread is not here
+}
 
-const s3_config& s3_client::config() const { return engine_->cfg; }
+s3_client::engine& s3_client::eng() const {
+    if (engine_->pid != ::getpid()) {
+        static std::mutex m;
+        std::lock_guard<std::mutex> lock(m);
+        auto& self = const_cast<std::unique_ptr<engine>&>(engine_);
+        if (self->pid != ::getpid()) {
+            s3_config c = self->cfg;
+            (void)self.release();  // the parent's engine, copied by fork: never used or freed here
+            self = std::make_unique<engine>(std::move(c));
+        }
+    }
+    return *engine_;
+}
+
+const s3_config& s3_client::config() const { return eng().cfg; }
 
 std::string s3_client::object_url(const std::string& bucket, const std::string& key) const {
     return "s3://" + bucket + "/" + key;
@@ -821,7 +839,7 @@ s3_pending s3_client::get_range_async(const std::string& bucket, const std::stri
     s3_pending p;
     p.state_ = make_state(std::move(s), "GET " + object_url(bucket, key) + " bytes " + std::to_string(offset) + "-" +
                                             std::to_string(offset + length - 1));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     return p;
 }
 
@@ -842,7 +860,7 @@ std::vector<unsigned char> s3_client::get_object(const std::string& bucket, cons
     s.allow_404 = found != nullptr;
     s3_pending p;
     p.state_ = make_state(std::move(s), "GET " + object_url(bucket, key));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     p.wait();
     std::lock_guard<std::mutex> lock(p.state_->m);
     if (found) *found = p.state_->found;
@@ -859,7 +877,7 @@ s3_object_info s3_client::head_object(const std::string& bucket, const std::stri
     s.allow_404 = true;
     s3_pending p;
     p.state_ = make_state(std::move(s), "HEAD " + object_url(bucket, key));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     p.wait();
     std::lock_guard<std::mutex> lock(p.state_->m);
     *found = p.state_->found;
@@ -874,7 +892,7 @@ s3_pending s3_client::put_object_async(const std::string& bucket, const std::str
     s.upload = std::move(body);
     s3_pending p;
     p.state_ = make_state(std::move(s), "PUT " + object_url(bucket, key));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     return p;
 }
 
@@ -895,7 +913,7 @@ s3_pending s3_client::put_file_async(const std::string& bucket, const std::strin
     s.upload_size = std::uint64_t(sb.st_size);
     s3_pending p;
     p.state_ = make_state(std::move(s), "PUT " + object_url(bucket, key));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     return p;
 }
 
@@ -911,7 +929,7 @@ void s3_client::delete_object(const std::string& bucket, const std::string& key)
     s.allow_404 = true;
     s3_pending p;
     p.state_ = make_state(std::move(s), "DELETE " + object_url(bucket, key));
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     p.wait();
 }
 
@@ -922,7 +940,7 @@ void s3_client::create_bucket(const std::string& bucket) {
     s.bucket_create = true;
     s3_pending p;
     p.state_ = make_state(std::move(s), "PUT s3://" + bucket + " (create bucket)");
-    engine_->submit(p.state_);
+    eng().submit(p.state_);
     p.wait();
 }
 
@@ -940,7 +958,7 @@ std::vector<s3_object_info> s3_client::list_objects(const std::string& bucket, c
         s.query += "list-type=2&prefix=" + uri_encode(prefix, false);
         s3_pending p;
         p.state_ = make_state(std::move(s), "LIST s3://" + bucket + "/" + prefix);
-        engine_->submit(p.state_);
+        eng().submit(p.state_);
         const std::vector<unsigned char>& body = p.wait();
         const std::string xml(body.begin(), body.end());
         std::size_t at = 0;
@@ -969,15 +987,26 @@ std::vector<s3_object_info> s3_client::list_objects(const std::string& bucket, c
 }
 
 s3_stats s3_client::stats() const {
-    std::lock_guard<std::mutex> lock(engine_->m);
-    return engine_->stats_;
+    std::lock_guard<std::mutex> lock(eng().m);
+    return eng().stats_;
 }
 
 std::shared_ptr<s3_client> shared_client() {
     static std::mutex m;
     static std::shared_ptr<s3_client> client;
+    // The environment is read at every call (a few getenv and small files): a process that
+    // points AWS_ENDPOINT_URL or the keys elsewhere gets a client for the new settings.
+    s3_config want = s3_config::from_environment();
     std::lock_guard<std::mutex> lock(m);
-    if (!client) client = std::make_shared<s3_client>(s3_config::from_environment());
+    if (client) {
+        const s3_config& have = client->config();
+        if (have.endpoint != want.endpoint || have.region != want.region || have.access_key != want.access_key ||
+            have.secret_key != want.secret_key || have.session_token != want.session_token ||
+            have.max_attempts != want.max_attempts || have.deadline_ms != want.deadline_ms ||
+            have.attempt_timeout_ms != want.attempt_timeout_ms || have.max_connections != want.max_connections)
+            client.reset();
+    }
+    if (!client) client = std::make_shared<s3_client>(std::move(want));
     return client;
 }
 

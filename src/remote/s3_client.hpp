@@ -146,6 +146,9 @@ public:
 
 private:
     std::unique_ptr<engine> engine_;
+    // The engine of this process: after a fork (DataLoader workers) the child has no engine
+    // thread, so it gets a new engine (the parent's copy is left alone, never touched).
+    engine& eng() const;
 };
 
 // The client of a process for the current environment: made on first use and shared (one

@@ -22,6 +22,9 @@ Standard library only. Used two ways:
 
 Every socket is bound to 127.0.0.1. Every wait is bounded (the server start: 60 s).
 """
+import datetime
+import hashlib
+import hmac
 import http.client
 import http.server
 import json
@@ -42,6 +45,32 @@ LOOPBACK = "127.0.0.1"
 
 class StartError(Exception):
     pass
+
+
+def signed_request(port, method, path, region="us-east-1", body=b""):
+    """One SigV4-signed request to 127.0.0.1:port (an independent signer: the fixture checks the
+    server with it before any shardpack code runs). Returns (status, body)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz_date, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    host = "%s:%d" % (LOOPBACK, port)
+    payload = hashlib.sha256(body).hexdigest()
+    headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": amz_date}
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join([method, path, "", "".join("%s:%s\n" % (k, headers[k]) for k in sorted(headers)), signed, payload])
+    scope = "%s/%s/s3/aws4_request" % (day, region)
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz_date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + SECRET_KEY).encode()
+    for part in (day, region, "s3", "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["Authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
+        ACCESS_KEY, scope, signed, signature)
+    c = http.client.HTTPConnection(LOOPBACK, port, timeout=5)
+    c.request(method, path, body=body, headers=headers)
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
 
 
 def _port_free(port):
@@ -134,15 +163,13 @@ class SeaweedServer:
             return False
 
     def _bucket_ready(self):
-        # An unsigned HEAD of the bucket: 403 (access denied) once the gateway answers; the
-        # bucket itself is checked by the first signed request of the test (which retries 5xx).
+        # The bucket exists (made here if `-bucket` has not made it yet) and answers a signed LIST.
         try:
-            c = http.client.HTTPConnection(LOOPBACK, self.ports[3], timeout=2)
-            c.request("HEAD", "/" + BUCKET)
-            r = c.getresponse()
-            r.read()
-            c.close()
-            return r.status in (200, 403)
+            status, _ = signed_request(self.ports[3], "HEAD", "/" + BUCKET)
+            if status == 404:
+                signed_request(self.ports[3], "PUT", "/" + BUCKET)
+                status, _ = signed_request(self.ports[3], "HEAD", "/" + BUCKET)
+            return status == 200
         except OSError:
             return False
 
