@@ -10,6 +10,13 @@
 #   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
 #   ./scripts/bench.sh --remote         only the object-storage benchmark (SeaweedFS on 127.0.0.1;
 #                                       scripts/bench/remote_bench.sh; with --quick: small)
+#   ./scripts/bench.sh --cold           only the cold-storage benchmark (~3 minutes): first epochs
+#                                       from an evicted page cache and from a simulated disk
+#                                       (8 ms seeks, 150 MB/s) in each order, against the
+#                                       O_DIRECT floor, and a .npy preload; the order-quality
+#                                       table (scripts/bench/cold_bench.py, order_quality.py)
+#   ./scripts/bench.sh --tf-adapter     only the tf.data adapter against a bare read_batch
+#                                       (scripts/bench/tf_adapter.sh, ~5 minutes; --quick: ~1)
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
 #            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
 #            --no-python (leave the Python reading benchmark out of the full run; --quick
@@ -22,7 +29,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0 remote=1 remote_only=0
+quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0 cold_only=0
+tf_adapter_only=0 remote=1 remote_only=0
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -38,10 +46,12 @@ while [ $# -gt 0 ]; do
     --no-tf) tf=0 ;;
     --no-rss) rss=0 ;;
     --python) python=1 python_only=1 ;;
+    --tf-adapter) tf_adapter_only=1 ;;
     --no-python) python=0 ;;
     --remote) remote_only=1 ;;
     --no-remote) remote=0 ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --cold) cold_only=1 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -56,6 +66,22 @@ if [ $python_only = 1 ] && [ -n "$user_csv" ]; then
   echo "bench.sh: --python runs on generated data sets, not with --csv" >&2; exit 2
 fi
 
+# The cold-storage benchmark (issue 16): the package in .venv (scripts/python-env.sh), the
+# slow-disk shim compiled here, a 1536-record dataset of 150 KB raw records (231 MB) and its
+# .npy copy under WORK/cold; results in WORK/cold.json and WORK/cold.md.
+if [ $cold_only = 1 ]; then
+  SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
+  ./scripts/python-env.sh >&2
+  mkdir -p "$work/cold"
+  work=$(realpath "$work")
+  cc -O2 -shared -fPIC -o "$work/cold/libshardpack_slow_disk.so" tests/fault_inject/slow_disk.c -ldl -lpthread
+  .venv/bin/python scripts/bench/cold_bench.py prepare --bin build-bench --work "$work/cold" >&2
+  .venv/bin/python scripts/bench/cold_bench.py drive --work "$work/cold" --shim "$work/cold/libshardpack_slow_disk.so" \
+    --io ${SHARDPACK_COLD_IO:-mmap pread} --reps "${reps:-3}" --json "$work/cold.json" --markdown "$work/cold.md"
+  .venv/bin/python scripts/bench/order_quality.py --json "$work/order-quality.json" --markdown "$work/order-quality.md"
+  exit 0
+fi
+
 ./scripts/install-deps.sh python3-opencv python3-numpy python3-venv python3-zstandard
 [ $python = 1 ] && ./scripts/install-deps.sh python3-torch python3-torchvision python3-pil python3-dev
 SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
@@ -66,6 +92,9 @@ work=$(realpath "$work")
 results=$work/results.jsonl
 : >"$results"
 log() { echo "bench: $*" >&2; }
+if [ $tf_adapter_only = 1 ]; then
+  exec scripts/bench/tf_adapter.sh "$bin" "$work" $([ $quick = 1 ] && echo --quick) --reps "$reps"
+fi
 
 # record NAME JSON: one measurement, one line of results.jsonl
 record() { printf '{"name":"%s","result":%s}\n' "$1" "$(tr -d '\n' <<<"$2")" >>"$results"; }

@@ -7,7 +7,7 @@
 # scikit-build-core and nanobind from PyPI.
 #
 # --tf also makes .venv-tf/ with TensorFlow and Keras from PyPI (scripts/bench/setup_tf_venv.sh)
-# and installs the package and pytest there. Where PyPI cannot be reached, or TensorFlow cannot
+# and installs the package, pytest and grain there. Where PyPI cannot be reached, or TensorFlow cannot
 # be installed, it says so on stderr and leaves .venv-tf/ out (exit 0): the Keras and tf.data
 # tests are then reported as skipped.
 #
@@ -71,7 +71,11 @@ if [ $with_tf = 1 ]; then
   case $rc in
     0) install_package .venv-tf
        .venv-tf/bin/python -c 'import pytest' 2>/dev/null ||
-         .venv-tf/bin/python -m pip install --disable-pip-version-check -q pytest ;;
+         .venv-tf/bin/python -m pip install --disable-pip-version-check -q pytest
+       # Grain (shardpack.grain and its Keras 3 fit test); without it those tests are skipped.
+       .venv-tf/bin/python -c 'import grain' 2>/dev/null ||
+         .venv-tf/bin/python -m pip install --disable-pip-version-check -q grain >&2 ||
+         log "grain could not be installed into .venv-tf: the Grain tests will be skipped" ;;
     3) log "PyPI unreachable: no TensorFlow venv; the Keras and tf.data tests will be skipped" ;;
     *) log "TensorFlow could not be installed (setup_tf_venv.sh exit $rc); the Keras and tf.data tests will be skipped" ;;
   esac

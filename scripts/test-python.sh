@@ -11,12 +11,13 @@ export SHARDPACK_BUILD_DIR=$(realpath "${SHARDPACK_BUILD_DIR:-build}")
 ./scripts/python-env.sh --tf
 # -rs: every skip with its reason; -p no:cacheprovider: no .pytest_cache in the tree.
 pytest_args=(-q -rs -p no:cacheprovider --durations=5)
+tf_tests=(tests/python/test_keras_tf.py tests/python/test_grain.py)  # run in .venv-tf
 status=0
-.venv/bin/python -m pytest "${pytest_args[@]}" tests/python --ignore=tests/python/test_keras_tf.py || status=1
+.venv/bin/python -m pytest "${pytest_args[@]}" tests/python "${tf_tests[@]/#/--ignore=}" || status=1
 if [ -x .venv-tf/bin/python ] && TF_CPP_MIN_LOG_LEVEL=3 .venv-tf/bin/python -c 'import tensorflow, keras, shardpack' 2>/dev/null; then
-  .venv-tf/bin/python -m pytest "${pytest_args[@]}" tests/python/test_keras_tf.py || status=1
+  .venv-tf/bin/python -m pytest "${pytest_args[@]}" "${tf_tests[@]}" || status=1
 else
-  echo "test-python: no working .venv-tf (see above): the Keras and tf.data tests are skipped:"
-  .venv/bin/python -m pytest "${pytest_args[@]}" tests/python/test_keras_tf.py || status=1
+  echo "test-python: no working .venv-tf (see above): the Keras, tf.data and Grain tests are skipped:"
+  .venv/bin/python -m pytest "${pytest_args[@]}" "${tf_tests[@]}" || status=1
 fi
 exit $status

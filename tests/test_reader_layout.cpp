@@ -160,3 +160,65 @@ TEST_CASE("int64 outputs are checked against their capacity and refused for clas
     out.label_index_capacity = idx.size();
     REQUIRE_THROWS_WITH(cls.read_into(0, out, ctx), Catch::Contains("for segmentation datasets"));
 }
+
+TEST_CASE("uint8 index maps are the uint16 ones narrowed, read alone or beside other outputs", "[reader]") {
+    struct variant {
+        detail::layout_code layout;
+        std::uint32_t classes;
+        record_codec codec;
+    };
+    // Index maps stored as uint8 (zstd: decompressed straight into the output; raw: copied), and
+    // one-hot masks converted.
+    const variant variants[] = {
+        {detail::layout_code::index, 5, record_codec::zstd},
+        {detail::layout_code::index, 5, record_codec::none},
+        {detail::layout_code::one_hot, 4, record_codec::zstd},
+        {detail::layout_code::one_hot, 4, record_codec::none},
+    };
+    for (const auto& v : variants) {
+        DYNAMIC_SECTION("layout " << int(v.layout) << " codec " << int(v.codec)) {
+            temp_dir dir("layout-u8");
+            synthetic_options o;
+            o.layout = v.layout;
+            o.classes = v.classes;
+            o.codec = v.codec;
+            const auto samples = write_synthetic(dir.str(), o);
+            auto ds = dataset::open(dir.str());
+            const std::vector<std::size_t> which = {3, 0, 9, 3};
+            const std::size_t pixels = std::size_t(o.width) * o.height, n = which.size();
+            std::vector<std::uint8_t> alone(n * pixels, 77), beside(n * pixels, 77), image(n * pixels * 3);
+            std::vector<std::uint16_t> index(n * pixels);
+            read_context ctx;
+            sample_buffers out;
+            out.image_u8 = image.data();
+            out.image_capacity = image.size();
+            out.label_index_u8 = alone.data();
+            out.label_index_capacity = alone.size();
+            ds.read_batch(which.data(), n, out, ctx);
+            out.label_index_u8 = beside.data();
+            out.label_index = index.data();
+            ds.read_batch(which.data(), n, out, ctx);
+            REQUIRE(alone == beside);
+            for (std::size_t b = 0; b < n; ++b)
+                for (std::size_t p = 0; p < pixels; ++p) {
+                    REQUIRE(alone[b * pixels + p] == std::uint8_t(index[b * pixels + p]));
+                    REQUIRE(alone[b * pixels + p] == samples[which[b]].ids[p]);
+                }
+        }
+    }
+}
+
+TEST_CASE("uint8 index maps are refused for more than 255 classes", "[reader]") {
+    temp_dir dir("layout-u8-300");
+    synthetic_options o;
+    o.layout = detail::layout_code::index;
+    o.classes = 300;
+    write_synthetic(dir.str(), o);
+    auto ds = dataset::open(dir.str());
+    read_context ctx;
+    std::vector<std::uint8_t> idx(std::size_t(o.width) * o.height);
+    sample_buffers out;
+    out.label_index_u8 = idx.data();
+    out.label_index_capacity = idx.size();
+    REQUIRE_THROWS_WITH(ds.read_into(0, out, ctx), Catch::Contains("at most 255 classes, the dataset has 300"));
+}

@@ -22,6 +22,7 @@
 //     ds.read_batch(indices.data(), batch, out, ctx);
 //     out.channels_first = true;   // images C*H*W, one-hot labels K*H*W per sample (NCHW), no extra pass
 //     out.label_index_i64 = ids;   // or class ids as int64 (H*W per sample), as PyTorch's losses take them
+//     out.label_index_u8 = ids8;   // or as uint8 (at most 255 classes): 1/8 of the bytes
 //
 //   Random crops and flips at read time, the same for image and label (see augmentation):
 //     shardpack::augmentation aug; aug.height = aug.width = 512;
@@ -235,7 +236,8 @@ struct sample_buffers {
     std::size_t label_capacity = 0;
     std::uint16_t* label_index = nullptr;  // segmentation: H*W class ids, ignore_value where ignored
     std::int64_t* label_index_i64 = nullptr;  // the same as int64 (PyTorch's class-index targets)
-    std::size_t label_index_capacity = 0;     // for label_index and label_index_i64
+    std::uint8_t* label_index_u8 = nullptr;   // the same as uint8: datasets of at most 255 classes
+    std::size_t label_index_capacity = 0;     // for label_index, label_index_i64 and label_index_u8
     std::int32_t* class_id = nullptr;    // one per sample (-1 for segmentation)
     std::int64_t* class_id_i64 = nullptr;  // the same as int64
     // Channels first: images C*H*W and one-hot labels K*H*W per sample (NCHW batches), written
@@ -818,9 +820,19 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
     if (out.label_u8 || out.label_f32) need(out.label_capacity, (slot + 1) * one_hot_n, "label");
     if (out.label_u8) fill_one_hot(s, r, label, pixels, planar, out.label_u8 + slot * one_hot_n);
     if (out.label_f32) fill_one_hot(s, r, label, pixels, planar, out.label_f32 + slot * one_hot_n);
-    if (out.label_index || out.label_index_i64) {
+    if (out.label_index || out.label_index_i64 || out.label_index_u8) {
         if (cls) throw error("read_into: label_index is for segmentation datasets");
         need(out.label_index_capacity, (slot + 1) * pixels, "label index");
+    }
+    if (out.label_index_u8) {
+        // Class ids below 255 and the ignore value 255 fit; more classes would wrap.
+        if (s.class_count > 255)
+            throw error("read_into: uint8 label indices need at most 255 classes, the dataset has " +
+                        std::to_string(s.class_count));
+        std::uint8_t* dst = out.label_index_u8 + slot * pixels;
+        if (s.label_layout == layout_code::index && s.label_dtype_bytes == 1) std::memcpy(dst, label, pixels);
+        else for_each_stored_class(s, label, pixels,
+                                   [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint8_t>(c); });
     }
     if (out.label_index) {
         std::uint16_t* dst = out.label_index + slot * pixels;
@@ -1006,14 +1018,21 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
         rest.image_u8 = nullptr;
     }
     if (seg && out.label_u8 && s.label_layout == layout_code::one_hot && !out.channels_first && !out.label_f32 &&
-        !out.label_index && !out.label_index_i64) {
+        !out.label_index && !out.label_index_i64 && !out.label_index_u8) {
         const std::size_t one_hot_n = pixels * s.class_count;
         need(out.label_capacity, (slot + 1) * one_hot_n, "label");
         label_dst = out.label_u8 + slot * one_hot_n;
         rest.label_u8 = nullptr;
     }
+    if (seg && out.label_index_u8 && s.label_layout == layout_code::index && s.label_dtype_bytes == 1 &&
+        !out.label_u8 && !out.label_f32 && !out.label_index && !out.label_index_i64) {
+        need(out.label_index_capacity, (slot + 1) * pixels, "label index");
+        label_dst = out.label_index_u8 + slot * pixels;  // a uint8 index map as stored
+        rest.label_index_u8 = nullptr;
+    }
     const bool image_in_buffer = !image_dst && (rest.image_u8 || rest.image_f32);
-    const bool label_in_buffer = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index || rest.label_index_i64);
+    const bool label_in_buffer = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index || rest.label_index_i64 ||
+                                               rest.label_index_u8);
     if (image_in_buffer || label_in_buffer) {
         ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
         smp.rec_ = ctx.buffer_.data();

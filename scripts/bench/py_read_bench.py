@@ -23,6 +23,9 @@ Methods (2 threads or 2 workers each; --threads):
                   DataLoader with 2 workers; uint8 batches normalised in the loop's process.
   npy_ram         the whole uint8 array np.load-ed into RAM (the load counts in the time to the
                   first batch), each batch fancy-indexed and normalised with torch (2 threads).
+  npy_dl          the same arrays in RAM behind a map-style torch Dataset (a sample per
+                  __getitem__) in a DataLoader with 2 workers and the default collate (the seed
+                  user's .npy preload); the uint8 batch normalised in the loop's process.
   tfdata          TFRecord (written by scripts/bench/tfrecord_bench.py) + tf.data: shuffle over
                   the whole dataset, map(parse, parallel), batch, map(normalise, parallel),
                   prefetch; a private thread pool of 2.
@@ -36,11 +39,21 @@ Methods (2 threads or 2 workers each; --threads):
                   in the loop's process, so that a quarter of the bytes cross from the workers.)
   sp_zstd_loader, sp_raw_loader
                   shardpack.torch.Loader on the zstd / the raw (--compression none) dataset,
-                  threads=2, prefetch=2.
+                  threads=2, prefetch=2: new tensors per batch.
+  sp_zstd_ring, sp_raw_ring
+                  the same with reuse_buffers=True (a ring of prefetch + 3 batch buffers).
+  sp_zstd_u8, sp_zstd_u8_ring
+                  Loader on the zstd dataset delivering what a GPU should convert: uint8 NCHW
+                  images as stored and index labels (label="index": class ids per pixel, or per
+                  sample; label_dtype="uint8" where read_batch has it), new tensors / the ring. The epoch check sums the uint8 values and the
+                  class ids.
   sp_zstd_dl, sp_raw_dl
                   shardpack.torch.Dataset in a torch DataLoader with 2 workers (__getitems__: one
                   read_batch per batch in the worker), collate_fn=shardpack.torch.collate.
-  sp_zstd_batch   read_batch(out=...) straight in the loop, threads=2, nothing ahead.
+  sp_zstd_batch, sp_raw_batch
+                  read_batch(out=...) straight in the loop into one pair of arrays reused for
+                  every batch, threads=2, nothing ahead.
+  sp_raw_fresh    read_batch() straight in the loop into new arrays (out=None) on the raw dataset.
   bare_zstd       tools/bench_read --modes zstd_nt,reader_nt: bare ZSTD_decompressDCtx of the zstd
                   dataset's frames into one buffer per thread, same threads (no conversion), and
                   the C++ reader's read_into (uint8) beside it.
@@ -73,8 +86,13 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-ALL_METHODS = ["source_cv2", "npy_ram", "tfdata", "mds", "wds", "litdata",
-               "sp_zstd_loader", "sp_raw_loader", "sp_zstd_dl", "sp_raw_dl", "sp_zstd_batch", "bare_zstd"]
+ALL_METHODS = ["source_cv2", "npy_ram", "npy_dl", "tfdata", "mds", "wds", "litdata",
+               "sp_zstd_loader", "sp_zstd_ring", "sp_zstd_u8", "sp_zstd_u8_ring", "sp_raw_loader", "sp_raw_ring",
+               "sp_zstd_dl", "sp_raw_dl", "sp_zstd_batch", "sp_raw_batch", "sp_raw_fresh", "bare_zstd"]
+# drive's default: all but sp_raw_dl (the zstd DataLoader row shows that way; the run is long)
+DEFAULT_METHODS = [m for m in ALL_METHODS if m != "sp_raw_dl"]
+# Methods delivering uint8 images and index labels (checked against the uint8 sums)
+U8_METHODS = {"sp_zstd_u8", "sp_zstd_u8_ring"}
 
 
 def log(*args):
@@ -140,6 +158,13 @@ def cmd_prepare(a):
     pixels = n * h * w
     image_sum = float(sum((channel_sums[j] / 255 - pixels * mean[j]) / std[j] for j in range(c)))
     label_sum = float(labels.sum(dtype=np.float64))
+    # uint8 delivery: the stored values, and the class ids (index labels) instead of one-hot
+    image_u8_sum = float(channel_sums.sum())
+    if seg:
+        per_class = labels.reshape(-1, k).sum(axis=0, dtype=np.float64)
+        label_index_sum = float((per_class * np.arange(k)).sum())
+    else:
+        label_index_sum = label_sum
 
     # Per-sample .npy pairs, the input tfrecord_bench.py takes.
     npy_dir = os.path.join(a.work, "npy")
@@ -174,7 +199,8 @@ def cmd_prepare(a):
         with open(os.path.join(a.src, "class_dict.csv"), newline="") as f:
             colours = [[int(r["r"]), int(r["g"]), int(r["b"])] for r in csv.DictReader(f)]
     job = dict(job=a.job, task="segmentation" if seg else "classification", n=n, h=h, w=w, c=c, k=k,
-               image_sum=image_sum, label_sum=label_sum, sources=sources, colours=colours,
+               image_sum=image_sum, label_sum=label_sum, image_u8_sum=image_u8_sum,
+               label_index_sum=label_index_sum, sources=sources, colours=colours,
                src_size=list(a.src_size) if a.src_size else None,
                raw_ds=os.path.abspath(a.raw_ds), zstd_ds=os.path.abspath(a.zstd_ds),
                tensor_bytes=int(images.nbytes + labels.nbytes))
@@ -362,7 +388,7 @@ def make_method(method, job, work, threads, seed):
                 yield convert(torch.from_numpy(images[idx]), torch.from_numpy(labels[idx]))
         return epoch
 
-    if method in ("source_cv2", "mds", "wds", "litdata"):
+    if method in ("source_cv2", "npy_dl", "mds", "wds", "litdata"):
         import torch
         import torch.utils.data as tud
         convert = torch_normaliser(job, threads)
@@ -378,6 +404,12 @@ def make_method(method, job, work, threads, seed):
         loaders = {}
 
         def dataloader():
+            if method == "npy_dl":
+                import numpy as np
+                ds = NpyDataset(np.load(os.path.join(work, "tensors", "images.npy")),
+                                np.load(os.path.join(work, "tensors", "labels.npy")))
+                return tud.DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=threads,
+                                      worker_init_fn=worker_init, generator=torch.Generator().manual_seed(seed))
             if method == "source_cv2":
                 ds = SourceDataset(job)
                 return tud.DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=threads,
@@ -471,14 +503,20 @@ def make_method(method, job, work, threads, seed):
         import shardpack
         import shardpack.torch as spt
         path = job["zstd_ds"] if "_zstd_" in method else job["raw_ds"]
-        options = dict(dtype="float32", layout="NCHW", normalize="imagenet", label="onehot" if seg else "index")
+        if method in U8_METHODS:  # what a GPU should convert: uint8 as stored, class ids
+            options = dict(dtype="uint8", layout="NCHW", normalize=None, label="index")
+            import inspect
+            if "label_dtype" in inspect.signature(shardpack.Dataset.read_batch).parameters:
+                options["label_dtype"] = "uint8"  # one byte a class id (the classes here fit)
+        else:
+            options = dict(dtype="float32", layout="NCHW", normalize="imagenet", label="onehot" if seg else "index")
         state = {}
 
-        if method.endswith("_loader"):
+        if method.endswith(("_loader", "_ring", "_u8")):
             def epoch(e):
                 if not state:
                     state["loader"] = spt.Loader(path, batch_size=BATCH, shuffle=True, seed=seed, threads=threads,
-                                                 prefetch=2, **options)
+                                                 prefetch=2, reuse_buffers=method.endswith("_ring"), **options)
                 state["loader"].set_epoch(e)
                 return iter(state["loader"])
             return epoch
@@ -491,27 +529,43 @@ def make_method(method, job, work, threads, seed):
                                                  generator=torch.Generator().manual_seed(seed))
                 return iter(state["dl"])
             return epoch
-        if method.endswith("_batch"):
+        if method.endswith(("_batch", "_fresh")):
             import numpy as np
+            reuse = method.endswith("_batch")
 
             def epoch(e):
                 if not state:
                     state["ds"] = shardpack.open(path)
-                    (ishape, idt), (lshape, ldt) = state["ds"].batch_spec(BATCH, options["dtype"], options["layout"],
-                                                                          options["label"])
-                    state["spec"] = (ishape, idt, lshape, ldt)
+                    if reuse:  # one pair of arrays for every batch (a short last batch: their head)
+                        spec_options = {k: v for k, v in options.items() if k != "normalize"}
+                        (ishape, idt), (lshape, ldt) = state["ds"].batch_spec(BATCH, **spec_options)
+                        state["out"] = (np.empty(ishape, idt), np.empty(lshape, ldt))
                 ds = state["ds"]
-                ishape, idt, lshape, ldt = state["spec"]
                 perm = shardpack.permutation(n, seed, e)
                 for b in range(0, n, BATCH):
                     idx = perm[b:b + BATCH]
-                    m = len(idx)
-                    images = torch.from_numpy(np.empty((m,) + tuple(ishape[1:]), idt))
-                    labels = torch.from_numpy(np.empty((m,) + tuple(lshape[1:]), ldt))
-                    ds.read_batch(idx, out=(images, labels), threads=threads, **options)
-                    yield images, labels
+                    if reuse:
+                        m = len(idx)
+                        out = (state["out"][0][:m], state["out"][1][:m])
+                        images, labels = ds.read_batch(idx, out=out, threads=threads, **options)
+                    else:
+                        images, labels = ds.read_batch(idx, threads=threads, **options)
+                    yield torch.from_numpy(images), torch.from_numpy(labels)
             return epoch
     raise SystemExit(f"run: unknown method {method}")
+
+
+class NpyDataset:
+    """A map-style dataset over in-RAM arrays: sample i is (images[i], labels[i])."""
+
+    def __init__(self, images, labels):
+        self.images, self.labels = images, labels
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, i):
+        return self.images[i], self.labels[i]
 
 
 class SourceDataset:
@@ -603,10 +657,13 @@ def cmd_run(a):
     if a.check:
         t, _, c, isum, lsum = run_epoch(a.epochs, check=True)
         tol = 2e-3 if (a.method == "source_cv2" and job["task"] == "classification") else 1e-5
-        ok_images = abs(isum - job["image_sum"]) <= tol * max(1.0, abs(job["image_sum"])) + 1e-3 * n
-        ok_labels = abs(lsum - job["label_sum"]) <= 1e-6 * max(1.0, abs(job["label_sum"])) + 0.5
-        result["check"] = {"samples": c, "image_sum": isum, "want_image_sum": job["image_sum"],
-                           "label_sum": lsum, "want_label_sum": job["label_sum"],
+        u8 = a.method in U8_METHODS
+        want_image = job["image_u8_sum"] if u8 else job["image_sum"]
+        want_label = job["label_index_sum"] if u8 else job["label_sum"]
+        ok_images = abs(isum - want_image) <= tol * max(1.0, abs(want_image)) + 1e-3 * n
+        ok_labels = abs(lsum - want_label) <= 1e-6 * max(1.0, abs(want_label)) + 0.5
+        result["check"] = {"samples": c, "image_sum": isum, "want_image_sum": want_image,
+                           "label_sum": lsum, "want_label_sum": want_label,
                            "ok": bool(c == n and ok_images and ok_labels)}
     sampler.stop()
     result.update({"peak_rss_bytes": sampler.peak_total, "peak_anon_bytes": sampler.peak_anon,
@@ -633,6 +690,7 @@ def cmd_parts(a):
                          one-hot float / int64 ids): the above plus the conversion;
       loader             shardpack.torch.Loader epoch, the same options: read_f32 plus the
                          Python side (the queue, tensor allocation, prefetch thread);
+      loader_ring        the same with reuse_buffers=True (no allocation per batch);
       write_floor        filling freshly allocated tensors of the float batch's size with
                          torch (fill_, T threads): the memory-bandwidth floor of delivering the
                          float batch at all, whatever the source;
@@ -662,9 +720,9 @@ def cmd_parts(a):
 
     for kind in ("zstd", "raw"):
         ds = shardpack.open(job[f"{kind}_ds"])
-        (ishape, idt), (lshape, ldt) = ds.batch_spec(batch, "uint8", "NHWC", "stored")
+        (ishape, idt), (lshape, ldt) = ds.batch_spec(batch, dtype="uint8", layout="NHWC", label="stored")
         bu = (np.empty(ishape, idt), np.empty(lshape, ldt))
-        (fshape, fdt), (flshape, fldt) = ds.batch_spec(batch, "float32", "NCHW", label)
+        (fshape, fdt), (flshape, fldt) = ds.batch_spec(batch, dtype="float32", layout="NCHW", label=label)
         bf = (np.empty(fshape, fdt), np.empty(flshape, fldt))
 
         def read(perm, buffers, **kw):
@@ -678,15 +736,18 @@ def cmd_parts(a):
     for k in list(out):
         if k.endswith("_us"):
             out[k] *= n / whole
-    loader = spt.Loader(job["zstd_ds"], batch_size=batch, shuffle=True, seed=7, threads=t, prefetch=2, **opts)
-    times = []
-    for r in range(a.reps):
-        loader.set_epoch(r)
-        start = time.perf_counter()
-        for _ in loader:
-            pass
-        times.append(time.perf_counter() - start)
-    out["zstd_loader_us"] = min(times) / n * 1e6
+    for key, reuse in (("zstd_loader_us", False), ("zstd_loader_ring_us", True)):
+        loader = spt.Loader(job["zstd_ds"], batch_size=batch, shuffle=True, seed=7, threads=t, prefetch=2,
+                            reuse_buffers=reuse, **opts)
+        times = []
+        for r in range(a.reps):
+            loader.set_epoch(r)
+            start = time.perf_counter()
+            for _ in loader:
+                pass
+            times.append(time.perf_counter() - start)
+        out[key] = min(times) / n * 1e6
+        del loader
     fbytes = int(np.prod(fshape[1:])) * 4 + int(np.prod(flshape[1:])) * (4 if seg else 8)
     out["float_batch_bytes_per_sample"] = fbytes
 
@@ -716,7 +777,7 @@ def cmd_parts(a):
 
 def cmd_drive(a):
     job = load_job(a.work)
-    methods = a.methods.split(",") if a.methods else list(ALL_METHODS)
+    methods = a.methods.split(",") if a.methods else list(DEFAULT_METHODS)
     unknown = [m for m in methods if m not in ALL_METHODS]
     if unknown:
         raise SystemExit(f"drive: unknown methods {unknown}")

@@ -6,12 +6,19 @@
 One row per way of reading, per job: the median over the interleaved rounds of samples/s (N /
 the median steady epoch), the steady epoch, the first epoch and the time to the first batch (a
 fresh process), and peak RSS (the process and its DataLoader workers; anon = not file-backed).
-The target column holds the issue's targets, each a ratio of medians from the same run:
-  raw records >= 0.8x the in-RAM .npy array, with peak RSS under a quarter of its;
-  zstd records >= 0.85x bare ZSTD_decompressDCtx on the same threads;
-  shardpack >= 3x TFRecord + tf.data, MosaicML Streaming (MDS), WebDataset and LitData.
-shardpack's figure in a target is its faster way (Loader or DataLoader) for that kind of
-record, named in the cell. A way that could not run says why instead of a number."""
+The target column holds issue 19's targets, each a ratio of medians from the same run:
+  fresh read_batch of raw records (new arrays) >= 0.9x read_batch(out=) into reused arrays
+    and >= 1.0x NumPy indexing of the in-RAM .npy array (npy_ram);
+  Loader (float32, the faster of new tensors and reused buffers) >= 3x TFRecord + tf.data and
+    >= 2x every streaming peer (MosaicML Streaming, WebDataset, LitData);
+  uint8 delivery of zstd records (Loader, uint8 images + index labels) >= 0.85x bare
+    ZSTD_decompressDCtx of the same frames on the same threads;
+and, without a target, Loader against the .npy arrays in a DataLoader (npy_dl).
+shardpack's figure in a target is its faster way for that kind of record, named in the cell.
+A way that could not run says why instead of a number.
+
+--markdown writes one table with a column group per job (README's "Python reading
+performance")."""
 import argparse
 import json
 import os
@@ -27,18 +34,30 @@ JOBS = {
 }
 WAYS = [
     ("source_cv2", "PyTorch Dataset, OpenCV decode of the source files, DataLoader 2 workers"),
-    ("npy_ram", "in-RAM .npy array, indexed, normalised with torch (2 threads)"),
+    ("npy_ram", "in-RAM .npy array, indexed in the loop, normalised with torch (2 threads)"),
+    ("npy_dl", "in-RAM .npy arrays, map-style Dataset in a DataLoader, 2 workers, default collate"),
     ("tfdata", "TFRecord + tf.data (parallel map, prefetch)"),
     ("mds", "MosaicML Streaming (MDS), DataLoader 2 workers"),
     ("wds", "WebDataset, DataLoader 2 workers"),
     ("litdata", "LitData, StreamingDataLoader 2 workers"),
-    ("sp_zstd_loader", "shardpack zstd, shardpack.torch.Loader (2 threads)"),
-    ("sp_zstd_dl", "shardpack zstd, shardpack.torch.Dataset in DataLoader 2 workers"),
-    ("sp_zstd_batch", "shardpack zstd, read_batch(out=) in the loop (2 threads)"),
-    ("sp_raw_loader", "shardpack raw, shardpack.torch.Loader (2 threads)"),
-    ("sp_raw_dl", "shardpack raw, shardpack.torch.Dataset in DataLoader 2 workers"),
+    ("sp_zstd_loader", "shardpack zstd, Loader, new float32 tensors (2 threads)"),
+    ("sp_zstd_ring", "shardpack zstd, Loader, reused buffers (reuse_buffers=True), float32"),
+    ("sp_raw_loader", "shardpack raw, Loader, new float32 tensors"),
+    ("sp_raw_ring", "shardpack raw, Loader, reused buffers, float32"),
+    ("sp_zstd_u8", "shardpack zstd, Loader, uint8 images + index labels, new tensors"),
+    ("sp_zstd_u8_ring", "shardpack zstd, Loader, uint8 images + index labels, reused buffers"),
+    ("sp_zstd_dl", "shardpack zstd, shardpack.torch.Dataset in DataLoader 2 workers (spt.collate)"),
+    ("sp_raw_dl", "shardpack raw, shardpack.torch.Dataset in DataLoader 2 workers (spt.collate)"),
+    ("sp_zstd_batch", "shardpack zstd, read_batch(out=) into reused arrays in the loop"),
+    ("sp_raw_batch", "shardpack raw, read_batch(out=) into reused arrays in the loop"),
+    ("sp_raw_fresh", "shardpack raw, read_batch() into new arrays in the loop"),
     ("bare_zstd", "bare ZSTD_decompressDCtx of the zstd records, 2 threads (C++, uint8, no conversion)"),
 ]
+AGAINST = {"npy_ram": "the .npy array indexed in the loop", "npy_dl": "the .npy arrays in a DataLoader",
+           "tfdata": "TFRecord + tf.data", "mds": "MosaicML Streaming", "wds": "WebDataset", "litdata": "LitData",
+           "bare_zstd": "bare zstd", "sp_raw_batch": "read_batch(out=) of raw records"}
+FLOAT_LOADERS = {"zstd": ("sp_zstd_loader", "sp_zstd_ring"), "raw": ("sp_raw_loader", "sp_raw_ring")}
+U8_LOADERS = ("sp_zstd_u8", "sp_zstd_u8_ring")
 
 
 def med(values):
@@ -87,37 +106,30 @@ def build(runs):
             cands = [(rate[w], w) for w in ways if rate.get(w)]
             return max(cands) if cands else (None, None)
 
-        zstd_rate, zstd_way = best("sp_zstd_loader", "sp_zstd_dl")
-        raw_rate, raw_way = best("sp_raw_loader", "sp_raw_dl")
-        sp_rate, sp_way = best("sp_zstd_loader", "sp_zstd_dl", "sp_raw_loader", "sp_raw_dl")
         per_row_target = {}
 
-        def target(way, text, ratio, minimum, maximum=None, ratio2=None):
-            met = None
-            if ratio is not None:
-                met = ratio >= minimum if minimum is not None else True
-                if maximum is not None:
-                    met = met and ratio2 is not None and ratio2 < maximum
-            entry = {"job": job, "against": way, "target": text, "ratio": ratio, "ratio_rss": ratio2, "met": met}
+        def target(way, text, ratio, minimum, sp_way):
+            met = None if ratio is None or minimum is None else ratio >= minimum
+            entry = {"job": job, "against": way, "target": text, "way": sp_way, "ratio": ratio, "minimum": minimum,
+                     "met": met}
             targets.append(entry)
             per_row_target.setdefault(way, []).append(entry)
 
-        npy = s.get("npy_ram")
-        if npy and npy["status"] == "ok" and raw_rate:
-            raw = s[raw_way]
-            rss_ratio = raw["peak_rss_mb"] / npy["peak_rss_mb"] if npy["peak_rss_mb"] else None
-            target("npy_ram", f"raw records ({raw_way}) >= 0.8x, peak RSS < 0.25x",
-                   raw_rate / npy["samples_per_s"], 0.8, 0.25, rss_ratio)
-            above = npy["peak_rss_mb"] - npy["baseline_rss_mb"]
-            targets[-1]["ratio_rss_above_baseline"] = \
-                (raw["peak_rss_mb"] - raw["baseline_rss_mb"]) / above if above > 0 else None
-        if rate.get("bare_zstd") and zstd_rate:
-            target("bare_zstd", f"zstd records ({zstd_way}) >= 0.85x", zstd_rate / rate["bare_zstd"], 0.85)
-        for peer in ("tfdata", "mds", "wds", "litdata"):
-            if rate.get(peer) and zstd_rate:
-                target(peer, f"zstd records ({zstd_way}) >= 3x", zstd_rate / rate[peer], 3.0)
-                if raw_rate:
-                    target(peer, f"raw records ({raw_way}) >= 3x", raw_rate / rate[peer], 3.0)
+        fresh = rate.get("sp_raw_fresh")
+        if fresh and rate.get("sp_raw_batch"):
+            target("sp_raw_batch", "fresh read_batch of raw records", fresh / rate["sp_raw_batch"], 0.9, "sp_raw_fresh")
+        if fresh and rate.get("npy_ram"):
+            target("npy_ram", "fresh read_batch of raw records", fresh / rate["npy_ram"], 1.0, "sp_raw_fresh")
+        loaders = {kind: best(*ways) for kind, ways in FLOAT_LOADERS.items()}
+        for peer, minimum in (("tfdata", 3.0), ("mds", 2.0), ("wds", 2.0), ("litdata", 2.0), ("npy_dl", None)):
+            if not rate.get(peer):
+                continue
+            for kind, (r, way) in loaders.items():
+                if r:
+                    target(peer, f"Loader {kind}", r / rate[peer], minimum, way)
+        u8_rate, u8_way = best(*U8_LOADERS)
+        if rate.get("bare_zstd") and u8_rate:
+            target("bare_zstd", "uint8 delivery of zstd records", u8_rate / rate["bare_zstd"], 0.85, u8_way)
         for way, label in WAYS:
             v = s[way]
             if v is None:
@@ -152,13 +164,13 @@ def cells(r):
 
 
 def target_text(e):
+    goal = f" >= {e['minimum']:g}x" if e.get("minimum") else ""
+    s = f"{e['target']} ({e['way']}){goal}"
     if e["ratio"] is None:
-        return f"{e['target']}: n/a"
-    s = f"{e['target']}: {e['ratio']:.2f}x"
-    if e["ratio_rss"] is not None:
-        s += f", RSS {e['ratio_rss']:.2f}x"
-        if e.get("ratio_rss_above_baseline") is not None:
-            s += f" ({e['ratio_rss_above_baseline']:.2f}x above the interpreter's)"
+        return f"{s}: n/a"
+    s = f"{s}: {e['ratio']:.2f}x"
+    if e["met"] is None:
+        return s
     return s + (" met" if e["met"] else " MISSED")
 
 
@@ -170,13 +182,64 @@ def parts_text(p):
     return (f"Parts, microseconds per sample ({p['threads']} threads, best of 3): read_batch zstd uint8 as stored "
             f"{us('zstd_read_u8_stored_us')}, zstd float32 NCHW {us('zstd_read_f32_us')}, raw uint8 "
             f"{us('raw_read_u8_stored_us')}, raw float32 {us('raw_read_f32_us')} (into reused buffers); Loader "
-            f"epoch (zstd, new tensors per batch) {us('zstd_loader_us')}; allocating and filling new float "
+            f"epoch (zstd, new tensors per batch) {us('zstd_loader_us')}, with reused buffers "
+            f"{us('zstd_loader_ring_us')}; allocating and filling new float "
             f"tensors of the batch's size {us('write_floor_us')} "
             f"({p.get('float_batch_bytes_per_sample', 0) / 1e6:.2f} MB a sample); the peers' uint8 -> float32 "
             f"NCHW step {us('normalise_u8_us')}.")
 
 
 HEADER = ["way", "samples/s", "epoch s", "first epoch s", "first batch s", "peak RSS MB", "target"]
+
+
+def combined_markdown(rows, targets):
+    """One table, a column group per job: samples/s, epoch / first batch s, peak RSS; then one
+    row per target with each job's ratio."""
+    jobs = [j for j in JOBS if any(r["job"] == j for r in rows)]
+    head = ["way"]
+    for j in jobs:
+        head += [f"{j} samples/s", f"{j} epoch / first batch s", f"{j} peak RSS MB"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by = {(r["job"], r["way"]): r for r in rows}
+    for way, label in WAYS:
+        if not any((j, way) in by for j in jobs):
+            continue
+        line = [label]
+        for j in jobs:
+            r = by.get((j, way))
+            if r is None:
+                line += ["", "", ""]
+            elif r["status"] != "ok":
+                line += [f"not measured: {r['reason']}", "", ""]
+            elif way == "bare_zstd":
+                line += [fmt(r["samples_per_s"]), "", ""]
+            else:
+                check = "" if r.get("check") is not False else " CHECK FAILED"
+                rss = fmt(r["peak_rss_mb"], 0) + (f" ({r['processes']})" if r["processes"] > 1 else "")
+                line += [fmt(r["samples_per_s"]) + check, f"{fmt(r['epoch_s'], 2)} / {fmt(r['ttfb_s'], 2)}", rss]
+        out.append("| " + " | ".join(str(c).replace("|", "/") for c in line) + " |")
+    order, cells_by = [], {}
+    for t in targets:
+        key = (t["against"], t["target"], t.get("minimum"))
+        if key not in cells_by:
+            order.append(key)
+            cells_by[key] = {}
+        cells_by[key][t["job"]] = t
+    for key in order:
+        against, text, minimum = key
+        if minimum:
+            line = [f"target: {text} >= {minimum:g}x against {AGAINST[against]}"]
+        else:
+            line = [f"ratio (no target): {text} against {AGAINST[against]}"]
+        for j in jobs:
+            t = cells_by[key].get(j)
+            if t is None or t["ratio"] is None:
+                line += ["n/a", "", ""]
+                continue
+            verdict = "" if t["met"] is None else (" met" if t["met"] else " MISSED")
+            line += [f"{t['ratio']:.2f}x{verdict} ({t['way']})", "", ""]
+        out.append("| " + " | ".join(line) + " |")
+    return "\n".join(out) + "\n"
 
 
 def main():
@@ -237,7 +300,7 @@ def main():
                    "setup": setup, "rows": rows, "targets": targets, "raw": runs}, f, indent=1)
     if a.markdown:
         with open(a.markdown, "w") as f:
-            f.write("\n".join(md) + "\n")
+            f.write(combined_markdown(rows, targets) + "\n" + "\n".join(md) + "\n")
     print(f"written: {a.json}" + (f", {a.markdown}" if a.markdown else ""), file=sys.stderr)
     return 0
 

@@ -18,9 +18,16 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <utility>
+
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -29,6 +36,10 @@
 
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
+
+#ifndef SHARDPACK_VERSION
+#error "SHARDPACK_VERSION: src/python/CMakeLists.txt defines it from project(VERSION)"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -133,12 +144,73 @@ worker_pool& pool() {
     return *current;
 }
 
+// Releases the GIL for its scope, like nb::gil_scoped_release, except at the interpreter's exit:
+// a daemon thread (a Loader's, a tf.data worker's) that comes back from a read_batch while the
+// interpreter finalizes would be ended by CPython inside PyEval_RestoreThread (pthread_exit),
+// whose unwinding through this destructor (noexcept) called std::terminate and aborted the
+// whole process. Such a thread now waits here instead, and ends with the process.
+class gil_released {
+public:
+    gil_released() : state_(PyEval_SaveThread()) {}
+    gil_released(const gil_released&) = delete;
+    gil_released& operator=(const gil_released&) = delete;
+    ~gil_released() {
+        if (finalizing()) {
+            // This thread's Reader and arrays stay referenced by its frames for good: not a
+            // reference-counting fault, so nanobind's report of them at exit is turned off
+            // (a flag only; no Python API is called without the GIL).
+            nb::set_leak_warnings(false);
+            for (;;) pause();
+        }
+        PyEval_RestoreThread(state_);
+    }
+
+private:
+    static bool finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+        return Py_IsFinalizing();
+#else
+        return _Py_IsFinalizing();
+#endif
+    }
+    PyThreadState* state_;
+};
+
 shardpack::read_context& thread_context() {
     thread_local shardpack::read_context ctx;
     return ctx;
 }
 
 enum class label_mode { one_hot, index, none };
+
+// Argument errors raised here (only about out= arrays: see read_batch) become the Python classes
+// that are both a shardpack.Error and the matching built-in (registered in NB_MODULE).
+struct argument_error : shardpack::error {  // shardpack.ArgumentValueError (ValueError)
+    using shardpack::error::error;
+};
+struct argument_type_error : shardpack::error {  // shardpack.ArgumentTypeError (TypeError)
+    using shardpack::error::error;
+};
+PyObject* error_type = nullptr;           // shardpack.Error (RuntimeError)
+PyObject* value_error_type = nullptr;     // shardpack.ArgumentValueError
+PyObject* type_error_type = nullptr;      // shardpack.ArgumentTypeError
+PyObject* index_error_type = nullptr;     // shardpack.IndexOutOfRange
+
+// Text from the dataset (class names, keys) as the JSON side reads it: bytes that are not UTF-8
+// come back as lone surrogates (surrogateescape), so os.fsencode(key) gives the bytes back.
+nb::str text(std::string_view s) {
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "surrogateescape");
+    if (!o) throw nb::python_error();
+    return nb::steal<nb::str>(o);
+}
+
+// Sets a Python exception of `type` from a C++ message that may hold a path that is not UTF-8.
+void set_error(PyObject* type, const char* what) {
+    PyObject* message = PyUnicode_DecodeUTF8(what, static_cast<Py_ssize_t>(std::strlen(what)), "backslashreplace");
+    if (!message) return;  // the decoding error stays set
+    PyErr_SetObject(type, message);
+    Py_DECREF(message);
+}
 
 // Any device here; caller_array accepts CPU memory: plain (kDLCPU) or pinned (kDLCUDAHost, as
 // PyTorch reports a pinned CPU tensor through DLPack).
@@ -156,6 +228,7 @@ const char* dtype_name(nb::dlpack::dtype t) {
     if (t == nb::dtype<std::int64_t>()) return "int64";
     if (t == nb::dtype<double>()) return "float64";
     if (t == nb::dtype<std::int32_t>()) return "int32";
+    if (t == nb::dtype<std::uint16_t>()) return "uint16";
     return "another dtype";
 }
 
@@ -166,26 +239,161 @@ any_array caller_array(nb::handle obj, const char* what, const std::vector<std::
                        nb::dlpack::dtype dtype) {
     any_array a;
     if (!nb::try_cast(obj, a, false))
-        throw shardpack::error(std::string("read_batch: out ") + what +
+        throw argument_type_error(std::string("read_batch: out ") + what +
                                " must be a writable, C-contiguous CPU array (NumPy, buffer protocol or DLPack)");
     if (a.device_type() != nb::device::cpu::value && a.device_type() != nb::device::cuda_host::value)
-        throw shardpack::error(std::string("read_batch: out ") + what + " is not in CPU memory (DLPack device type " +
+        throw argument_error(std::string("read_batch: out ") + what + " is not in CPU memory (DLPack device type " +
                                std::to_string(a.device_type()) + "); pinned CPU memory is fine");
     std::vector<std::size_t> got(a.ndim());
     for (std::size_t d = 0; d < a.ndim(); ++d) got[d] = a.shape(d);
-    if (got != shape || a.dtype() != dtype)
-        throw shardpack::error(std::string("read_batch: out ") + what + " is " + dtype_name(a.dtype()) + " " +
+    if (a.dtype() != dtype)
+        throw argument_type_error(std::string("read_batch: out ") + what + " is " + dtype_name(a.dtype()) + " " +
+                                  shape_string(got) + ", this batch needs " + dtype_name(dtype) + " " +
+                                  shape_string(shape));
+    if (got != shape)
+        throw argument_error(std::string("read_batch: out ") + what + " is " + dtype_name(a.dtype()) + " " +
                                shape_string(got) + ", this batch needs " + dtype_name(dtype) + " " +
                                shape_string(shape));
     return a;
 }
 
-nb::object new_numpy(const std::vector<std::size_t>& shape, nb::dlpack::dtype dtype) {
+// Whether two arrays' bytes overlap (a view of the other, or two views of one buffer).
+bool overlap(const any_array& a, const any_array& b) {
+    const auto* a0 = static_cast<const char*>(a.data());
+    const auto* b0 = static_cast<const char*>(b.data());
+    return a.nbytes() && b.nbytes() && a0 < b0 + b.nbytes() && b0 < a0 + a.nbytes();
+}
+
+// Fresh output arrays (read_batch without out=, ds[i] of zstd records). Memory the kernel hands
+// out in 4 KiB pages faults once per page on first write: for a 75 MB batch that is ~18,000
+// faults, each zeroing its page, and it made fresh batches 3-4x slower than filling reused ones.
+// Large outputs therefore come from blocks of whole 2 MiB huge pages (madvise MADV_HUGEPAGE:
+// 512x fewer faults where transparent huge pages are "madvise" or "always"), and a block whose
+// array is freed goes back to a small cache that the next batch of the same size takes again,
+// already mapped: the steady state of a training loop (one batch alive while the next is read)
+// faults nothing. The cache holds at most `cached_blocks` blocks and `cached_bytes_limit` bytes;
+// a block that does not fit is returned to the system. See scripts/bench/py_alloc_bench.py.
+//
+// allocation (private, for that benchmark): how fresh outputs are allocated.
+enum class allocation { pool, huge_pages, numpy, plain };
+allocation fresh_allocation = allocation::pool;
+
+constexpr std::size_t huge_page = std::size_t(2) << 20;
+constexpr std::size_t small_output = std::size_t(1) << 20;  // below: plain operator new (malloc's heap)
+
+class block_cache {
+public:
+    // A block of at least `bytes` (a multiple of huge_page): a cached one of that size, or new.
+    void* take(std::size_t bytes, bool cached) {
+        if (cached) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (auto it = free_.rbegin(); it != free_.rend(); ++it)
+                if (it->bytes == bytes) {
+                    void* p = it->data;
+                    cached_bytes_ -= bytes;
+                    free_.erase(std::next(it).base());
+                    return p;
+                }
+        }
+        void* p = nullptr;
+        if (posix_memalign(&p, huge_page, bytes) != 0) throw std::bad_alloc();
+        madvise(p, bytes, MADV_HUGEPAGE);  // advice: without THP it fails harmlessly
+        return p;
+    }
+
+    // Called when an array's last reference goes (the GIL held).
+    void give(void* p, std::size_t bytes, bool cached) {
+        if (cached) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (bytes <= limit()) {
+                // Make room: the oldest blocks go first.
+                while (!free_.empty() && (free_.size() >= cached_blocks || cached_bytes_ + bytes > limit())) {
+                    std::free(free_.front().data);
+                    cached_bytes_ -= free_.front().bytes;
+                    free_.erase(free_.begin());
+                }
+                free_.push_back({p, bytes});
+                cached_bytes_ += bytes;
+                return;
+            }
+        }
+        std::free(p);
+    }
+
+private:
+    struct block {
+        void* data;
+        std::size_t bytes;
+    };
+    static constexpr std::size_t cached_blocks = 8;  // images + labels of 4 batches
+    // An eighth of the machine's memory, at least 256 MiB.
+    static std::size_t limit() {
+        static const std::size_t bytes = [] {
+            const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+            const std::size_t total = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : 0;
+            return std::max<std::size_t>(std::size_t(256) << 20, total / 8);
+        }();
+        return bytes;
+    }
+    std::mutex mutex_;
+    std::vector<block> free_;  // oldest first
+    std::size_t cached_bytes_ = 0;
+};
+
+// The process's cache; like the pool of threads, a forked child starts its own (the parent's
+// mutex may have been held at the fork). Blocks from before the fork are the child's copies:
+// they go to the child's cache.
+block_cache& blocks() {
+    static block_cache* current = nullptr;
+    static pid_t owner = 0;
+    if (!current || owner != getpid()) {
+        current = new block_cache;  // the previous one is deliberately leaked (see above)
+        owner = getpid();
+    }
+    return *current;
+}
+
+// `bytes` of uninitialised memory for a fresh output, and the capsule that frees it.
+std::pair<void*, nb::capsule> output_memory(std::size_t bytes) {
+    if (bytes < small_output || fresh_allocation == allocation::plain) {
+        void* data = ::operator new(bytes == 0 ? 1 : bytes);
+        return {data, nb::capsule(data, [](void* p) noexcept { ::operator delete(p); })};
+    }
+    const std::size_t rounded = (bytes + huge_page - 1) / huge_page * huge_page;
+    const bool cached = fresh_allocation == allocation::pool;
+    void* data = blocks().take(rounded, cached);
+    // The capsule's destructor gets only the pointer: the size travels in a small header object.
+    struct owned {
+        void* data;
+        std::size_t bytes;
+        bool cached;
+    };
+    auto* o = new owned{data, rounded, cached};
+    return {data, nb::capsule(o, [](void* p) noexcept {
+                const auto* o = static_cast<owned*>(p);
+                blocks().give(o->data, o->bytes, o->cached);
+                delete o;
+            })};
+}
+
+std::size_t element_count(const std::vector<std::size_t>& shape) {
     std::size_t n = 1;
     for (auto d : shape) n *= d;
-    const std::size_t bytes = n * dtype.bits / 8;
-    void* data = ::operator new(bytes == 0 ? 1 : bytes);
-    nb::capsule owner(data, [](void* p) noexcept { ::operator delete(p); });
+    return n;
+}
+
+nb::object new_numpy(const std::vector<std::size_t>& shape, nb::dlpack::dtype dtype) {
+    const std::size_t bytes = element_count(shape) * dtype.bits / 8;
+    if (fresh_allocation == allocation::numpy) {
+        nb::object np = nb::module_::import_("numpy");
+        const char* name = dtype == nb::dtype<float>() ? "float32"
+                         : dtype == nb::dtype<std::int64_t>() ? "int64"
+                         : dtype == nb::dtype<std::uint16_t>() ? "uint16" : "uint8";
+        nb::list dims;
+        for (auto d : shape) dims.append(d);
+        return np.attr("empty")(nb::tuple(dims), name);
+    }
+    auto [data, owner] = output_memory(bytes);
     return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dtype).cast();
 }
 
@@ -211,7 +419,7 @@ nb::object epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
     o.shard_starts = std::move(shard_starts);
     std::vector<std::uint64_t> order;
     {
-        nb::gil_scoped_release unlocked;
+        gil_released unlocked;
         order = shardpack::epoch_order(n, seed, epoch, rank, world, drop_last, o);
     }
     return index_array(std::move(order));
@@ -223,11 +431,12 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
 
 class reader {
 public:
-    reader(const std::string& path, bool verify_checksums) : path_(path) {
+    // path: the folder as bytes (os.fsencode), so that any name the file system holds opens.
+    reader(nb::bytes path, bool verify_checksums) : path_(path.c_str(), path.size()) {
         shardpack::open_options o;
         o.verify_checksums = verify_checksums;
-        nb::gil_scoped_release unlocked;
-        ds_ = shardpack::dataset::open(path, o);
+        gil_released unlocked;
+        ds_ = shardpack::dataset::open(path_, o);
         std::size_t first = 0;
         for (std::size_t k = 0; k < ds_.shard_count(); ++k) {
             first_record_.push_back(first);
@@ -236,7 +445,7 @@ public:
     }
 
     std::size_t size() const { return ds_.size(); }
-    const std::string& path() const { return path_; }
+    nb::str path() const { return text(path_); }
     std::string task() const {
         return ds_.schema().task == shardpack::task::segmentation ? "segmentation" : "classification";
     }
@@ -247,9 +456,9 @@ public:
             default: return "class_id";
         }
     }
-    std::vector<std::string> classes() const {
-        std::vector<std::string> names;
-        for (const auto& c : ds_.classes()) names.push_back(c.name);
+    nb::list classes() const {
+        nb::list names;
+        for (const auto& c : ds_.classes()) names.append(text(c.name));
         return names;
     }
     nb::object image_shape() const {
@@ -258,6 +467,7 @@ public:
         return nb::make_tuple(s.fixed_height, s.fixed_width, s.channels);
     }
     std::size_t channels() const { return ds_.schema().channels; }
+    std::size_t class_count() const { return ds_.schema().class_count; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
     // The first record of each shard that holds any (for the blocks order: blocks never span two).
@@ -269,57 +479,83 @@ public:
         return bytes;
     }
 
-    std::size_t checked(std::int64_t i) const {
-        const auto n = static_cast<std::int64_t>(ds_.size());
-        if (i < -n || i >= n)
-            throw shardpack::error(path_ + ": index " + std::to_string(i) + " is out of range (" + std::to_string(n) +
-                                   " records)");
-        return static_cast<std::size_t>(i < 0 ? i + n : i);
-    }
-
-    std::string key(std::int64_t i) const {
-        const std::size_t k = checked(i);
-        nb::gil_scoped_release unlocked;
-        return std::string(ds_.read(k, thread_context()).key());
-    }
-
-    // (image, label) of record i: arrays over the sample's bytes, owned by a capsule holding it.
-    nb::tuple get(std::int64_t i) const {
-        const std::size_t k = checked(i);
-        auto* s = new shardpack::sample;
-        nb::capsule owner(s, [](void* p) noexcept { delete static_cast<shardpack::sample*>(p); });
+    // i: in [0, len) (checked by shardpack/__init__.py; the reader refuses any other).
+    nb::str key(std::size_t i) const {
+        std::string k;
         {
-            nb::gil_scoped_release unlocked;
-            *s = ds_.at(k);
+            gil_released unlocked;
+            k = std::string(ds_.read(i, thread_context()).key());
         }
-        const shardpack::sample& smp = *s;
-        const bool raw = record_is_raw(k);
-        const auto img = smp.image();
-        nb::object image = view(img.data(), {img.shape()[0], img.shape()[1], img.shape()[2]}, nb::dtype<std::uint8_t>(),
-                                owner, raw);
-        const auto& sc = ds_.schema();
-        nb::object label;
-        if (sc.task == shardpack::task::classification) {
-            label = nb::int_(smp.class_id());
-        } else if (sc.layout == shardpack::label_layout::index && sc.label_value_bytes == 2) {
-            const auto lab = smp.label_index16();
-            label = view(lab.data(), {lab.shape()[0], lab.shape()[1]}, nb::dtype<std::uint16_t>(), owner, raw);
-        } else if (sc.layout == shardpack::label_layout::index) {
-            const auto lab = smp.label();
-            label = view(lab.data(), {lab.shape()[0], lab.shape()[1]}, nb::dtype<std::uint8_t>(), owner, raw);
-        } else {
-            const auto lab = smp.label();
-            label = view(lab.data(), {lab.shape()[0], lab.shape()[1], lab.shape()[2]}, nb::dtype<std::uint8_t>(),
-                         owner, raw);
-        }
-        return nb::make_tuple(image, label);
+        return text(k);
     }
 
-    // The batch's arrays: returns (images, labels), the caller's when given.
+    // (image, label) of record i. Raw records: read-only arrays over the memory map, owned by a
+    // capsule holding the sample (which keeps the mapping). zstd records: decoded into this
+    // thread's context and copied into one block of fresh output memory (see output_memory),
+    // which the two writable arrays share: no page faults once the cache is warm.
+    nb::tuple get(std::size_t k) const {
+        const auto& sc = ds_.schema();
+        const bool seg = sc.task == shardpack::task::segmentation;
+        const bool raw = record_is_raw(k);
+        if (raw || fresh_allocation == allocation::plain) {  // plain: zstd records as before #19
+            auto* s = new shardpack::sample;
+            nb::capsule owner(s, [](void* p) noexcept { delete static_cast<shardpack::sample*>(p); });
+            {
+                gil_released unlocked;
+                *s = ds_.at(k);
+            }
+            return arrays(*s, owner, nullptr, raw);
+        }
+        shardpack::read_context& ctx = thread_context();
+        if (sc.fixed_height != 0) return get_fixed(k, ctx);
+        shardpack::sample smp;
+        {
+            gil_released unlocked;
+            smp = ds_.read(k, ctx);
+        }
+        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels;
+        const std::size_t label_at = (image_bytes + 63) / 64 * 64;  // aligned for uint16 maps
+        std::size_t label_bytes = 0;
+        const unsigned char* label_src = nullptr;
+        if (seg) {
+            if (sc.layout == shardpack::label_layout::index && sc.label_value_bytes == 2) {
+                const auto lab = smp.label_index16();
+                label_src = reinterpret_cast<const unsigned char*>(lab.data());
+                label_bytes = lab.size() * 2;
+            } else {
+                const auto lab = smp.label();
+                label_src = lab.data();
+                label_bytes = lab.size();
+            }
+        }
+        auto [data, owner] = output_memory(label_at + label_bytes);
+        auto* dst = static_cast<std::uint8_t*>(data);
+        {
+            gil_released unlocked;
+            std::memcpy(dst, smp.image().data(), image_bytes);
+            if (label_bytes) std::memcpy(dst + label_at, label_src, label_bytes);
+        }
+        return arrays(smp, owner, dst, false, label_at);
+    }
+
+    // Starts reading records `indices` (in [0, len), checked by shardpack/__init__.py; the
+    // reader skips any other) from storage, a hint (see shardpack/_readahead.py):
+    // dataset::prefetch announces their byte ranges, merged per shard (WILLNEED).
+    void prefetch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices) {
+        const std::int64_t* data = indices.data();
+        std::vector<std::size_t> which(data, data + indices.shape(0));
+        gil_released unlocked;
+        ds_.prefetch(which.data(), which.size());
+    }
+
+    // The batch: returns (images, labels, boxes), the caller's arrays where given. The arguments
+    // were checked and resolved by shardpack/__init__.py (_BatchOptions): indices in range and
+    // not negative, names from its fixed sets, threads capped. Only the caller's out= arrays are
+    // checked here, because only here is their memory visible (buffer protocol or DLPack).
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
                          bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
-                         const std::string& label, nb::object out_images, nb::object out_labels,
-                         std::size_t threads, std::size_t crop_height, std::size_t crop_width,
+                         const std::string& label, const std::string& label_dtype, nb::object out_images,
+                         nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
                          const std::string& crop_position, const std::string& hflip, float hflip_probability,
                          const std::string& vflip, float vflip_probability, nb::object given_boxes,
                          std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes) {
@@ -334,74 +570,59 @@ public:
         aug.epoch = epoch;
         aug.hflip_probability = hflip_probability;
         aug.vflip_probability = vflip_probability;
-        if (crop_position == "center") aug.position = shardpack::crop_position::center;
-        else if (crop_position == "random") aug.position = shardpack::crop_position::random;
-        else if (crop_position == "given") aug.position = shardpack::crop_position::given;
-        else throw shardpack::error("read_batch: crop_position must be \"center\", \"random\" or boxes, not \"" +
-                                    crop_position + "\"");
-        const auto flip_mode = [](const std::string& m, const char* what) {
-            if (m == "none") return shardpack::flip_mode::none;
-            if (m == "random") return shardpack::flip_mode::random;
-            if (m == "given") return shardpack::flip_mode::given;
-            throw shardpack::error(std::string("read_batch: ") + what + " must be a probability or booleans");
+        aug.position = crop_position == "random" ? shardpack::crop_position::random
+                     : crop_position == "given"  ? shardpack::crop_position::given
+                                                 : shardpack::crop_position::center;
+        const auto flip_mode = [](const std::string& m) {
+            return m == "random" ? shardpack::flip_mode::random
+                 : m == "given"  ? shardpack::flip_mode::given
+                                 : shardpack::flip_mode::none;
         };
-        aug.hflip = flip_mode(hflip, "hflip");
-        aug.vflip = flip_mode(vflip, "vflip");
-        if ((crop_height == 0) != (crop_width == 0))
-            throw shardpack::error("read_batch: crop needs both a height and a width of at least 1");
-        if (crop_height == 0 && aug.position == shardpack::crop_position::given)
-            throw shardpack::error("read_batch: crop boxes need a crop size");
+        aug.hflip = flip_mode(hflip);
+        aug.vflip = flip_mode(vflip);
         const bool augmented = crop_height != 0 || aug.hflip != shardpack::flip_mode::none ||
                                aug.vflip != shardpack::flip_mode::none;
-        // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip, checked here.
+        // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip (from _BatchOptions).
         std::vector<shardpack::crop_box> given;
         if (!given_boxes.is_none()) {
             const auto g = nb::cast<nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
                 given_boxes);
-            if (g.shape(0) != n || g.shape(1) != 4)
-                throw shardpack::error("read_batch: given boxes must be of shape (" + std::to_string(n) + ", 4)");
             given.resize(n);
-            for (std::size_t j = 0; j < n; ++j) {
+            for (std::size_t j = 0; j < n && g.shape(0) == n && g.shape(1) == 4; ++j) {
                 const std::int64_t* row = g.data() + 4 * j;
-                if (row[0] < 0 || row[1] < 0 || row[0] > 65535 || row[1] > 65535)
-                    throw shardpack::error("read_batch: crop box " + std::to_string(j) + " at (y " + std::to_string(row[0]) +
-                                           ", x " + std::to_string(row[1]) + ") is outside any record");
                 given[j].y = std::uint32_t(row[0]);
                 given[j].x = std::uint32_t(row[1]);
                 given[j].hflip = row[2] != 0;
                 given[j].vflip = row[3] != 0;
             }
         }
-        if ((aug.position == shardpack::crop_position::given || aug.hflip == shardpack::flip_mode::given ||
-             aug.vflip == shardpack::flip_mode::given) && given.size() != n)
-            throw shardpack::error("read_batch: given boxes or flips need one row per sample");
 
-        if (crop_height == 0 && sc.fixed_height == 0)
-            throw shardpack::error(path_ + ": read_batch needs a dataset with a fixed image size (built with --size) "
-                                           "or a crop size");
         const std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
         const std::size_t c = sc.channels, k = sc.class_count;
         const bool seg = sc.task == shardpack::task::segmentation;
+        const std::int64_t* which_data = indices.data();
+        std::vector<std::size_t> which(which_data, which_data + n);
 
-        // Indices: checked (and negative ones wrapped) before anything is written.
-        std::vector<std::size_t> which(n);
-        for (std::size_t j = 0; j < n; ++j) which[j] = checked(indices.data()[j]);
+        // A crop larger than the records is refused before the batch is allocated (a crop of
+        // 65536 x 65536 would otherwise be a MemoryError instead of this message).
+        if (n > 0 && crop_height != 0 && sc.fixed_height != 0 && (crop_height > sc.fixed_height || crop_width > sc.fixed_width))
+            throw shardpack::error(path_ + ": crop " + std::to_string(crop_width) + "x" + std::to_string(crop_height) +
+                                   " is larger than record " + std::to_string(which[0]) + " (" +
+                                   std::to_string(sc.fixed_width) + "x" + std::to_string(sc.fixed_height) +
+                                   "; every record of this dataset is that size)");
 
-        label_mode mode;
-        if (label == "onehot") mode = label_mode::one_hot;
-        else if (label == "index") mode = label_mode::index;
-        else if (label == "stored")
-            mode = seg && sc.layout == shardpack::label_layout::one_hot ? label_mode::one_hot : label_mode::index;
-        else if (label == "none") mode = label_mode::none;
-        else throw shardpack::error("read_batch: label must be \"onehot\", \"index\" or \"stored\", not \"" + label + "\"");
-
+        const label_mode mode = label == "onehot" ? label_mode::one_hot
+                              : label == "index"  ? label_mode::index
+                                                  : label_mode::none;
         const auto image_dtype = as_float ? nb::dtype<float>() : nb::dtype<std::uint8_t>();
         const std::vector<std::size_t> image_shape =
             channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
         std::vector<std::size_t> label_shape;
-        nb::dlpack::dtype label_dtype = nb::dtype<std::int64_t>();
+        const nb::dlpack::dtype label_type = label_dtype == "float32" ? nb::dtype<float>()
+                                           : label_dtype == "uint8"   ? nb::dtype<std::uint8_t>()
+                                           : label_dtype == "uint16"  ? nb::dtype<std::uint16_t>()
+                                                                      : nb::dtype<std::int64_t>();
         if (mode == label_mode::one_hot) {
-            label_dtype = image_dtype;
             label_shape = !seg ? std::vector<std::size_t>{n, k}
                         : channels_first ? std::vector<std::size_t>{n, k, h, w}
                                          : std::vector<std::size_t>{n, h, w, k};
@@ -409,28 +630,33 @@ public:
             label_shape = seg ? std::vector<std::size_t>{n, h, w} : std::vector<std::size_t>{n};
         }
 
-        if (mean.size() != c || stddev.size() != c)
-            throw shardpack::error("read_batch: normalize needs " + std::to_string(c) + " means and standard deviations");
         shardpack::normalization norm;
-        for (std::size_t ch = 0; ch < c; ++ch) {
-            if (!(stddev[ch] != 0.0f)) throw shardpack::error("read_batch: a standard deviation of normalize is 0");
+        for (std::size_t ch = 0; ch < c && ch < mean.size() && ch < stddev.size(); ++ch) {
             norm.mean[ch] = mean[ch];
             norm.stddev[ch] = stddev[ch];
         }
 
-        nb::object images_obj = out_images.is_none() ? new_numpy(image_shape, image_dtype) : nb::borrow(out_images);
-        nb::object labels_obj = mode == label_mode::none ? nb::none()
-                              : out_labels.is_none() ? new_numpy(label_shape, label_dtype)
-                                                     : nb::borrow(out_labels);
+        nb::object images_obj, labels_obj = nb::none();
+        try {
+            images_obj = out_images.is_none() ? new_numpy(image_shape, image_dtype) : nb::borrow(out_images);
+            if (mode != label_mode::none)
+                labels_obj = out_labels.is_none() ? new_numpy(label_shape, label_type) : nb::borrow(out_labels);
+        } catch (const std::bad_alloc&) {
+            // A crop larger than a record of a dataset of mixed sizes: say which record.
+            if (crop_height != 0) check_crop_fits(which, crop_height, crop_width);
+            throw;
+        }
         any_array images = caller_array(images_obj, "images", image_shape, image_dtype);
         any_array labels;
-        if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_dtype);
+        if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_type);
         nb::object boxes_obj = nb::none();
         any_array boxes;
         if (!out_boxes.is_none()) {
             boxes_obj = nb::borrow(out_boxes);
             boxes = caller_array(boxes_obj, "boxes", {n, 4}, nb::dtype<std::int64_t>());
         }
+        if (mode != label_mode::none && overlap(images, labels))
+            throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
         std::vector<shardpack::crop_box> applied(augmented && !boxes_obj.is_none() ? n : 0);
 
         // One sample_buffers for the whole batch; each part offsets its pointers.
@@ -441,19 +667,27 @@ public:
         std::size_t label_n = 0;
         if (as_float) all.image_f32 = static_cast<float*>(images.data());
         else all.image_u8 = static_cast<std::uint8_t*>(images.data());
+        // Class ids of a classification batch in a type the reader has no output for (uint8,
+        // uint16) are read as int32 and narrowed afterwards.
+        std::vector<std::int32_t> class_ids;
         if (mode == label_mode::one_hot) {
             label_n = seg ? h * w * k : k;
-            if (as_float) all.label_f32 = static_cast<float*>(labels.data());
+            if (label_type == nb::dtype<float>()) all.label_f32 = static_cast<float*>(labels.data());
             else all.label_u8 = static_cast<std::uint8_t*>(labels.data());
         } else if (mode == label_mode::index) {
             label_n = seg ? h * w : 1;
-            if (seg) all.label_index_i64 = static_cast<std::int64_t*>(labels.data());
-            else all.class_id_i64 = static_cast<std::int64_t*>(labels.data());
+            const bool i64 = label_type == nb::dtype<std::int64_t>(), u8 = label_type == nb::dtype<std::uint8_t>();
+            if (seg && i64) all.label_index_i64 = static_cast<std::int64_t*>(labels.data());
+            else if (seg && u8) all.label_index_u8 = static_cast<std::uint8_t*>(labels.data());
+            else if (seg) all.label_index = static_cast<std::uint16_t*>(labels.data());
+            else if (i64) all.class_id_i64 = static_cast<std::int64_t*>(labels.data());
+            else {
+                class_ids.resize(n);
+                all.class_id = class_ids.data();
+            }
         }
 
-        const std::size_t hw = std::thread::hardware_concurrency();
-        std::size_t parts = threads == 0 ? (hw == 0 ? 1 : hw) : threads;
-        parts = std::max<std::size_t>(1, std::min(parts, n));
+        std::size_t parts = std::max<std::size_t>(1, std::min(threads, n));
         worker_pool& workers = pool();
         const shardpack::dataset& ds = ds_;
         const std::function<void(std::size_t)> part = [&](std::size_t p) {
@@ -467,7 +701,10 @@ public:
             if (out.label_f32) out.label_f32 += begin * label_n;
             if (out.label_u8) out.label_u8 += begin * label_n;
             if (out.label_index_i64) out.label_index_i64 += begin * label_n;
+            if (out.label_index_u8) out.label_index_u8 += begin * label_n;
+            if (out.label_index) out.label_index += begin * label_n;
             if (out.class_id_i64) out.class_id_i64 += begin;
+            if (out.class_id) out.class_id += begin;
             // Given boxes and the applied ones are per slot of this part's batch.
             shardpack::augmentation part_aug = aug;
             if (augmented) {
@@ -478,8 +715,14 @@ public:
             ds.read_batch(which.data() + begin, count, out, thread_context());
         };
         {
-            nb::gil_scoped_release unlocked;
+            gil_released unlocked;
             workers.run(parts, part);
+            if (!class_ids.empty()) {
+                if (label_type == nb::dtype<std::uint8_t>())
+                    std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint8_t*>(labels.data()));
+                else
+                    std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(labels.data()));
+            }
             if (!boxes_obj.is_none()) {
                 // Without crops or flips each sample is its whole record: (0, 0, 0, 0).
                 std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
@@ -499,12 +742,85 @@ private:
     shardpack::dataset ds_;
     std::string path_;
 
+    // Throws the reader's "crop ... is larger than record i" for the first record of `which`
+    // smaller than the crop (reads each record's header; only on a failed allocation).
+    void check_crop_fits(const std::vector<std::size_t>& which, std::size_t crop_height, std::size_t crop_width) const {
+        gil_released unlocked;
+        shardpack::augmentation a;
+        a.height = crop_height;
+        a.width = crop_width;
+        for (std::size_t j = 0; j < which.size(); ++j) {
+            const shardpack::sample s = ds_.read(which[j], thread_context());
+            shardpack::plan_augmentation(a, which[j], s.height(), s.width(), j);
+        }
+    }
+
     std::vector<std::size_t> first_record_;  // per shard, for record_is_raw
 
     bool record_is_raw(std::size_t i) const {
         const auto shard = static_cast<std::size_t>(
             std::upper_bound(first_record_.begin(), first_record_.end(), i) - first_record_.begin() - 1);
         return ds_.shard(shard).entry(i - first_record_[shard]).codec == shardpack::detail::codec_raw;
+    }
+
+    // get() of a zstd record of a dataset of one size: decoded straight into a block of fresh
+    // output memory (the reader's band frames decompress into the image and a stored one-hot or
+    // uint8 index label directly), with no copy through the context's buffer.
+    nb::tuple get_fixed(std::size_t k, shardpack::read_context& ctx) const {
+        const auto& sc = ds_.schema();
+        const std::size_t h = sc.fixed_height, w = sc.fixed_width, c = sc.channels;
+        const std::size_t image_bytes = h * w * c, label_at = (image_bytes + 63) / 64 * 64;
+        const bool seg = sc.task == shardpack::task::segmentation;
+        const bool index = sc.layout == shardpack::label_layout::index, index16 = index && sc.label_value_bytes == 2;
+        const std::size_t label_bytes = !seg ? 0 : index16 ? h * w * 2 : index ? h * w : h * w * sc.class_count;
+        auto [data, owner] = output_memory(label_at + label_bytes);
+        auto* dst = static_cast<std::uint8_t*>(data);
+        shardpack::sample_buffers out;
+        out.image_u8 = dst;
+        out.image_capacity = image_bytes;
+        if (seg && index16) out.label_index = reinterpret_cast<std::uint16_t*>(dst + label_at);
+        else if (seg && index) out.label_index_u8 = dst + label_at;
+        else if (seg) out.label_u8 = dst + label_at;
+        out.label_capacity = out.label_index_capacity = seg ? label_bytes / (index16 ? 2 : 1) : 0;
+        std::int32_t class_id = -1;
+        if (!seg) out.class_id = &class_id;
+        {
+            gil_released unlocked;
+            ds_.read_into(k, out, ctx);
+        }
+        nb::object image = view(dst, {h, w, c}, nb::dtype<std::uint8_t>(), owner, false);
+        if (!seg) return nb::make_tuple(image, nb::int_(class_id));
+        nb::object label = index16 ? view(dst + label_at, {h, w}, nb::dtype<std::uint16_t>(), owner, false)
+                         : index   ? view(dst + label_at, {h, w}, nb::dtype<std::uint8_t>(), owner, false)
+                                   : view(dst + label_at, {h, w, std::size_t(sc.class_count)}, nb::dtype<std::uint8_t>(),
+                                          owner, false);
+        return nb::make_tuple(image, label);
+    }
+
+    // (image, label) arrays of a sample: over its own bytes (copy == nullptr; read only for raw
+    // records, the memory map), or over `copy`, where its image and, at label_at, its label were copied.
+    nb::tuple arrays(const shardpack::sample& smp, const nb::capsule& owner, std::uint8_t* copy, bool read_only,
+                     std::size_t label_at = 0) const {
+        const auto& sc = ds_.schema();
+        const std::size_t h = smp.height(), w = smp.width();
+        const void* image_data = copy ? static_cast<const void*>(copy) : smp.image().data();
+        nb::object image = view(image_data, {h, w, sc.channels}, nb::dtype<std::uint8_t>(), owner, read_only);
+        nb::object label;
+        if (sc.task == shardpack::task::classification) {
+            label = nb::int_(smp.class_id());
+            return nb::make_tuple(image, label);
+        }
+        const bool index16 = sc.layout == shardpack::label_layout::index && sc.label_value_bytes == 2;
+        const void* label_data = copy ? static_cast<const void*>(copy + label_at)
+                               : index16 ? static_cast<const void*>(smp.label_index16().data())
+                                         : static_cast<const void*>(smp.label().data());
+        if (index16)
+            label = view(label_data, {h, w}, nb::dtype<std::uint16_t>(), owner, read_only);
+        else if (sc.layout == shardpack::label_layout::index)
+            label = view(label_data, {h, w}, nb::dtype<std::uint8_t>(), owner, read_only);
+        else
+            label = view(label_data, {h, w, std::size_t(sc.class_count)}, nb::dtype<std::uint8_t>(), owner, read_only);
+        return nb::make_tuple(image, label);
     }
 
     // A view of a sample's bytes: read-only for raw records (the memory map), writable for
@@ -522,30 +838,96 @@ private:
 
 NB_MODULE(_shardpack, m) {
     m.doc() = "The binding of the shardpack C++ reader; use the shardpack package, not this module.";
-    nb::exception<shardpack::error>(m, "Error", PyExc_RuntimeError);
+    m.attr("version") = SHARDPACK_VERSION;  // CMake's project(VERSION), as pyproject's; shardpack.__version__
+    // The exception classes: every error is a shardpack.Error; argument errors are also the
+    // built-in a NumPy user expects. Made here so that errors raised in C++ get them.
+    const auto new_type = [&m](const char* name, PyObject* bases, const char* doc) {
+        // "_shardpack.X", the name stubgen loads the module by; shardpack/__init__.py sets
+        // __module__ to "shardpack", which re-exports them.
+        const std::string qualified = std::string("_shardpack.") + name;
+        PyObject* t = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases, nullptr);
+        if (!t) throw nb::python_error();
+        m.attr(name) = nb::borrow(t);  // the module's reference; `t` stays for the translator
+        return t;
+    };
+    error_type = new_type("Error", PyExc_RuntimeError,
+                          "Every error of shardpack: damaged or missing data, I/O, bad arguments.");
+    const auto both = [](PyObject* builtin) {
+        return nb::make_tuple(nb::handle(error_type), nb::handle(builtin)).release().ptr();
+    };
+    value_error_type = new_type("ArgumentValueError", both(PyExc_ValueError),
+                                "An argument of the right type with a value shardpack cannot use: a shardpack.Error "
+                                "and a ValueError.");
+    type_error_type = new_type("ArgumentTypeError", both(PyExc_TypeError),
+                               "An argument of a type shardpack cannot use: a shardpack.Error and a TypeError.");
+    index_error_type = new_type("IndexOutOfRange", both(PyExc_IndexError),
+                                "A record index outside [-len(ds), len(ds)): a shardpack.Error and an IndexError.");
+    nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+        try {
+            std::rethrow_exception(p);
+        } catch (const argument_type_error& e) {
+            set_error(type_error_type, e.what());
+        } catch (const argument_error& e) {
+            set_error(value_error_type, e.what());
+        } catch (const std::invalid_argument& e) {  // include/shardpack/order.hpp's argument checks
+            set_error(value_error_type, e.what());
+        } catch (const shardpack::error& e) {
+            set_error(error_type, e.what());
+        }
+    });
+
+    m.def("_set_allocation", [](const std::string& how) {
+        if (how == "pool") fresh_allocation = allocation::pool;
+        else if (how == "huge_pages") fresh_allocation = allocation::huge_pages;
+        else if (how == "numpy") fresh_allocation = allocation::numpy;
+        else if (how == "plain") fresh_allocation = allocation::plain;
+        else throw argument_error("_set_allocation: pool, huge_pages, numpy or plain, not " + how);
+    }, "how"_a, "Private (scripts/bench/py_alloc_bench.py): how fresh outputs are allocated.");
 
     m.def("epoch_order", &epoch_order, "n"_a, "seed"_a, "epoch"_a, "rank"_a, "world"_a, "drop_last"_a, "shuffle"_a,
-          "order"_a, "block"_a, "window"_a, "shard_starts"_a);
-    m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a);
+          "order"_a, "block"_a, "window"_a, "shard_starts"_a,
+          nb::sig("def epoch_order(n: int, seed: int, epoch: int, rank: int, world: int, drop_last: bool, "
+                  "shuffle: bool, order: str, block: int, window: int, shard_starts: collections.abc.Sequence[int]) "
+                  "-> numpy.typing.NDArray[numpy.int64]"),
+          "shardpack.epoch_order's orders (include/shardpack/order.hpp), from checked arguments.");
+    m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a,
+          nb::sig("def order_blocks(n: int, block: int, shard_starts: collections.abc.Sequence[int]) "
+                  "-> numpy.typing.NDArray[numpy.int64]"));
 
-    nb::class_<reader>(m, "Reader")
-        .def(nb::init<const std::string&, bool>(), "path"_a, "verify_checksums"_a = true)
+    nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
+        .def(nb::init<nb::bytes, bool>(), "path"_a, "verify_checksums"_a = true)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)
         .def_prop_ro("task", &reader::task)
         .def_prop_ro("label_layout", &reader::label_layout)
-        .def_prop_ro("classes", &reader::classes)
-        .def_prop_ro("image_shape", &reader::image_shape)
+        .def_prop_ro("classes", &reader::classes, nb::sig("def classes(self) -> list[str]"))
+        .def_prop_ro("image_shape", &reader::image_shape,
+                     nb::sig("def image_shape(self) -> tuple[int, int, int] | None"))
         .def_prop_ro("channels", &reader::channels)
+        .def_prop_ro("class_count", [](const reader& r) { return r.class_count(); })
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
-        .def_prop_ro("shard_starts", &reader::shard_starts)
+        .def_prop_ro("shard_starts", &reader::shard_starts,
+                     nb::sig("def shard_starts(self) -> numpy.typing.NDArray[numpy.int64]"))
         .def_prop_ro("data_bytes", &reader::data_bytes)
-        .def("key", &reader::key, "i"_a)
-        .def("get", &reader::get, "i"_a)
+        .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
+        .def("get", &reader::get, "i"_a,
+             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+                     "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),
+             "(image, label) of record i, in [0, len).")
+        .def("prefetch", &reader::prefetch, "indices"_a,
+             nb::sig("def prefetch(self, indices: numpy.typing.NDArray[numpy.int64]) -> None"),
+             "Starts reading records `indices` (in [0, len)) from storage: a hint.")
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
-             "label"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a = 0,
-             "crop_width"_a = 0, "crop_position"_a = "center", "hflip"_a = "none", "hflip_probability"_a = 0.5f,
-             "vflip"_a = "none", "vflip_probability"_a = 0.5f, "given_boxes"_a.none() = nb::none(), "seed"_a = 0,
-             "epoch"_a = 0, "out_boxes"_a.none() = nb::none());
+             "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
+             "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
+             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(),
+             nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
+                     "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
+                     "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
+                     "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
+                     "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
+                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None) "
+                     "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
+             "The batch, from arguments checked by shardpack.Dataset.read_batch.");
 }

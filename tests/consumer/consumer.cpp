@@ -1,5 +1,7 @@
 // Reads a dataset through the installed header: every record by at(), a float batch through
-// read_batch, and a partition. Prints "ok N" and exits 0 when everything agrees.
+// read_batch, a partition, and an epoch in the blocks order (shardpack/order.hpp). Prints "ok N"
+// and exits 0 when everything agrees.
+#include <shardpack/order.hpp>
 #include <shardpack/reader.hpp>
 
 #include <cstdio>
@@ -36,6 +38,14 @@ int main(int argc, char** argv) {
         }
         const auto part = ds.partition(0, 2);
         if (part.size() != (ds.size() + 1) / 2) return 1;
+        shardpack::order_options o;
+        o.kind = shardpack::order_kind::blocks;
+        o.shard_starts = shardpack::shard_starts_of(ds);
+        const auto epoch = shardpack::epoch_order(ds.size(), 1, 0, 0, 1, false, o);
+        std::vector<char> seen(ds.size(), 0);
+        for (const auto i : epoch) seen.at(i) = 1;
+        for (const char s : seen)
+            if (!s) return 1;
         std::printf("ok %zu records, %zu pixels, %zu classes\n", ds.size(), pixels, ds.classes().size());
         return 0;
     } catch (const shardpack::error& e) {

@@ -14,10 +14,12 @@
  * - Calls seen: read, pread, pread64, readv, preadv, preadv64, fread (stdio: numpy's fromfile,
  *   which np.load uses), posix_fadvise(POSIX_FADV_WILLNEED) and readahead(2) (a read ahead is
  *   charged at once, as a read: the model has no queue to overlap it with), and
- *   posix_fadvise(POSIX_FADV_DONTNEED), which forgets the file's pages (an eviction).
+ *   posix_fadvise(POSIX_FADV_DONTNEED), which forgets the file's pages (an eviction); opens
+ *   (open, openat and their 64 forms), dup, dup2, dup3, fcntl and fcntl64 (F_DUPFD*) and close keep the
+ *   table of which descriptors are files under the folder.
  * - NOT seen: page faults of memory maps (mmap). A reader that maps the files reads them for
  *   free here; the shim counts such mappings ("mmaps" in the statistics) so that a benchmark
- *   can refuse to report them. Nor dup()ed descriptors, nor io_uring.
+ *   can refuse to report them. Nor io_uring, nor reads by the kernel for sendfile or splice.
  * The files' real bytes are read as usual (from the real page cache when they are hot), so the
  * charged time comes on top of the real reads.
  *
@@ -249,6 +251,55 @@ FORWARD_OPEN(open)
 FORWARD_OPEN(open64)
 FORWARD_OPENAT(openat)
 FORWARD_OPENAT(openat64)
+
+/* A duplicate of a tracked descriptor reads the same file (numpy's fromfile reads a dup). */
+static void copy_tracking(int from, int to) {
+    if (to < 0 || to >= MAX_FDS) return;
+    fd_file[to] = from >= 0 && from < MAX_FDS ? fd_file[from] : 0;
+}
+
+int dup(int fd) {
+    REAL(dup);
+    const int copy = real_dup(fd);
+    copy_tracking(fd, copy);
+    return copy;
+}
+
+int dup2(int fd, int to) {
+    REAL(dup2);
+    const int copy = real_dup2(fd, to);
+    if (copy >= 0) copy_tracking(fd, copy);
+    return copy;
+}
+
+int dup3(int fd, int to, int flags) {
+    REAL(dup3);
+    const int copy = real_dup3(fd, to, flags);
+    if (copy >= 0) copy_tracking(fd, copy);
+    return copy;
+}
+
+int fcntl(int fd, int command, ...) {
+    REAL(fcntl);
+    va_list ap;
+    va_start(ap, command);
+    void* argument = va_arg(ap, void*); /* an int or a pointer: passed on as it came */
+    va_end(ap);
+    const int r = real_fcntl(fd, command, argument);
+    if ((command == F_DUPFD || command == F_DUPFD_CLOEXEC) && r >= 0) copy_tracking(fd, r);
+    return r;
+}
+
+int fcntl64(int fd, int command, ...) {
+    REAL(fcntl64);
+    va_list ap;
+    va_start(ap, command);
+    void* argument = va_arg(ap, void*);
+    va_end(ap);
+    const int r = real_fcntl64(fd, command, argument);
+    if ((command == F_DUPFD || command == F_DUPFD_CLOEXEC) && r >= 0) copy_tracking(fd, r);
+    return r;
+}
 
 int close(int fd) {
     REAL(close);

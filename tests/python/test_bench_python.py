@@ -47,7 +47,8 @@ def test_prepared_tensors_are_the_datasets_records(cls_job):
         assert np.array_equal(images[i], image) and labels[i] == label
 
 
-@pytest.mark.parametrize("method", ["npy_ram", "sp_zstd_loader", "sp_raw_dl"])
+@pytest.mark.parametrize("method", ["npy_ram", "npy_dl", "sp_zstd_loader", "sp_zstd_ring", "sp_zstd_u8_ring",
+                                    "sp_raw_dl", "sp_raw_batch", "sp_raw_fresh"])
 def test_every_way_passes_the_epoch_check(cls_job, method):
     rc, result, err = run_method(cls_job / "job", method)
     assert rc == 0, err
@@ -73,20 +74,30 @@ def test_report_targets_and_left_out_peers(tmp_path):
             "samples_per_s": rate, "epoch_s": [1.0], "first_epoch_s": 1.0, "ttfb_s": 0.1, "dataset_samples": 7000,
             "peak_rss_bytes": rss, "peak_anon_bytes": rss / 2, "baseline_rss_bytes": base, "processes": 1,
             "check": {"ok": True}, "round": 0}}
-    lines = [entry("npy_ram", 1000, rss=800e6), entry("sp_raw_loader", 900, rss=150e6), entry("sp_raw_dl", 500),
-             entry("sp_zstd_loader", 600), entry("sp_zstd_dl", 700), entry("tfdata", 200),
+    lines = [entry("npy_ram", 1000, rss=800e6), entry("sp_raw_fresh", 850), entry("sp_raw_batch", 900),
+             entry("sp_raw_loader", 900), entry("sp_raw_ring", 950), entry("sp_zstd_loader", 600),
+             entry("sp_zstd_ring", 700), entry("sp_zstd_u8", 800), entry("sp_zstd_u8_ring", 900),
+             entry("tfdata", 200), entry("wds", 400), entry("npy_dl", 500),
              {"name": "py.cls.bare_zstd", "result": {"modes": {"zstd_nt": {"samples_per_s": 1000},
                                                                "reader_nt": {"samples_per_s": 950}}}},
              {"name": "py.cls.mds", "result": {"skipped": "mosaicml-streaming could not be installed: no wheel"}}]
     results = tmp_path / "results.jsonl"
     results.write_text("".join(json.dumps(x) + "\n" for x in lines))
     rows, targets = py_report.build(py_report.load(str(results)))
-    by = {(t["against"], t["target"].split(" (")[0]): t for t in targets}
-    raw = by[("npy_ram", "raw records")]
-    assert raw["ratio"] == pytest.approx(0.9) and raw["ratio_rss"] == pytest.approx(150 / 800) and raw["met"]
-    zstd = by[("bare_zstd", "zstd records")]  # the faster shardpack way, the DataLoader here
-    assert zstd["ratio"] == pytest.approx(0.7) and zstd["met"] is False and "sp_zstd_dl" in zstd["target"]
-    assert by[("tfdata", "zstd records")]["ratio"] == pytest.approx(3.5) and by[("tfdata", "zstd records")]["met"]
+    by = {(t["against"], t["target"]): t for t in targets}
+    t = by[("sp_raw_batch", "fresh read_batch of raw records")]
+    assert t["ratio"] == pytest.approx(850 / 900) and t["met"] and t["minimum"] == 0.9
+    t = by[("npy_ram", "fresh read_batch of raw records")]
+    assert t["ratio"] == pytest.approx(0.85) and t["met"] is False
+    # The faster Loader way per kind of record: the ring here.
+    t = by[("tfdata", "Loader zstd")]
+    assert t["way"] == "sp_zstd_ring" and t["ratio"] == pytest.approx(3.5) and t["met"]
+    t = by[("wds", "Loader zstd")]
+    assert t["ratio"] == pytest.approx(1.75) and t["met"] is False and t["minimum"] == 2.0
+    assert by[("wds", "Loader raw")]["ratio"] == pytest.approx(950 / 400) and by[("wds", "Loader raw")]["met"]
+    assert by[("npy_dl", "Loader zstd")]["met"] is None  # shown, no target
+    t = by[("bare_zstd", "uint8 delivery of zstd records")]
+    assert t["way"] == "sp_zstd_u8_ring" and t["ratio"] == pytest.approx(0.9) and t["met"]
     assert not any(t["against"] == "mds" for t in targets)
     mds = [r for r in rows if r["way"] == "mds"][0]
     assert mds["status"] == "skipped" and "no wheel" in mds["reason"]
@@ -95,4 +106,5 @@ def test_report_targets_and_left_out_peers(tmp_path):
     assert out.returncode == 0, out.stderr
     md = (tmp_path / "p.md").read_text()
     assert "not measured: mosaicml-streaming could not be installed: no wheel" in md
-    assert "0.70x MISSED" in md and "3.50x met" in md
+    assert "1.75x MISSED (sp_zstd_ring)" in md and "3.50x met (sp_zstd_ring)" in md
+    assert "| target: uint8 delivery of zstd records >= 0.85x against bare zstd | 0.90x met (sp_zstd_u8_ring) |" in md

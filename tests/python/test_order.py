@@ -155,3 +155,49 @@ def test_loader_reads_the_blocks_order_and_resumes(built):
     rest = [labels.clone() for _, labels in again]
     order = shardpack.epoch_order(ds, 2, 5, order="blocks", block=2, window=2)
     assert torch.equal(torch.cat([first] + rest), torch.from_numpy(ds.read_batch(order, label="index")[1]))
+
+
+class Recorder:
+    """Stands in for a Dataset: records what is prefetched."""
+
+    def __init__(self):
+        self.calls = []
+
+    def prefetch(self, indices):
+        self.calls.append(np.asarray(indices).tolist())
+
+
+def test_read_ahead_fetches_whole_blocks_once_a_window_ahead():
+    from shardpack._readahead import ReadAhead
+
+    n, block, window = 120, 10, 3
+    order = shardpack.epoch_order(n, 4, 0, order="blocks", block=block, window=window)
+    starts, _ = shardpack._block_starts(n, block, window)
+    rec = Recorder()
+    ahead = ReadAhead(rec, order, block * window, block_starts=starts)
+    fetched = []
+    for position in range(0, n, 8):
+        ahead.before(position)
+        fetched += [i for call in rec.calls for i in call]
+        rec.calls.clear()
+        # Everything positions [position, position + 8) read was asked for before it is read.
+        assert set(order[position:position + 8].tolist()) <= set(fetched)
+    assert sorted(fetched) == list(range(n))  # every record once, as parts of whole blocks
+    # The first call fetched exactly the first window's blocks, whole, in disk order.
+    rec = Recorder()
+    ReadAhead(rec, order, block * window, block_starts=starts).before(0)
+    first = rec.calls[0]
+    assert first == sorted(first) and len(first) == block * window
+    assert set(first) == set(order[:block * window].tolist())
+    # Without blocks: the records of the next positions.
+    rec = Recorder()
+    ReadAhead(rec, order, 16).before(0)
+    assert rec.calls == [sorted(order[:16].tolist())]
+
+
+def test_dataset_prefetch_checks_its_indices(built):
+    ds = shardpack.open(built["onehot"])
+    ds.prefetch(np.arange(len(ds)))  # a hint: returns, reads stay right
+    ds.prefetch([])
+    with pytest.raises(shardpack.Error, match="out of range"):
+        ds.prefetch([len(ds)])

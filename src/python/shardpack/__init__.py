@@ -5,39 +5,253 @@
     img, label = ds[0]                           # uint8 (H, W, C); one-hot (H, W, K), index map (H, W) or class id
     images, labels = ds.read_batch([4, 1, 7])    # float32 NCHW, ImageNet-normalised, one-hot
     images, labels = ds.read_batch(idx, crop=(256, 256), crop_position="random", hflip=0.5, epoch=e)
+    images, labels = ds.read_batch(idx, dtype="uint8", label="index", label_dtype="uint8")  # as stored: 1 byte a value
 
 The records are read by the C++ reader (include/shardpack/reader.hpp) through the extension
 shardpack._shardpack: batches are filled outside the GIL by a pool of C++ threads, straight into
 NumPy arrays or the caller's (out=, any buffer-protocol or DLPack array, torch tensors included).
+Fresh arrays come from huge-page blocks that are recycled when freed, so a new batch costs no
+page faults once a loop is warm.
+
+Arguments are checked in one place, this module (_BatchOptions and _checked_index), as NumPy
+checks its own: every argument error is a shardpack.Error that is also a ValueError
+(ArgumentValueError), a TypeError (ArgumentTypeError) or an IndexError (IndexOutOfRange). The
+extension checks only the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
 shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset).
 """
+from __future__ import annotations
+
+import atexit as _atexit
+import operator as _operator
 import os as _os
+import warnings as _warnings
+import weakref as _weakref
+from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as _np
+import numpy.typing as _npt
 
-from ._shardpack import Error, Reader as _Reader, epoch_order as _epoch_order, order_blocks as _order_blocks
+from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
+                         epoch_order as _epoch_order, order_blocks as _order_blocks, version as __version__)
 
-Error.__module__ = "shardpack"
-
-__all__ = ["open", "Dataset", "Error", "IndexOutOfRange", "permutation", "epoch_order", "IMAGENET_MEAN", "IMAGENET_STD"]
-__version__ = "0.1.0"
+__all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
+           "epoch_order", "IMAGENET_MEAN", "IMAGENET_STD", "__version__"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
+# Argument types (for annotations; see Dataset.read_batch).
+PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
+Indices = Union[Sequence[int], _npt.NDArray[_np.integer[Any]]]
+DType = Union[Literal["float32", "uint8"], type, "_np.dtype[Any]"]
+Layout = Literal["NCHW", "NHWC"]
+Label = Literal["onehot", "index", "stored"]
+LabelDType = Union[None, Literal["uint8", "uint16", "int64", "float32"], type, "_np.dtype[Any]"]
+Normalize = Union[None, Literal["auto", "imagenet"],
+                  Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
+CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
+Flip = Union[float, _npt.NDArray[_np.bool_]]
+Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_np.dtype[Any]"]]
 
-class IndexOutOfRange(Error, IndexError):
-    """ds[i] with i outside [-len(ds), len(ds)): a shardpack.Error and an IndexError."""
+for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
+    _cls.__module__ = "shardpack"
 
 
-def open(path, verify_checksums=True):
+def open(path: PathLike, *, verify_checksums: bool = True) -> "Dataset":
     """Opens the dataset folder `path` (the one holding manifest.json); see Dataset."""
     return Dataset(path, verify_checksums=verify_checksums)
 
 
-def permutation(n, seed, epoch=0):
+# -- argument checks: the one place (the extension trusts what these return)
+
+def _integer(value: Any, what: str) -> int:
+    """An integer argument (int, NumPy integer, anything with __index__), or ArgumentTypeError."""
+    if isinstance(value, (bool, _np.bool_)):
+        raise ArgumentTypeError(f"{what} must be an integer, not a boolean")
+    try:
+        return int(_operator.index(value))
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be an integer, not {type(value).__name__}") from None
+
+
+def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {type(value).__name__}")
+    if value not in allowed:
+        raise ArgumentValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+    return value
+
+
+def _dtype_name(value: Any, what: str, allowed: Sequence[str]) -> str:
+    """A dtype given as a name, a NumPy type or a np.dtype, as one of `allowed`."""
+    if isinstance(value, str):
+        return _choice(value, what, allowed)
+    try:
+        name = _np.dtype(value).name
+    except TypeError:
+        raise ArgumentTypeError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {value!r}") from None
+    if name not in allowed:
+        raise ArgumentValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {name}")
+    return name
+
+
+def _checked_index(i: Any, n: int, path: str) -> int:
+    """Record index i in [-n, n) as a position in [0, n)."""
+    k = _integer(i, "a record index")
+    if not -n <= k < n:
+        raise IndexOutOfRange(f"{path}: index {k} is out of range ({n} records)")
+    return k + n if k < 0 else k
+
+
+def _checked_indices(indices: Any, n: int, path: str, what: str = "read_batch") -> _npt.NDArray[_np.int64]:
+    """Indices as NumPy would take them, each in [-n, n) whatever its integer type (no wrapping:
+    np.uint64(2**64 - 1) is out of range, not -1), as a contiguous int64 array in [0, n)."""
+    idx = _np.asarray(indices)
+    if idx.ndim != 1:
+        if idx.ndim == 0:
+            raise ArgumentTypeError(f"{what}: indices must be a sequence or a 1-d array of integers")
+        raise ArgumentValueError(f"{what}: indices must be 1-d, not of shape {idx.shape}")
+    if idx.size == 0:
+        return _np.empty(0, dtype=_np.int64)
+    if idx.dtype.kind == "O":  # Python integers beyond 64 bits, or other objects
+        values = [_integer(v, f"{what}: indices") for v in idx.tolist()]
+        for v in values:
+            if not -n <= v < n:
+                raise IndexOutOfRange(f"{path}: index {v} is out of range ({n} records)")
+        idx = _np.array(values, dtype=_np.int64)
+    elif idx.dtype.kind not in "iu":
+        raise ArgumentTypeError(f"{what}: indices must be integers, not {idx.dtype}")
+    else:
+        lo, hi = idx.min(), idx.max()  # compared as Python ints: exact for any integer dtype
+        if int(hi) >= n or int(lo) < -n:
+            bad = int(hi) if int(hi) >= n else int(lo)
+            raise IndexOutOfRange(f"{path}: index {bad} is out of range ({n} records)")
+    idx = idx.astype(_np.int64, copy=False)  # exact: every value is in [-n, n) now
+    if (idx < 0).any():
+        idx = idx + n * (idx < 0)
+    return _np.ascontiguousarray(idx)
+
+
+def _cores() -> int:
+    """The cores this process may use (its CPU affinity), as the CLI counts them."""
+    try:
+        return max(1, len(_os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, _os.cpu_count() or 1)
+
+
+def _threads(threads: Any) -> int:
+    """read_batch's threads: 0 is every core; more than 4 x the cores is capped there with a
+    warning, as `shardpack build --threads` does."""
+    t = _integer(threads, "read_batch: threads")
+    if t < 0:
+        raise ArgumentValueError(f"read_batch: threads must be 0 (all cores) or more, not {t}")
+    cores = _cores()
+    if t == 0:
+        return cores
+    if t > 4 * cores:
+        _warnings.warn(f"read_batch: threads={t}: using {4 * cores} (4 x the {cores} cores this process may use)",
+                       RuntimeWarning, stacklevel=3)
+        return 4 * cores
+    return t
+
+
+def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
+    """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize` ("auto" resolved)."""
+    if norm is None:
+        return [0.0] * channels, [1.0] * channels
+    if isinstance(norm, str):
+        _choice(norm, "read_batch: normalize", ("imagenet", "auto"))
+        if channels == 1:  # grey images: the mean of the three channels' statistics
+            return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
+        mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
+        return mean + [0.0] * (channels - 3), std + [1.0] * (channels - 3)  # alpha: x / 255
+    try:
+        mean, std = norm
+    except (TypeError, ValueError):
+        raise ArgumentTypeError('read_batch: normalize must be None, "auto", "imagenet" or a (mean, std) pair, '
+                                f"not {norm!r}") from None
+
+    def per_channel(v: Any, what: str) -> List[float]:
+        try:
+            v = _np.asarray(v, dtype=_np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ArgumentTypeError(f"read_batch: normalize {what} must be numbers, not {v!r}") from None
+        if v.size == 1:
+            v = _np.repeat(v, channels)
+        if v.size != channels:
+            raise ArgumentValueError(f"read_batch: normalize {what} has {v.size} values, "
+                                     f"the images have {channels} channels")
+        if not _np.isfinite(v).all():
+            raise ArgumentValueError(f"read_batch: normalize {what} must be finite numbers")
+        return [float(x) for x in v]
+
+    mean, std = per_channel(mean, "mean"), per_channel(std, "std")
+    if 0.0 in std:
+        raise ArgumentValueError("read_batch: a standard deviation of normalize is 0")
+    return mean, std
+
+
+def _crop_size(crop: Any) -> Tuple[int, int]:
+    """(height, width) of read_batch's `crop`, checked."""
+    try:
+        h, w = crop
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"read_batch: crop must be None or (height, width), not {crop!r}") from None
+    h, w = _integer(h, "read_batch: crop height"), _integer(w, "read_batch: crop width")
+    if h < 1 or w < 1 or h > 65536 or w > 65536:
+        raise ArgumentValueError(f"read_batch: crop ({h}, {w}) must be between 1 and 65536 pixels each way")
+    return h, w
+
+
+class _BatchOptions(NamedTuple):
+    """read_batch's options, checked and resolved for the extension."""
+    as_float: bool
+    channels_first: bool
+    label: str          # "onehot", "index" (resolved from "stored")
+    label_dtype: str    # "float32", "uint8", "uint16" or "int64"
+    crop_height: int
+    crop_width: int
+
+    @staticmethod
+    def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
+              crop: Any) -> "_BatchOptions":
+        as_float = _dtype_name(dtype, "read_batch: dtype", ("float32", "uint8")) == "float32"
+        channels_first = _choice(layout, "read_batch: layout", ("NCHW", "NHWC")) == "NCHW"
+        label = _choice(label, "read_batch: label", ("onehot", "index", "stored"))
+        seg = r.task == "segmentation"
+        if label == "stored":
+            label = "onehot" if seg and r.label_layout == "onehot" else "index"
+        k = r.class_count
+        if label == "onehot":
+            if label_dtype is None:
+                label_dtype = "float32" if as_float else "uint8"
+            label_dtype = _dtype_name(label_dtype, "read_batch: label_dtype of one-hot labels", ("float32", "uint8"))
+        else:
+            label_dtype = _dtype_name("int64" if label_dtype is None else label_dtype,
+                                      "read_batch: label_dtype of index labels", ("uint8", "uint16", "int64"))
+            # Every value must fit: class ids 0..K-1, and for segmentation the ignore value.
+            largest = max(k - 1, r.ignore_value if seg else 0, 0)
+            limit = {"uint8": 255, "uint16": 65535, "int64": 2**63 - 1}[label_dtype]
+            if largest > limit:
+                what = f"{k} classes" + (f" and ignore value {r.ignore_value}" if seg else "")
+                raise ArgumentValueError(f"read_batch: label_dtype {label_dtype} cannot hold the {what} of {path}; "
+                                         'use "uint16" or "int64"')
+        if crop is None:
+            if r.image_shape is None:
+                raise ArgumentValueError(f"{path}: read_batch needs a dataset with a fixed image size "
+                                         "(built with --size) or a crop size")
+            crop_height = crop_width = 0
+        else:
+            crop_height, crop_width = _crop_size(crop)
+        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width)
+
+
+# -- orders
+
+def permutation(n: int, seed: int, epoch: int = 0) -> _npt.NDArray[_np.int64]:
     """The shuffled order of range(n) for (seed, epoch): a uniformly random permutation, an int64
     array, the same on every platform and in every process, C++ included
     (shardpack::permutation in include/shardpack/order.hpp computes it)."""
@@ -52,16 +266,10 @@ WINDOW_BLOCKS = 16
 BLOCK_BYTES = 4 << 20
 
 
-def _count(value, what):
-    try:
-        value = value.__index__()
-    except AttributeError:
-        raise TypeError(f"{what} must be an integer, not {type(value).__name__}") from None
-    return value
-
-
-def epoch_order(n, seed=0, epoch=0, shuffle=True, rank=0, world=1, drop_last=False, order="global", block=None,
-                window=None, shard_starts=None):
+def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
+                world: int = 1, drop_last: bool = False, order: Literal["global", "blocks"] = "global",
+                block: Optional[int] = None, window: Optional[int] = None,
+                shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:
     """The indices rank `rank` of `world` reads in epoch `epoch`: an int64 array.
 
     n: the number of records, or a shardpack.Dataset (then shard_starts and the default block
@@ -89,19 +297,19 @@ def epoch_order(n, seed=0, epoch=0, shuffle=True, rank=0, world=1, drop_last=Fal
     any number of DataLoader workers and in C++ (include/shardpack/order.hpp, which computes
     them). drop_last=False pads by wrapping around to the epoch's start so that every rank gets
     ceil(n / world) indices; drop_last=True leaves out the tail (n // world each)."""
-    n, block, window, starts = _block_parameters(n, block, window, shard_starts)
-    seed, epoch = _count(seed, "seed"), _count(epoch, "epoch")
-    rank, world = _count(rank, "rank"), _count(world, "world")
-    if seed < 0 or epoch < 0:
-        raise ValueError(f"seed and epoch must be at least 0, not {seed} and {epoch}")
+    count, block, window, starts = _block_parameters(n, block, window, shard_starts)
+    seed, epoch = _integer(seed, "epoch_order: seed"), _integer(epoch, "epoch_order: epoch")
+    rank, world = _integer(rank, "epoch_order: rank"), _integer(world, "epoch_order: world")
+    if seed < 0 or epoch < 0 or seed >= 2**64 or epoch >= 2**64:
+        raise ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
     if world < 1 or not 0 <= rank < world:
-        raise Error(f"rank {rank} is not in [0, world) for world {world}")
-    if order not in ("global", "blocks"):
-        raise ValueError(f'order must be "global" or "blocks", not {order!r}')
-    return _epoch_order(n, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
+        raise ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
+    order = _choice(order, "epoch_order: order", ("global", "blocks"))  # type: ignore[assignment]
+    return _epoch_order(count, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
 
 
-def _block_parameters(n, block, window, shard_starts):
+def _block_parameters(n: Union[int, "Dataset"], block: Optional[int], window: Optional[int],
+                      shard_starts: Optional[Indices]) -> Tuple[int, int, int, List[int]]:
     """(n, block, window, shard_starts) of the blocks order, with the defaults filled in."""
     if isinstance(n, Dataset):
         ds = n
@@ -110,60 +318,36 @@ def _block_parameters(n, block, window, shard_starts):
             shard_starts = ds.shard_starts
         if block is None and n:
             block = max(1, round(BLOCK_BYTES * n / max(1, ds.data_bytes)))
-    n = _count(n, "n")
-    if n < 0:
-        raise ValueError(f"n must be at least 0, not {n}")
-    block = BLOCK_RECORDS if block is None else _count(block, "block")
-    window = WINDOW_BLOCKS if window is None else _count(window, "window")
+    count = _integer(n, "epoch_order: n")
+    if count < 0:
+        raise ArgumentValueError(f"epoch_order: n must be at least 0, not {count}")
+    block = BLOCK_RECORDS if block is None else _integer(block, "epoch_order: block")
+    window = WINDOW_BLOCKS if window is None else _integer(window, "epoch_order: window")
     if block < 1 or window < 1:
-        raise ValueError(f"block and window must be at least 1, not {block} and {window}")
+        raise ArgumentValueError(f"epoch_order: block and window must be at least 1, not {block} and {window}")
     starts = [] if shard_starts is None else [int(s) for s in _np.asarray(shard_starts, dtype=_np.int64)]
-    return n, block, window, starts
+    return count, block, window, starts
 
 
-def _block_starts(n, block=None, window=None, shard_starts=None):
+def _block_starts(n: Union[int, "Dataset"], block: Optional[int] = None, window: Optional[int] = None,
+                  shard_starts: Optional[Indices] = None) -> Tuple[_npt.NDArray[_np.int64], int]:
     """The first record of every block of the blocks order (then n), and the window: an int64 array
     and an int."""
-    n, block, window, starts = _block_parameters(n, block, window, shard_starts)
-    return _order_blocks(n, block, starts), window
+    count, block, window, starts = _block_parameters(n, block, window, shard_starts)
+    return _order_blocks(count, block, starts), window
 
 
-def _normalization(norm, channels):
-    """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize`."""
-    if norm is None:
-        return [0.0] * channels, [1.0] * channels
-    if isinstance(norm, str):
-        if norm != "imagenet":
-            raise Error(f'read_batch: normalize must be None, "imagenet" or a (mean, std) pair, not "{norm}"')
-        if channels == 1:  # grey images: the mean of the three channels' statistics
-            return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
-        mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
-        return mean + [0.0] * (channels - 3), std + [1.0] * (channels - 3)  # alpha: x / 255
-    try:
-        mean, std = norm
-    except (TypeError, ValueError):
-        raise Error("read_batch: normalize must be None, \"imagenet\" or a (mean, std) pair") from None
 
-    def per_channel(v, what):
-        v = _np.asarray(v, dtype=_np.float64).reshape(-1)
-        if v.size == 1:
-            v = _np.repeat(v, channels)
-        if v.size != channels:
-            raise Error(f"read_batch: normalize {what} has {v.size} values, the images have {channels} channels")
-        return [float(x) for x in v]
-
-    return per_channel(mean, "mean"), per_channel(std, "std")
+# Open datasets, so that their readers close before the interpreter's last collection: objects
+# still referenced at exit (a DataLoader worker's dataset, held by torch) would otherwise
+# outlive the extension and be reported by nanobind as leaked.
+_open_datasets: "_weakref.WeakSet[Dataset]" = _weakref.WeakSet()
 
 
-def _crop_size(crop):
-    """(height, width) of read_batch's `crop`, checked."""
-    try:
-        h, w = (int(v.__index__()) for v in crop)
-    except (TypeError, ValueError, AttributeError):
-        raise Error(f"read_batch: crop must be None or (height, width), not {crop!r}") from None
-    if h < 1 or w < 1 or h > 65536 or w > 65536:
-        raise Error(f"read_batch: crop ({h}, {w}) must be between 1 and 65536 pixels each way")
-    return h, w
+@_atexit.register
+def _close_all() -> None:
+    for ds in list(_open_datasets):
+        ds._reader_ = None
 
 
 class Dataset:
@@ -178,153 +362,174 @@ class Dataset:
     changed since. The record index stays in C++: no Python object per record.
     """
 
-    def __init__(self, path, verify_checksums=True):
-        self._path = _os.fspath(path)
+    def __init__(self, path: PathLike, *, verify_checksums: bool = True) -> None:
+        path = _os.fspath(path)
+        self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
-        self._content_hash = None
-        self._reader_ = None
+        self._content_hash: Optional[str] = None
+        self._reader_: Optional[_Reader] = None
         self._reader  # open now, so that a missing or damaged dataset is reported here
 
     # -- opening and pickling
     @property
-    def _reader(self):
+    def _reader(self) -> _Reader:
         r = self._reader_
         if r is None:
-            r = _Reader(self._path, self._verify)
+            r = _Reader(_os.fsencode(self._path), self._verify)
             if self._content_hash is not None and r.content_hash != self._content_hash:
                 raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
                             f"(content hash {r.content_hash}, was {self._content_hash})")
             self._content_hash = r.content_hash
             self._reader_ = r
+            _open_datasets.add(self)
         return r
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         return {"path": self._path, "verify_checksums": self._verify, "content_hash": self._content_hash}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self._path = state["path"]
         self._verify = state["verify_checksums"]
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"shardpack.Dataset({self._path!r}, {len(self)} records, {self.task}, "
                 f"{len(self.classes)} classes, image_shape={self.image_shape})")
 
     # -- the schema
     @property
-    def path(self):
+    def path(self) -> str:
         return self._path
 
     @property
-    def verify_checksums(self):
+    def verify_checksums(self) -> bool:
         return self._verify
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._reader)
 
     @property
-    def task(self):
-        return self._reader.task
+    def task(self) -> Literal["segmentation", "classification"]:
+        return self._reader.task  # type: ignore[return-value]
 
     @property
-    def classes(self):
+    def classes(self) -> List[str]:
+        """Class names, the id of each its position. Bytes that are not UTF-8 come back as lone
+        surrogates (surrogateescape), as os.fsdecode gives them: os.fsencode(name) is the bytes."""
         return self._reader.classes
 
     @property
-    def image_shape(self):
+    def image_shape(self) -> Optional[Tuple[int, int, int]]:
         return self._reader.image_shape
 
     @property
-    def label_layout(self):
+    def label_layout(self) -> Literal["onehot", "index", "class_id"]:
         """How labels are stored: "onehot", "index" (segmentation) or "class_id" (classification)."""
-        return self._reader.label_layout
+        return self._reader.label_layout  # type: ignore[return-value]
 
     @property
-    def ignore_value(self):
+    def ignore_value(self) -> int:
         """The index value of ignored pixels in index maps (255, or 65535 beyond 255 classes)."""
         return self._reader.ignore_value
 
     @property
-    def content_hash(self):
+    def content_hash(self) -> str:
         return self._reader.content_hash
 
     @property
-    def shard_starts(self):
+    def shard_starts(self) -> _npt.NDArray[_np.int64]:
         """The first record of each shard (an int64 array): where order="blocks" cuts blocks."""
         return self._reader.shard_starts
 
     @property
-    def data_bytes(self):
+    def data_bytes(self) -> int:
         """The bytes of all shards: the dataset's size on disk."""
         return self._reader.data_bytes
 
     # -- records
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]:
         """(image, label) of record i. image: uint8 (H, W, C). label: one-hot uint8 (H, W, K),
         an index map (H, W) of uint8 or uint16, or an int class id. Records stored raw
         (--compression none) come as read-only views of the memory map (no copy); zstd records
-        as writable arrays over the record's own decoded buffer."""
+        as writable arrays of their own."""
         r = self._reader
-        try:
-            i = i.__index__()
-        except AttributeError:
-            raise TypeError(f"shardpack.Dataset indices must be integers, not {type(i).__name__}") from None
-        n = len(r)
-        if not -n <= i < n:
-            raise IndexOutOfRange(f"{self._path}: index {i} is out of range ({n} records)")
-        return r.get(i)
+        return r.get(_checked_index(i, len(r), self._path))
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]]:
         r = self._reader
         for i in range(len(r)):
             yield r.get(i)
 
-    def key(self, i):
-        """The image path of record i, as the CSV wrote it."""
-        return self._reader.key(i.__index__())
+    def key(self, i: int) -> str:
+        """The image path of record i, as the CSV wrote it (surrogateescape where not UTF-8)."""
+        r = self._reader
+        return r.key(_checked_index(i, len(r), self._path))
 
-    def batch_spec(self, batch_size, dtype="float32", layout="NCHW", label="onehot", crop=None):
+    def prefetch(self, indices: Indices) -> None:
+        """Starts reading records `indices` from storage so that reading them later does not wait
+        for the disk: their byte ranges, merged where they touch, are announced to the kernel
+        (WILLNEED). A hint: it returns at once and changes nothing else. shardpack.torch.Loader
+        calls it ahead of its batches (whole blocks with order="blocks"). Indices are checked as
+        read_batch's."""
+        r = self._reader
+        r.prefetch(_checked_indices(indices, len(r), self._path, "prefetch"))
+
+    def batch_spec(self, batch_size: int, *, dtype: DType = "float32", layout: Layout = "NCHW",
+                   label: Label = "onehot", label_dtype: LabelDType = None, crop: Optional[Tuple[int, int]] = None
+                   ) -> Spec:
         """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
-        `batch_size` records with these options (NumPy dtypes); crop=(height, width) as in
-        read_batch."""
-        if crop is not None:
-            h, w = _crop_size(crop)
-            c = self._reader.channels
-        else:
-            shape = self.image_shape
-            if shape is None:
-                raise Error(f"{self._path}: batches need a dataset with a fixed image size (built with --size) "
-                            "or a crop size")
-            h, w, c = shape
-        n, k = int(batch_size), len(self.classes)
-        dt = _np.dtype(_np.float32 if dtype in ("float32", _np.float32) else _np.uint8)
-        images = ((n, c, h, w) if layout == "NCHW" else (n, h, w, c), dt)
-        seg = self.task == "segmentation"
-        if label == "stored":
-            label = "onehot" if self.label_layout == "onehot" else "index"
-        if label == "onehot":
-            labels = ((n, k, h, w) if layout == "NCHW" else (n, h, w, k)) if seg else (n, k), dt
-        else:
-            labels = ((n, h, w) if seg else (n,)), _np.dtype(_np.int64)
-        return images, labels
+        `batch_size` records with these options (NumPy dtypes); the options are read_batch's."""
+        r = self._reader
+        n = _integer(batch_size, "batch_spec: batch_size")
+        if n < 0:
+            raise ArgumentValueError(f"batch_spec: batch_size must be 0 or more, not {n}")
+        o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
+        return self._spec(r, n, o)
 
-    def read_batch(self, indices, dtype="float32", layout="NCHW", normalize="imagenet", label="onehot",
-                   out=None, threads=0, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0, epoch=0,
-                   return_boxes=False):
-        """Reads the records `indices` (any sequence or integer array) into one batch.
+    @staticmethod
+    def _spec(r: _Reader, n: int, o: _BatchOptions) -> Spec:
+        fixed = r.image_shape
+        if o.crop_height or fixed is None:  # (_BatchOptions.check refused no crop without a fixed size)
+            h, w, c = o.crop_height, o.crop_width, r.channels
+        else:
+            h, w, c = fixed
+        k = r.class_count
+        images = ((n, c, h, w) if o.channels_first else (n, h, w, c), _np.dtype(_np.float32 if o.as_float else _np.uint8))
+        seg = r.task == "segmentation"
+        shape: Tuple[int, ...]
+        if o.label == "onehot":
+            shape = ((n, k, h, w) if o.channels_first else (n, h, w, k)) if seg else (n, k)
+        else:
+            shape = (n, h, w) if seg else (n,)
+        return images, (shape, _np.dtype(o.label_dtype))
+
+    def read_batch(self, indices: Indices, *, dtype: DType = "float32", layout: Layout = "NCHW",
+                   normalize: Normalize = "auto", label: Label = "onehot", label_dtype: LabelDType = None,
+                   out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
+                   crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
+                   epoch: int = 0, return_boxes: bool = False) -> Tuple[Any, ...]:
+        """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
+        one batch. Options are keyword-only.
 
         dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
-        normalize (float32 only): None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229
-          0.224 0.225; grey images 0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the
-          0..1 scale, each a number or one value per channel.
-        label: "onehot" (dtype; segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
-          "index" (int64 class ids: (N, H, W) with ignore_value where ignored, or (N,)), or
-          "stored" (one-hot if the dataset stores one-hot masks, else "index").
+        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8),
+          None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images
+          0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the 0..1 scale, each a number or
+          one value per channel. uint8 batches are as stored: a normalize other than None or
+          "auto" with dtype="uint8" is an ArgumentValueError, not ignored.
+        label: "onehot" (segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
+          "index" (class ids: (N, H, W) with ignore_value where ignored, or (N,)), or "stored"
+          (one-hot if the dataset stores one-hot masks, else "index").
+        label_dtype: one-hot labels: None (the images' dtype), "float32" or "uint8". Index labels:
+          None or "int64" (PyTorch's losses take int64 class targets), "uint16", or "uint8" (1/8
+          of the bytes: the recommended delivery, converted on the GPU; needs at most 255
+          classes, ignored pixels are 255). A dtype that cannot hold the classes is an error.
         out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
-          shape and dtype (NumPy, buffer protocol or DLPack, such as torch tensors, pinned ones
-          included), filled in place with no allocation and returned.
-        threads: C++ threads to split the batch over (0: all cores). The GIL is released.
+          shape and dtype that do not overlap (NumPy, buffer protocol or DLPack, such as torch
+          tensors, pinned ones included), filled in place with no allocation and returned.
+        threads: C++ threads to split the batch over (0: all cores this process may use; more
+          than 4 x the cores: that many, with a RuntimeWarning, as the CLI). The GIL is released.
 
         Crops and flips at read time, the same for the image and the label, before any conversion
         (labels stay exact):
@@ -343,81 +548,74 @@ class Dataset:
           flips, so images[j] == flip(record[y:y + height, x:x + width]) (NHWC). Without crops or
           flips each row is (0, 0, 0, 0).
 
-        Returns (images, labels), or (images, labels, boxes). Raises shardpack.Error on damage or
-        bad arguments (a crop larger than a record, a box that runs past it)."""
+        Returns (images, labels), or (images, labels, boxes). Raises IndexOutOfRange for an index
+        outside the dataset, ArgumentValueError / ArgumentTypeError for other bad arguments, and
+        shardpack.Error on damaged data or a crop larger than a record (naming it)."""
         r = self._reader
-        idx = _np.asarray(indices)
-        if idx.ndim != 1:
-            if idx.ndim == 0:
-                raise Error("read_batch: indices must be a sequence or a 1-d array of integers")
-            raise Error(f"read_batch: indices must be 1-d, not of shape {idx.shape}")
-        if idx.size and idx.dtype.kind not in "iu":
-            raise Error(f"read_batch: indices must be integers, not {idx.dtype}")
-        idx = _np.ascontiguousarray(idx, dtype=_np.int64)
-        if dtype in ("float32", _np.float32):
-            as_float = True
-        elif dtype in ("uint8", _np.uint8):
-            as_float = False
-        else:
-            raise Error(f'read_batch: dtype must be "float32" or "uint8", not {dtype!r}')
-        if layout not in ("NCHW", "NHWC"):
-            raise Error(f'read_batch: layout must be "NCHW" or "NHWC", not {layout!r}')
-        if not as_float and normalize is not None and normalize != "imagenet":
-            raise Error("read_batch: normalize applies to float32 batches; uint8 batches are as stored")
-        mean, std = _normalization(normalize if as_float else None, r.channels)
+        n_records = len(r)
+        idx = _checked_indices(indices, n_records, self._path)
+        o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
+        if normalize == "auto":
+            normalize = "imagenet" if o.as_float else None
+        elif not o.as_float and normalize is not None:
+            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
+                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
+        mean, std = _normalization(normalize, r.channels)
         if out is None:
             out_images = out_labels = None
         else:
             if not isinstance(out, (tuple, list)) or len(out) != 2:
-                raise Error("read_batch: out must be a pair (images, labels)")
+                raise ArgumentTypeError("read_batch: out must be a pair (images, labels)")
             out_images, out_labels = out
-        if label not in ("onehot", "index", "stored"):
-            raise Error(f'read_batch: label must be "onehot", "index" or "stored", not {label!r}')
-        threads = int(threads)
-        if threads < 0:
-            raise Error("read_batch: threads must be 0 (all cores) or more")
+            if out_images is None or out_labels is None:
+                raise ArgumentTypeError("read_batch: out must be a pair of arrays (images, labels), not None")
+        threads = _threads(threads)
         n = idx.shape[0]
-        crop_height, crop_width = _crop_size(crop) if crop is not None else (0, 0)
         given = None
         if isinstance(crop_position, str):
-            if crop_position not in ("center", "random"):
-                raise Error(f'read_batch: crop_position must be "center", "random" or an (N, 2) array, '
-                            f'not {crop_position!r}')
-            position = crop_position
+            position = _choice(crop_position, "read_batch: crop_position", ("center", "random"))
         else:
             if crop is None:
-                raise Error("read_batch: crop boxes (crop_position as an array) need crop=(height, width)")
+                raise ArgumentValueError("read_batch: crop boxes (crop_position as an array) need crop=(height, width)")
             yx = _np.asarray(crop_position)
-            if yx.shape != (n, 2) or (yx.size and yx.dtype.kind not in "iu"):
-                raise Error(f"read_batch: crop_position must be an integer array of shape ({n}, 2), "
-                            f"not {yx.dtype} {yx.shape}")
+            if yx.size and yx.dtype.kind not in "iu":
+                raise ArgumentTypeError(f"read_batch: crop_position must be an integer array, not {yx.dtype}")
+            if yx.shape != (n, 2):
+                raise ArgumentValueError(f"read_batch: crop_position must be of shape ({n}, 2), not {yx.shape}")
+            if yx.size and (int(yx.min()) < 0 or int(yx.max()) > 65535):
+                raise ArgumentValueError("read_batch: crop_position (y, x) values must be in [0, 65535]")
             given = _np.zeros((n, 4), dtype=_np.int64)
             given[:, :2] = yx
             position = "given"
         flips = []
         for column, (what, flip) in enumerate((("hflip", hflip), ("vflip", vflip)), start=2):
             if _np.ndim(flip) == 0:
+                if isinstance(flip, (str, bytes)):
+                    raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, not {flip!r}")
                 try:
                     p = float(flip)
                 except (TypeError, ValueError):
-                    raise Error(f"read_batch: {what} must be a probability or a boolean array, not {flip!r}") from None
+                    raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, "
+                                            f"not {flip!r}") from None
                 if not 0.0 <= p <= 1.0:
-                    raise Error(f"read_batch: {what} probability {p} is not in [0, 1]")
+                    raise ArgumentValueError(f"read_batch: {what} probability {p} is not in [0, 1]")
                 flips.append(("random" if p > 0.0 else "none", p))
                 continue
             f = _np.asarray(flip)
-            if f.shape != (n,) or (f.size and f.dtype.kind != "b"):
-                raise Error(f"read_batch: {what} must be a probability or a boolean array of shape ({n},), "
-                            f"not {f.dtype} {f.shape}")
+            if f.size and f.dtype.kind != "b":
+                raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, not {f.dtype}")
+            if f.shape != (n,):
+                raise ArgumentValueError(f"read_batch: {what} must be of shape ({n},), not {f.shape}")
             if given is None:
                 given = _np.zeros((n, 4), dtype=_np.int64)
             given[:, column] = f
             flips.append(("given", 0.0))
-        seed, epoch = int(seed), int(epoch)
+        seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
-            raise Error("read_batch: seed and epoch must be integers in [0, 2**64)")
+            raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
         boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
-        images, labels, boxes = r.read_batch(idx, as_float, layout == "NCHW", mean, std, label, out_images, out_labels,
-                                             threads, crop_height, crop_width, position, flips[0][0], flips[0][1],
-                                             flips[1][0], flips[1][1], given, seed, epoch, boxes)
+        images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
+                                             out_images, out_labels, threads, o.crop_height, o.crop_width, position,
+                                             flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
+                                             boxes)
         return (images, labels, boxes) if return_boxes else (images, labels)

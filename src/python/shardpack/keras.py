@@ -1,62 +1,100 @@
 """Keras adapter: shardpack.keras.PyDataset, a keras.utils.PyDataset of whole batches.
 
     import shardpack.keras
-    train = shardpack.keras.PyDataset("data/train", batch_size=32, shuffle=True, seed=0)
+    train = shardpack.keras.PyDataset("data/train", batch_size=32, seed=0, crop=(256, 256),
+                                      crop_position="random", hflip=0.5)
     model.fit(train, epochs=10)
 
 Each batch is one read_batch call (the GIL released, the batch split over C++ threads), channels
-last as Keras expects. The order is shardpack.epoch_order: a new permutation every epoch
-(on_epoch_end), the same for a given seed and epoch wherever it runs.
+last as Keras expects. The order of epoch e is shardpack.epoch_order(n, seed, e, shuffle, rank,
+world, drop_last), and random crops and flips are drawn from (seed, e, record index): the same
+wherever it runs. Keras calls on_epoch_begin at the start of every epoch of fit: the first keeps
+`epoch` (default 0), each later one (the next epoch, or a later fit) moves to the next. set_epoch(e)
+sets it; to resume, pass epoch=initial_epoch. (on_epoch_end does not count: Keras also calls it
+once before the first epoch, after reading two batches to learn their shapes.)
 """
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
 import keras as _keras
 import numpy as _np
 
-import shardpack as _sp
+from shardpack import _adapt
 
 __all__ = ["PyDataset"]
 
 
 class PyDataset(_keras.utils.PyDataset):
-    """PyDataset(source, batch_size, shuffle=True, seed=0, drop_last=False, dtype="float32",
-    layout="NHWC", normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0,
-    verify_checksums=True, **kwargs)
+    """PyDataset(source, batch_size, *, shuffle=True, seed=0, epoch=0, drop_last=False, rank=0,
+    world=1, order="global", block=None, window=None, dtype="float32", layout="NHWC",
+    normalize="auto", label="onehot", label_dtype=None, crop=None, crop_position="center", hflip=0.0,
+    vflip=0.0, threads=0, verify_checksums=True, workers=1, use_multiprocessing=False,
+    max_queue_size=10)
 
-    source: a path or a shardpack.Dataset. The options are read_batch's; rank/world read one
-    share as shardpack.epoch_order gives it. kwargs go to keras.utils.PyDataset (workers,
-    use_multiprocessing, max_queue_size): one worker thread already keeps the C++ threads busy."""
+    source: a dataset folder or a shardpack.Dataset. shuffle, seed, epoch, drop_last, rank,
+    world, order, block, window: the order (shardpack.epoch_order; rank/world read one share;
+    order="blocks" is the locality-aware shuffle for data on a cold disk). dtype, layout,
+    normalize ("auto": "imagenet" for float32, None for uint8), label, label_dtype, crop,
+    crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options. workers,
+    use_multiprocessing, max_queue_size: keras.utils.PyDataset's (one worker thread already keeps
+    the C++ threads busy)."""
 
-    def __init__(self, source, batch_size, shuffle=True, seed=0, drop_last=False, dtype="float32", layout="NHWC",
-                 normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0, verify_checksums=True,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.dataset = source if isinstance(source, _sp.Dataset) else _sp.open(source, verify_checksums)
-        self.batch_size = int(batch_size)
-        if self.batch_size < 1:
-            raise _sp.Error("PyDataset: batch_size must be at least 1")
-        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
-        self.rank, self.world = int(rank), int(world)
-        self.options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
-        self.threads = int(threads)
-        self.dataset.batch_spec(1, dtype, layout, label)  # checks the options now
+    def __init__(self, source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0,
+                 epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+                 block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
+                 layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
+                 label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
+                 verify_checksums: bool = True, workers: int = 1, use_multiprocessing: bool = False,
+                 max_queue_size: int = 10) -> None:
+        super().__init__(workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
+        self.dataset = _adapt.open_source(source, verify_checksums)
+        self._order = _adapt.Order(self.dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                   drop_last=drop_last, rank=rank, world=world, order=order, block=block,
+                                   window=window)
+        self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
+                                       crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
+                                       threads=threads, label_dtype=label_dtype)
         self.set_epoch(epoch)
 
-    def set_epoch(self, epoch):
-        self.epoch = int(epoch)
-        self._order = _sp.epoch_order(len(self.dataset), self.seed, self.epoch, self.shuffle, self.rank, self.world,
-                                      self.drop_last)
+    @property
+    def batch_size(self) -> int:
+        return self._order.batch_size
 
-    def __len__(self):
-        n = len(self._order)
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+    @property
+    def shuffle(self) -> bool:
+        return self._order.shuffle
 
-    def batch_indices(self, index):
+    @property
+    def seed(self) -> int:
+        return self._order.seed
+
+    @property
+    def drop_last(self) -> bool:
+        return self._order.drop_last
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order and random crops and flips the batches come from."""
+        self.epoch = _adapt.integer(epoch, "epoch", 0)
+        self._begun = False  # whether an epoch has begun (on_epoch_begin) since
+
+    def __len__(self) -> int:
+        return self._order.batches
+
+    def batch_indices(self, index: int) -> _np.ndarray:
         """The record indices of batch `index` of the current epoch."""
+        index = _adapt.integer(index, "batch index")
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} is out of range ({len(self)} batches)")
-        return self._order[index * self.batch_size:(index + 1) * self.batch_size]
+        return self._order.batch(self.epoch, index)
 
-    def __getitem__(self, index):
-        return self.dataset.read_batch(self.batch_indices(index), threads=self.threads, **self.options)
+    def __getitem__(self, index: int) -> Tuple[_np.ndarray, _np.ndarray]:
+        return self.dataset.read_batch(self.batch_indices(index), epoch=self.epoch, **self._options.read)
 
-    def on_epoch_end(self):
-        self.set_epoch(self.epoch + 1)
+    def on_epoch_begin(self) -> None:
+        """Keras calls it at the start of every epoch: the first reads `epoch`, each later one
+        the next."""
+        if self._begun:
+            self.epoch += 1
+        self._begun = True

@@ -1,56 +1,117 @@
 """tf.data adapter: shardpack.tf.dataset(path, batch_size, ...) is a tf.data.Dataset of batches.
 
     import shardpack.tf
-    train = shardpack.tf.dataset("data/train", batch_size=32, shuffle=True, seed=0)
-    model.fit(train, epochs=10)
+    train = shardpack.tf.dataset("data/train", batch_size=32, seed=0)   # shuffled, a new order each epoch
+    model.fit(train, epochs=10)                                          # "3/3" steps: the cardinality is known
 
-One Python call per batch (read_batch, which releases the GIL and splits the batch over C++
-threads), prefetched. Every iteration of the dataset is an epoch: the order is
-shardpack.epoch_order(n, seed, epoch), with epoch counting up from `epoch`.
+The pipeline is a dataset of batch numbers mapped through tf.numpy_function: each element is one
+read_batch call (the GIL released, the batch split over C++ threads) that fills a buffer from a
+pool of 64-byte-aligned arrays, which TensorFlow wraps without copying; a buffer is refilled only
+once no tensor refers to it any more. Batches are prefetched (prefetch=2 by default).
+
+Epochs: the order of epoch e is shardpack.epoch_order(n, seed, e, shuffle, rank, world,
+drop_last), and random crops and flips are drawn from (seed, e, record index). The first pass over
+the dataset is epoch `epoch` (default 0); every further pass (a new iterator: the next
+`for x in train`, the next Keras epoch, or the next round of train.repeat()) is the next epoch.
+The count lives in the Dataset object, so a new call of shardpack.tf.dataset starts again at
+`epoch`: pass epoch= to resume (for example epoch=initial_epoch with model.fit(initial_epoch=)).
+
+cardinality() is the number of batches per epoch (len(train)), and train.repeat(k) has k times
+that: Keras shows the steps and never runs out of data.
 """
+from __future__ import annotations
+
 import threading as _threading
+from typing import Optional, Tuple
 
 import numpy as _np
 import tensorflow as _tf
 
-import shardpack as _sp
+from shardpack import _adapt
 
 __all__ = ["dataset"]
 
-_TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.int64): _tf.int64}
+_TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.uint16): _tf.uint16,
+              _np.dtype(_np.int64): _tf.int64}
 
 
-def dataset(path, batch_size, shuffle=False, seed=0, drop_last=False, dtype="float32", layout="NHWC",
-            normalize="imagenet", label="onehot", threads=0, rank=0, world=1, epoch=0, prefetch=2,
-            verify_checksums=True):
-    """A tf.data.Dataset of (images, labels) batches with its element_spec set: the batch
-    dimension is batch_size with drop_last=True, else None (the last batch may be short).
+def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
+            drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+            block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
+            layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
+            label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
+            crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
+            prefetch: int = 2, verify_checksums: bool = True) -> _tf.data.Dataset:
+    """A tf.data.Dataset of (images, labels) batches, one read_batch call each.
 
-    path: a dataset folder or a shardpack.Dataset. The options are read_batch's (channels last
-    by default, as Keras expects). rank/world: this worker's share (shardpack.epoch_order).
-    prefetch: batches prepared ahead (tf.data.AUTOTUNE allowed)."""
-    ds = path if isinstance(path, _sp.Dataset) else _sp.open(path, verify_checksums)
-    batch_size = int(batch_size)
-    if batch_size < 1:
-        raise _sp.Error("tf.dataset: batch_size must be at least 1")
-    options = dict(dtype=dtype, layout=layout, normalize=normalize, label=label)
-    (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, dtype, layout, label)
-    first = batch_size if drop_last else None
-    signature = (_tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype]),
-                 _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype]))
-    n = len(ds)
-    epochs = {"next": int(epoch)}
+    source: a dataset folder or a shardpack.Dataset. batch_size: records per batch.
+    shuffle, seed, epoch, drop_last, rank, world, order, block, window: the order,
+      shardpack.epoch_order's (this rank's share; drop_last=False pads every rank to the same
+      count and keeps a short last batch; order="blocks" is the locality-aware shuffle for data
+      on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
+      each further pass the next (see the module).
+    dtype, layout (channels last by default, as Keras expects), normalize ("auto": "imagenet" for
+      float32, None for uint8), label, label_dtype, crop, crop_position ("center" or "random"),
+      hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
+      epoch, record index).
+    prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
+
+    element_spec: the batch dimension is batch_size with drop_last=True, else None (the last
+    batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
+    shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
+    ds = _adapt.open_source(source, verify_checksums)
+    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                         world=world, order=order, block=block, window=window)
+    options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+                             crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
+                             label_dtype=label_dtype)
+    first_epoch = _adapt.integer(epoch, "epoch", 0)
+    if prefetch != _tf.data.AUTOTUNE:
+        prefetch = _adapt.integer(prefetch, "prefetch", 0)
+    batch_size = order.batch_size
+    (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, **options.spec)
+    first = batch_size if order.drop_last else None
+    image_spec = _tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype])
+    label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
+    # Buffers in use at once: the one being filled, the prefetched ones, the one the consumer
+    # holds, and a few that TensorFlow releases late; past the limit batches are fresh arrays.
+    pool = _adapt.BufferPool((ishape, idtype), (lshape, ldtype),
+                             limit=(prefetch if prefetch > 0 else 2) + 4)
+    read = options.read
+    counter = {"next": first_epoch}
     lock = _threading.Lock()
 
-    def batches():
+    def next_epoch() -> _np.ndarray:
         with lock:
-            e = epochs["next"]
-            epochs["next"] += 1
-        order = _sp.epoch_order(n, seed, e, shuffle, rank, world, drop_last)
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
-            if len(idx) < batch_size and drop_last:
-                return
-            yield ds.read_batch(idx, threads=threads, **options)
+            e = counter["next"]
+            counter["next"] += 1
+        return _np.int64(e)
 
-    return _tf.data.Dataset.from_generator(batches, output_signature=signature).prefetch(prefetch)
+    def read_batch(e: _np.ndarray, b: _np.ndarray) -> Tuple[_np.ndarray, _np.ndarray]:
+        e, b = int(e), int(b)
+        indices = order.batch(e, b)
+        images, labels = pool.take()
+        if len(indices) < batch_size:  # the short last batch: views of the front of a buffer
+            images, labels = images[:len(indices)], labels[:len(indices)]
+        return ds.read_batch(indices, out=(images, labels), epoch=e, **read)
+
+    def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[_tf.Tensor, _tf.Tensor]:
+        # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
+        # rewrites stateless maps): one read_batch already spreads over every core, and two at
+        # once ran slower (0.75x on 2 cores) and held more buffers.
+        images, labels = _tf.numpy_function(read_batch, [e, b], (image_spec.dtype, label_spec.dtype),
+                                            stateful=True, name="shardpack_read_batch")
+        images.set_shape(image_spec.shape)
+        labels.set_shape(label_spec.shape)
+        return images, labels
+
+    batches = order.batches
+    # One element per pass: the pass's epoch number, drawn when the pass starts (a new iterator,
+    # or .repeat()'s next round), then that epoch's batch numbers.
+    epochs = _tf.data.Dataset.range(1).map(
+        lambda _: _tf.numpy_function(next_epoch, [], _tf.int64, stateful=True, name="shardpack_next_epoch"))
+    numbers = epochs.flat_map(lambda e: _tf.data.Dataset.range(batches).map(lambda b: (e, b)))
+    data = numbers.apply(_tf.data.experimental.assert_cardinality(batches)).map(batch)
+    if prefetch:
+        data = data.prefetch(prefetch)
+    return data

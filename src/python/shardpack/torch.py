@@ -47,28 +47,36 @@ import torch as _torch
 import torch.utils.data as _data
 
 import shardpack as _sp
+from shardpack._readahead import ReadAhead as _ReadAhead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
 
 _TORCH_DTYPES = {_np.dtype(_np.float32): _torch.float32, _np.dtype(_np.uint8): _torch.uint8,
                  _np.dtype(_np.int64): _torch.int64}
 
-class _DefaultNormalize(str):
-    """The default of `normalize`: "imagenet" for float32 batches, nothing for uint8 ones."""
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return '"imagenet" (float32 only)'
-
-
-_IMAGENET_FOR_FLOAT = _DefaultNormalize("imagenet")
+# Argument errors: shardpack.Error and ValueError (shardpack.ArgumentValueError where defined).
+_ValueError = getattr(_sp, "ArgumentValueError", _sp.Error)
 
 
 def _normalize_for(dtype: Any, normalize: Any) -> Any:
-    """read_batch's normalize for these options: the default becomes None for uint8 batches."""
-    if normalize is _IMAGENET_FOR_FLOAT:
+    """read_batch's normalize for these options: "auto" (the default) is ImageNet's for float32
+    batches and nothing for uint8 ones (which are as stored)."""
+    if isinstance(normalize, str) and normalize == "auto":
         return None if dtype in ("uint8", _np.uint8) else "imagenet"
     return normalize
+
+
+def _label_options(label: str, label_dtype: Any) -> dict:
+    """label and, when given, label_dtype (read_batch's: "uint8" index labels where the classes
+    fit, "int64" as PyTorch's losses take them; None: read_batch's default)."""
+    return dict(label=label) if label_dtype is None else dict(label=label, label_dtype=label_dtype)
+
+
+def _check_torch_dtypes(spec: Any, what: str) -> None:
+    for shape, dtype in spec:
+        if _np.dtype(dtype) not in _TORCH_DTYPES:
+            raise _ValueError(f"{what}: {_np.dtype(dtype)} batches cannot be torch tensors in PyTorch "
+                              f"{_torch.__version__}; ask for uint8 or int64 labels (label_dtype)")
 
 
 def _open(source: Any, verify_checksums: bool = True) -> "_sp.Dataset":
@@ -174,27 +182,29 @@ class Dataset(_data.Dataset):
     copy). threads=None: all cores in the main process, 1 inside a DataLoader worker (the workers
     are the parallelism there). Pickles by path: workers reopen the dataset (fork or spawn).
 
-    dtype, layout, normalize, label: as read_batch (normalize's default: ImageNet's mean and std
-    for float32 batches, nothing for uint8 ones). crop, crop_position ("center" or "random"),
+    dtype, layout, normalize, label, label_dtype: as read_batch (normalize="auto": ImageNet's
+    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center" or "random"),
     hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
     starts, so with persistent_workers=True they keep the epoch they started with."""
 
     def __init__(self, source: Any, *, dtype: str = "float32", layout: str = "NCHW",
-                 normalize: Any = _IMAGENET_FOR_FLOAT, label: str = "onehot", threads: Optional[int] = None,
-                 verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
+                 normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
+                 threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
                  hflip: float = 0.0, vflip: float = 0.0, seed: int = 0):
         self.dataset = _open(source, verify_checksums)
-        self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize), label=label,
-                            crop=crop, crop_position=_position(crop_position), hflip=_probability(hflip, "hflip"),
-                            vflip=_probability(vflip, "vflip"), seed=_nonnegative(seed, "seed"))
+        self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
+                            **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
+                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
+                            seed=_nonnegative(seed, "seed"))
         if threads is not None:
             threads = _nonnegative(threads, "threads")
         self.threads = threads
         self.epoch = 0
-        self._spec_options = dict(dtype=dtype, layout=layout, label=label, crop=crop)
-        self.dataset.batch_spec(1, **self._spec_options)  # checks the options and the fixed size now
+        self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
+        # checks the options and the fixed size now
+        _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
@@ -353,6 +363,16 @@ class Sampler(_data.Sampler):
         return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
                                self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
                                block=self.block, window=self.window)
+
+    def read_ahead(self, dataset, order, batch_size):
+        """A shardpack._readahead.ReadAhead for reading `order` (this sampler's) from dataset: with
+        the blocks order, whole blocks one window ahead; else the records of the next two batches."""
+        if self.shuffle and self.order == "blocks":
+            source = self.n if self._order_source is None else self._order_source
+            starts, window = _sp._block_starts(source, self.block, self.window)
+            records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
+            return _ReadAhead(dataset, order, records_per_window, block_starts=starts)
+        return _ReadAhead(dataset, order, 2 * batch_size)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -514,7 +534,7 @@ class Loader:
 
     Loader(ds, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
-           layout="NCHW", normalize=<"imagenet" for float32>, label="onehot", crop=None,
+           layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
            crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
@@ -522,9 +542,10 @@ class Loader:
     last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
     a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
-    dtype, layout, normalize, label: as read_batch; normalize's default is ImageNet's mean and
-    std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU, deliver
-    dtype="uint8", label="index" and convert on the device with to_device.
+    dtype, layout, normalize, label, label_dtype: as read_batch; normalize="auto" is ImageNet's
+    mean and std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU,
+    deliver dtype="uint8", label="index" (label_dtype="uint8" where the classes fit) and convert
+    on the device with to_device.
 
     Buffers. reuse_buffers=False (the default): each batch is a new pair of tensors, yours to
     keep. reuse_buffers=True: batches are written into a ring of prefetch + 3 batch buffers
@@ -554,7 +575,8 @@ class Loader:
     def __init__(self, ds: Any, batch_size: int, *, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                  rank: Optional[int] = None, world: Optional[int] = None, threads: int = 0, pin_memory: bool = False,
                  prefetch: int = 2, reuse_buffers: bool = False, dtype: str = "float32", layout: str = "NCHW",
-                 normalize: Any = _IMAGENET_FOR_FLOAT, label: str = "onehot", crop: Optional[Tuple[int, int]] = None,
+                 normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
+                 crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "global",
                  block: Optional[int] = None, window: Optional[int] = None):
         self.dataset = _open(ds)
@@ -568,14 +590,16 @@ class Loader:
         self.prefetch = _nonnegative(prefetch, "Loader: prefetch")
         if self.prefetch < 1:
             raise _sp.Error("Loader: prefetch must be at least 1")
-        self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize), label=label,
-                            crop=crop, crop_position=_position(crop_position), hflip=_probability(hflip, "hflip"),
-                            vflip=_probability(vflip, "vflip"))
+        self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
+                            **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
+                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"))
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not _torch.cuda.is_available():
             _warnings.warn("Loader: pin_memory=True but CUDA is not available; batches are not pinned")
             self.pin_memory = False
-        self._spec = self.dataset.batch_spec(self.batch_size, dtype, layout, label, crop)
+        self._spec = self.dataset.batch_spec(self.batch_size, dtype=dtype, layout=layout,
+                                             **_label_options(label, label_dtype), crop=crop)
+        _check_torch_dtypes(self._spec, "Loader")
         self.reuse_buffers = bool(reuse_buffers)
         self._ring = _Ring(self.prefetch + 3, self._allocate) if self.reuse_buffers else None
         self._epoch_set = False
@@ -634,10 +658,12 @@ class Loader:
         slot = None
         try:
             b = self.batch_size
+            ahead = self.sampler.read_ahead(self.dataset, order, b)
             for start in range(0, len(order), b):
                 idx = order[start:start + b]
                 if len(idx) < b and self.drop_last:
                     break
+                ahead.before(start)
                 if self._ring is not None:
                     slot = self._ring.acquire()
                     item = (*self._into_slot(slot, idx, seed, epoch), len(idx), slot)

@@ -1,0 +1,236 @@
+"""What the Keras, tf.data and Grain adapters share: their argument checks, the epoch order and a
+pool of batch buffers that are refilled only once nothing else refers to them.
+
+Private: the adapters' documentation is in their own modules and the README."""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+import shardpack as _sp
+
+Source = Union[str, "os.PathLike[str]", _sp.Dataset]
+Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
+DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
+
+
+def _error_class(name: str, builtin: type) -> type:
+    """shardpack's own argument error class when the package has one, else one made here: an
+    exception that is both a shardpack.Error and the built-in error (ValueError or TypeError)."""
+    existing = getattr(_sp, name, None)
+    if isinstance(existing, type) and issubclass(existing, _sp.Error) and issubclass(existing, builtin):
+        return existing
+    return type(name, (_sp.Error, builtin), {"__module__": "shardpack"})
+
+
+ValueError_ = _error_class("ArgumentValueError", ValueError)
+TypeError_ = _error_class("ArgumentTypeError", TypeError)
+
+
+def open_source(source: Source, verify_checksums: bool) -> _sp.Dataset:
+    if isinstance(source, _sp.Dataset):
+        return source
+    if not isinstance(source, (str, bytes, os.PathLike)):
+        raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
+                         f"not {type(source).__name__}")
+    return _sp.open(source, verify_checksums=verify_checksums)
+
+
+def integer(value: object, what: str, minimum: Optional[int] = None) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError_(f"{what} must be an integer, not {value!r}")
+    value = int(value.__index__())
+    if minimum is not None and value < minimum:
+        raise ValueError_(f"{what} must be at least {minimum}, not {value}")
+    return value
+
+
+def boolean(value: object, what: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError_(f"{what} must be True or False, not {value!r}")
+    return bool(value)
+
+
+def probability(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError_(f"{what} must be a probability (a number in [0, 1]), not {value!r}")
+    p = float(value)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError_(f"{what} probability {p} is not in [0, 1]")
+    return p
+
+
+class Options:
+    """The read_batch options of an adapter, checked once: `read` goes to every read_batch call
+    (with the epoch added), `spec` to batch_spec.
+
+    normalize="auto" (the adapters' default) is "imagenet" for float32 batches and None for
+    uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
+    index labels, read_batch's) is passed on only when given."""
+
+    def __init__(self, dataset: _sp.Dataset, *, dtype: DType, layout: str, normalize: Normalize, label: str,
+                 crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
+                 threads: int, label_dtype: Optional[str] = None) -> None:
+        try:  # "float32", numpy.float32 or numpy.dtype("float32") alike, as read_batch takes them
+            name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+        except TypeError:
+            raise TypeError_(f'dtype must be "float32" or "uint8", not {dtype!r}') from None
+        if name not in ("float32", "uint8"):
+            raise ValueError_(f'dtype must be "float32" or "uint8", not {dtype!r}')
+        dtype = name
+        if layout not in ("NCHW", "NHWC"):
+            raise ValueError_(f'layout must be "NCHW" or "NHWC", not {layout!r}')
+        if label not in ("onehot", "index", "stored"):
+            raise ValueError_(f'label must be "onehot", "index" or "stored", not {label!r}')
+        if isinstance(normalize, str) and normalize == "auto":
+            normalize = "imagenet" if dtype == "float32" else None
+        elif dtype == "uint8" and normalize is not None:
+            raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None or '
+                              '"auto" (uint8 batches are as stored)')
+        if not isinstance(crop_position, str) or crop_position not in ("center", "random"):
+            raise ValueError_(f'crop_position must be "center" or "random", not {crop_position!r}')
+        if crop is not None:
+            try:
+                crop = tuple(integer(v, "crop", 1) for v in crop)
+            except TypeError:
+                raise TypeError_(f"crop must be None or (height, width), not {crop!r}") from None
+            if len(crop) != 2:
+                raise ValueError_(f"crop must be None or (height, width), not {crop!r}")
+        self.seed = integer(seed, "seed", 0)
+        self.threads = integer(threads, "threads", 0)
+        self.spec = dict(dtype=dtype, layout=layout, label=label, crop=crop)
+        self.read = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+                         crop_position=crop_position, hflip=probability(hflip, "hflip"),
+                         vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
+        if label_dtype is not None:  # read_batch's own check says what it takes
+            self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
+        dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
+        if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
+            dataset.read_batch([], **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
+
+
+class Order:
+    """The record order of one rank, epoch by epoch: shardpack.epoch_order over the dataset
+    (order="global" or the locality-aware "blocks" with its block and window; the dataset gives
+    the blocks its shards and record size), the last two epochs kept (a pipeline that reads ahead
+    is in at most two at once)."""
+
+    def __init__(self, dataset: _sp.Dataset, *, batch_size: int, shuffle: bool, seed: int, drop_last: bool,
+                 rank: int, world: int, order: str = "global", block: Optional[int] = None,
+                 window: Optional[int] = None) -> None:
+        self.dataset = dataset
+        n = self.n = len(dataset)
+        self.batch_size = integer(batch_size, "batch_size", 1)
+        self.shuffle = boolean(shuffle, "shuffle")
+        self.drop_last = boolean(drop_last, "drop_last")
+        self.seed = integer(seed, "seed", 0)
+        self.rank, self.world = integer(rank, "rank", 0), integer(world, "world", 1)
+        if self.rank >= self.world:
+            raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
+        if not isinstance(order, str) or order not in ("global", "blocks"):
+            raise ValueError_(f'order must be "global" or "blocks" (the locality-aware shuffle), not {order!r}')
+        self.order = order
+        self.block = None if block is None else integer(block, "block", 1)
+        self.window = None if window is None else integer(window, "window", 1)
+        per_rank = n // self.world if self.drop_last else -(-n // self.world)
+        self.per_rank = per_rank
+        self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:  # pickles (Grain's worker processes) without the lock and cache
+        state = self.__dict__.copy()
+        del state["_lock"], state["_cache"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._cache = {}
+        self._lock = threading.Lock()
+
+    def epoch(self, epoch: int) -> np.ndarray:
+        with self._lock:
+            order = self._cache.get(epoch)
+            if order is None:
+                order = _sp.epoch_order(self.dataset, self.seed, epoch, self.shuffle, self.rank, self.world,
+                                        self.drop_last, order=self.order, block=self.block, window=self.window)
+                if len(self._cache) >= 2:
+                    self._cache.pop(min(self._cache))
+                self._cache[epoch] = order
+            return order
+
+    def batch(self, epoch: int, index: int) -> np.ndarray:
+        """The record indices of batch `index` (0 <= index < self.batches) of `epoch`."""
+        return self.epoch(epoch)[index * self.batch_size:(index + 1) * self.batch_size]
+
+
+def _aligned_owner(shape: Sequence[int], dtype: np.dtype, alignment: int) -> Tuple[np.ndarray, int]:
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    owner = np.empty(nbytes + alignment, dtype=np.uint8)
+    return owner, (-owner.ctypes.data) % alignment
+
+
+def _view(owner: np.ndarray, start: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return owner[start:start + nbytes].view(dtype).reshape(shape)  # its .base is `owner`
+
+
+def aligned_empty(shape: Sequence[int], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data starts on an `alignment`-byte boundary
+    (TensorFlow takes a NumPy result of 64-byte alignment without copying it)."""
+    owner, start = _aligned_owner(shape, dtype, alignment)
+    return _view(owner, start, shape, dtype)
+
+
+class BufferPool:
+    """Batch buffers that are refilled only when nothing outside the pool refers to them.
+
+    A batch handed to TensorFlow (or any consumer) is referenced by it for as long as it uses the
+    memory: TensorFlow wraps a 64-byte-aligned NumPy result without copying and holds a reference
+    until its tensor is freed. Every array handed out is a view whose NumPy base is the buffer's
+    owning array (views of views, such as a short last batch, collapse to the same base), so the
+    owner's reference count says whether any batch over it is still alive. take() returns views of
+    a buffer whose owners nothing else refers to, made while the pool's lock is held (so two
+    threads never get the same buffer); when every buffer is in use it makes a new one (up to
+    `limit` buffers, then fresh arrays that the pool does not keep). A ring that refilled its
+    buffers in turn would overwrite a batch a consumer still holds (a prefetched batch, or one the
+    user kept); this pool never does."""
+
+    _ALIGNMENT = 64
+
+    def __init__(self, images: Tuple[tuple, np.dtype], labels: Tuple[tuple, np.dtype], limit: int) -> None:
+        self._specs = (images, labels)
+        self._limit = limit
+        self._buffers: list = []  # tuples (images owner, start, labels owner, start)
+        self._lock = threading.Lock()
+
+    def _new(self) -> tuple:
+        (ishape, idtype), (lshape, ldtype) = self._specs
+        images, istart = _aligned_owner(ishape, idtype, self._ALIGNMENT)
+        labels, lstart = _aligned_owner(lshape, ldtype, self._ALIGNMENT)
+        return images, istart, labels, lstart
+
+    def _views(self, buffer: tuple) -> Tuple[np.ndarray, np.ndarray]:
+        (ishape, idtype), (lshape, ldtype) = self._specs
+        return _view(buffer[0], buffer[1], ishape, idtype), _view(buffer[2], buffer[3], lshape, ldtype)
+
+    def take(self) -> Tuple[np.ndarray, np.ndarray]:
+        """(images, labels) of the full batch shape, over memory that no earlier batch still in
+        use shares."""
+        with self._lock:
+            for buffer in self._buffers:
+                # An owner nothing else refers to has 2 references here: the buffer tuple's and
+                # getrefcount's argument.
+                if sys.getrefcount(buffer[0]) == 2 and sys.getrefcount(buffer[2]) == 2:
+                    return self._views(buffer)
+            buffer = self._new()
+            if len(self._buffers) < self._limit:
+                self._buffers.append(buffer)
+            return self._views(buffer)
+
+    def __len__(self) -> int:
+        return len(self._buffers)

@@ -1,0 +1,383 @@
+"""The package's API as a NumPy user meets it (#18 item 4, #19 items 1 and 5, #21 item 3): argument
+errors that are shardpack.Error and the matching built-in, indices checked for every integer
+type, out= arrays that overlap refused, threads capped, names that are not UTF-8, a huge crop,
+uint8 index labels, recycled fresh outputs, no nanobind leak report at exit, one version, the
+type stubs. About 20 s (the subprocess tests start Python and, one of them, PyTorch in a spawned
+worker: 12 s of it)."""
+import importlib.metadata
+import inspect
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import shardpack
+from conftest import ROOT, run, tool
+
+
+# -- argument errors: a shardpack.Error and the matching built-in
+
+def test_argument_errors_are_shardpack_errors_and_the_matching_builtin(built):
+    ds = shardpack.open(built["onehot"])
+    assert issubclass(shardpack.ArgumentValueError, shardpack.Error) and issubclass(shardpack.ArgumentValueError,
+                                                                                    ValueError)
+    assert issubclass(shardpack.ArgumentTypeError, shardpack.Error) and issubclass(shardpack.ArgumentTypeError,
+                                                                                   TypeError)
+    assert issubclass(shardpack.IndexOutOfRange, shardpack.Error) and issubclass(shardpack.IndexOutOfRange, IndexError)
+    value_errors = [dict(dtype="float16"), dict(layout="CHW"), dict(label="rgb"), dict(normalize="cifar"),
+                    dict(normalize=([0.5, 0.5], [1, 1])), dict(normalize=(0.5, 0.0)), dict(threads=-1),
+                    dict(dtype="uint8", normalize=(0.5, 0.5)), dict(dtype="uint8", normalize="imagenet"),
+                    dict(crop=(0, 4)), dict(crop=(70000, 4)), dict(hflip=1.5), dict(seed=-1), dict(epoch=2**64),
+                    dict(label="index", label_dtype="float32"), dict(label="onehot", label_dtype="int64"),
+                    dict(crop_position="top")]
+    for kwargs in value_errors:
+        with pytest.raises(shardpack.ArgumentValueError):
+            ds.read_batch([0], **kwargs)
+    type_errors = [dict(dtype=3.5), dict(layout=1), dict(threads=2.0), dict(threads="2"), dict(crop=5),
+                   dict(crop=(2.5, 3)), dict(hflip="yes"), dict(seed=1.5), dict(normalize=3), dict(out=np.zeros(3)),
+                   dict(label_dtype="complex")]
+    for kwargs in type_errors:
+        with pytest.raises((shardpack.ArgumentTypeError, shardpack.ArgumentValueError)) as e:
+            ds.read_batch([0], **kwargs)
+        assert isinstance(e.value, shardpack.Error)
+    with pytest.raises(shardpack.ArgumentTypeError, match="integers"):
+        ds.read_batch([0.5])
+    with pytest.raises(shardpack.ArgumentTypeError, match="integers"):
+        ds.read_batch(np.array([True, False]))
+    with pytest.raises(shardpack.ArgumentValueError, match="1-d"):
+        ds.read_batch([[0, 1]])
+    with pytest.raises(shardpack.ArgumentTypeError):
+        ds[1.0]
+    with pytest.raises(shardpack.ArgumentTypeError):
+        ds.key("3")
+    with pytest.raises(shardpack.ArgumentTypeError):
+        ds.batch_spec(2.0)
+    with pytest.raises(shardpack.ArgumentValueError):
+        shardpack.epoch_order(10, rank=3, world=2)
+
+
+def test_options_are_keyword_only(built):
+    ds = shardpack.open(built["onehot"])
+    with pytest.raises(TypeError):
+        ds.read_batch([0], "uint8")
+    with pytest.raises(TypeError):
+        ds.batch_spec(2, "uint8")
+    with pytest.raises(TypeError):
+        shardpack.open(built["onehot"], False)
+    for name, p in inspect.signature(shardpack.Dataset.read_batch).parameters.items():
+        if name not in ("self", "indices"):
+            assert p.kind is inspect.Parameter.KEYWORD_ONLY, name
+
+
+# -- indices: in range for any integer type, never wrapped
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64])
+def test_indices_of_every_integer_type_are_read_and_checked(built, dtype):
+    ds = shardpack.open(built["raw"])
+    n = len(ds)
+    want = ds.read_batch([1, 3], dtype="uint8")[0]
+    assert np.array_equal(ds.read_batch(np.array([1, 3], dtype=dtype), dtype="uint8")[0], want)
+    assert np.array_equal(ds[dtype(3)][0], ds[3][0])
+    info = np.iinfo(dtype)
+    for bad in {info.max, info.min} - set(range(-n, n)):
+        with pytest.raises(shardpack.IndexOutOfRange, match=f"index {bad} is out of range"):
+            ds.read_batch(np.array([0, bad], dtype=dtype))
+        with pytest.raises(shardpack.IndexOutOfRange):
+            ds[dtype(bad)]
+        with pytest.raises(shardpack.IndexOutOfRange):
+            ds.key(dtype(bad))
+
+
+def test_huge_and_negative_indices(built):
+    ds = shardpack.open(built["raw"])
+    n = len(ds)
+    # np.uint64(2**64 - 1) is -1 as int64: it used to read the last record.
+    for bad in (np.uint64(2**64 - 1), 2**64 - 1, 2**70, -2**70, n, -n - 1):
+        with pytest.raises(shardpack.IndexOutOfRange):
+            ds.read_batch([bad])
+        with pytest.raises(shardpack.IndexOutOfRange):
+            ds[bad]
+    with pytest.raises(shardpack.IndexOutOfRange):
+        ds.read_batch(np.array([2**64 - 1], dtype=np.uint64))
+    assert np.array_equal(ds.read_batch([-1, -n])[0], ds.read_batch([n - 1, 0])[0])
+    assert ds.key(-1) == ds.key(n - 1)
+
+
+# -- out= arrays
+
+def test_out_arrays_that_overlap_are_refused(built):
+    ds = shardpack.open(built["raw-index"])
+    (ishape, idtype), (lshape, ldtype) = ds.batch_spec(2, dtype="uint8", layout="NHWC", label="index",
+                                                       label_dtype="uint8")
+    isize, lsize = int(np.prod(ishape)), int(np.prod(lshape))
+    buf = np.zeros(isize + lsize, dtype=np.uint8)
+    images, labels = buf[:isize].reshape(ishape), buf[isize - 1:isize - 1 + lsize].reshape(lshape)
+    with pytest.raises(shardpack.ArgumentValueError, match="overlap"):
+        ds.read_batch([0, 1], dtype="uint8", layout="NHWC", label="index", label_dtype="uint8", out=(images, labels))
+    # Adjacent, not overlapping: filled.
+    images, labels = buf[:isize].reshape(ishape), buf[isize:].reshape(lshape)
+    x, y = ds.read_batch([0, 1], dtype="uint8", layout="NHWC", label="index", label_dtype="uint8",
+                         out=(images, labels))
+    want = ds.read_batch([0, 1], dtype="uint8", layout="NHWC", label="index", label_dtype="uint8")
+    assert x is images and np.array_equal(x, want[0]) and np.array_equal(y, want[1])
+
+
+def test_out_array_errors_are_typed(built):
+    ds = shardpack.open(built["onehot"])
+    x, y = ds.read_batch([0, 1])
+    with pytest.raises(shardpack.ArgumentTypeError, match="is float64 .* needs float32"):
+        ds.read_batch([0, 1], out=(x.astype(np.float64), y))
+    with pytest.raises(shardpack.ArgumentValueError, match=r"needs float32 \(2, 6, 24, 32\)"):
+        ds.read_batch([0, 1], out=(x, y[:, :5].copy()))
+    with pytest.raises(shardpack.ArgumentTypeError, match="writable, C-contiguous"):
+        ds.read_batch([0, 1], out=(x, "labels"))
+    with pytest.raises(shardpack.ArgumentTypeError, match="pair"):
+        ds.read_batch([0, 1], out=(x, None))
+
+
+# -- threads
+
+def test_threads_are_capped_at_four_times_the_cores_with_a_warning(built):
+    ds = shardpack.open(built["onehot"])
+    cores = len(os.sched_getaffinity(0))
+    before = len(os.listdir("/proc/self/task"))
+    with pytest.warns(RuntimeWarning, match=f"threads={10**6}: using {4 * cores} "):
+        x = ds.read_batch(range(len(ds)), threads=10**6)[0]
+    # The pool grew by at most 4 x cores - 1 threads (the caller takes a part), not thousands.
+    assert len(os.listdir("/proc/self/task")) - before <= 4 * cores
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.array_equal(ds.read_batch(range(len(ds)), threads=4 * cores)[0], x)
+
+
+# -- names that are not UTF-8
+
+def test_names_that_are_not_utf8_come_back_with_surrogateescape(built, tmp_path):
+    src = pathlib.Path(os.path.dirname(built.class_dict))
+    work = tmp_path / "src"
+    shutil.copytree(src, work)
+    os.rename(os.fsencode(work / "images" / "img_0001.png"), os.fsencode(work / "images") + b"/img_\xff01.png")
+    listing = (work / "list.csv").read_bytes().replace(b"images/img_0001.png", b"images/img_\xff01.png")
+    (work / "list.csv").write_bytes(listing)
+    classes = (work / "class_dict.csv").read_bytes().replace(b"sky,", b"sk\xe9,", 1)  # Latin-1, not UTF-8
+    (work / "class_dict.csv").write_bytes(classes)
+    out = os.fsencode(tmp_path) + b"/data\xff"  # the folder's own name is not UTF-8 either
+    run(tool("shardpack"), "-q", "build", "--csv", work / "list.csv", "--classes", work / "class_dict.csv",
+        "--size", "32x24", "--out", os.fsdecode(out))
+    for path in (out, os.fsdecode(out), pathlib.Path(os.fsdecode(out))):
+        ds = shardpack.open(path)
+        assert os.fsencode(ds.path) == out
+        assert os.fsencode(ds.classes[0]) == b"sk\xe9"
+        keys = [os.fsencode(ds.key(i)) for i in range(len(ds))]
+        assert b"images/img_\xff01.png" in keys
+        assert "\udcff" in ds.key(keys.index(b"images/img_\xff01.png"))
+        repr(ds)
+    # An error naming the folder names it readably, whatever its bytes.
+    with pytest.raises(shardpack.Error, match="data"):
+        shardpack.open(out + b"-missing")
+
+
+# -- a crop larger than the records
+
+def test_a_huge_crop_is_an_error_naming_the_record_not_a_memory_error(built, tmp_path):
+    ds = shardpack.open(built["raw"])
+    with pytest.raises(shardpack.Error, match=r"crop 65536x65536 is larger than record 3 \(32x24"):
+        ds.read_batch([3, 0], crop=(65536, 65536))
+    # Records of different sizes (no --size): the first record smaller than the crop is named,
+    # though the batch's arrays (100 GB) could not be allocated.
+    src = os.path.dirname(built.class_dict)
+    out = tmp_path / "mixed"
+    run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", built.class_dict, "--out", out)
+    mixed = shardpack.open(out)
+    assert mixed.image_shape is None
+    with pytest.raises(shardpack.Error, match=r"crop 65536x65536 is larger than record 2 "):
+        mixed.read_batch([2, 5], crop=(65536, 65536))
+    with pytest.raises(shardpack.ArgumentValueError, match="fixed image size"):
+        mixed.read_batch([2, 5])
+    assert mixed.read_batch([2, 5], crop=(8, 8))[0].shape == (2, 3, 8, 8)
+
+
+# -- uint8 delivery: normalize and index labels
+
+def test_normalize_auto_is_imagenet_for_float32_and_nothing_for_uint8(built):
+    ds = shardpack.open(built["onehot"])
+    assert np.array_equal(ds.read_batch([0, 1])[0], ds.read_batch([0, 1], normalize="imagenet")[0])
+    raw = ds.read_batch([0, 1], dtype="uint8")[0]
+    assert np.array_equal(raw, ds.read_batch([0, 1], dtype="uint8", normalize=None)[0])
+    for bad in ("imagenet", (0.5, 0.5)):
+        with pytest.raises(ValueError, match="float32"):
+            ds.read_batch([0, 1], dtype="uint8", normalize=bad)
+
+
+@pytest.mark.parametrize("name", ["onehot", "index", "raw", "raw-index", "cls", "cls-raw"])
+def test_index_labels_in_uint8_uint16_and_int64_are_equal(built, name):
+    ds = shardpack.open(built[name])
+    idx = [4, 0, len(ds) - 1]
+    want = ds.read_batch(idx, label="index")[1]
+    assert want.dtype == np.int64
+    for label_dtype in ("uint8", np.uint8, "uint16", np.dtype(np.uint16), "int64"):
+        spec = ds.batch_spec(len(idx), label="index", label_dtype=label_dtype)[1]
+        for threads in (1, 2):
+            y = ds.read_batch(idx, label="index", label_dtype=label_dtype, threads=threads)[1]
+            assert (y.shape, y.dtype) == spec and y.dtype == np.dtype(label_dtype)
+            assert np.array_equal(y.astype(np.int64), want)
+        out = np.full(spec[0], 7, dtype=spec[1])
+        ds.read_batch(idx, label="index", label_dtype=label_dtype, out=(np.empty(ds.batch_spec(3)[0][0], np.float32), out))
+        assert np.array_equal(out.astype(np.int64), want)
+        # Crops and flips give the same labels in every dtype too.
+        y8 = ds.read_batch(idx, label="index", label_dtype=label_dtype, crop=(8, 8), crop_position="random",
+                           hflip=0.5, seed=3)[1]
+        y64 = ds.read_batch(idx, label="index", crop=(8, 8), crop_position="random", hflip=0.5, seed=3)[1]
+        assert np.array_equal(y8.astype(np.int64), y64)
+    if ds.task == "segmentation":
+        ignored = ds.read_batch(range(len(ds)), label="index", label_dtype="uint8")[1]
+        assert ignored.max() < len(ds.classes) or ds.ignore_value == 255
+
+
+def test_uint8_index_labels_need_classes_that_fit(built, tmp_path):
+    # 300 classes: the dataset stores uint16 index maps; uint8 cannot hold the ids.
+    src = os.path.dirname(built.class_dict)
+    rows = pathlib.Path(built.class_dict).read_text().splitlines()
+    extra = [f"extra{j},{j % 250},{(j * 7) % 256},{200 + j % 50},filler" for j in range(300 - (len(rows) - 1))]
+    many = tmp_path / "many.csv"
+    many.write_text("\n".join(rows + extra) + "\n")
+    out = tmp_path / "many"
+    run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", many, "--out", out, "--size",
+        "32x24", "--label-layout", "index")
+    ds = shardpack.open(out)
+    assert len(ds.classes) == 300 and ds.ignore_value == 65535
+    with pytest.raises(shardpack.ArgumentValueError, match="uint8 cannot hold the 300 classes"):
+        ds.read_batch([0], label="index", label_dtype="uint8")
+    with pytest.raises(ValueError):
+        ds.batch_spec(1, label="index", label_dtype="uint8")
+    y16 = ds.read_batch([0, 1], label="index", label_dtype="uint16")[1]
+    assert y16.dtype == np.uint16 and np.array_equal(y16, ds.read_batch([0, 1], label="index")[1])
+
+
+def test_one_hot_labels_in_another_dtype_than_the_images(built):
+    ds = shardpack.open(built["index"])
+    x, y = ds.read_batch([0, 1], label="onehot", label_dtype="uint8")
+    assert x.dtype == np.float32 and y.dtype == np.uint8
+    assert np.array_equal(y, ds.read_batch([0, 1], label="onehot")[1].astype(np.uint8))
+
+
+# -- fresh outputs: recycled blocks
+
+def test_fresh_batches_reuse_freed_blocks_and_never_live_ones(built):
+    ds = shardpack.open(built["raw"])
+    n = len(ds)
+    idx = np.arange(n).repeat(2000 // n + 1)[:2000]  # > 1 MiB of float32 images
+    first = ds.read_batch(idx)[0]
+    address = first.__array_interface__["data"][0]
+    want = first.copy()
+    second = ds.read_batch(idx[::-1].copy())[0]
+    assert not np.shares_memory(first, second)  # a live batch is never handed out again
+    assert np.array_equal(first, want)
+    del first
+    third = ds.read_batch(idx)[0]
+    assert third.__array_interface__["data"][0] == address  # the freed block, already mapped
+    assert np.array_equal(third, want)
+    assert third.flags.writeable and third.flags.c_contiguous
+
+
+def test_records_of_zstd_datasets_are_private_copies(built):
+    ds = shardpack.open(built["index"])
+    a = [ds[i] for i in range(len(ds))]
+    b = [ds[i] for i in range(len(ds))]
+    for (ia, la), (ib, lb) in zip(a, b):
+        assert ia.flags.writeable and la.flags.writeable and not np.shares_memory(ia, ib)
+        assert np.array_equal(ia, ib) and np.array_equal(la, lb)
+    a[0][0][:] = 0
+    assert np.array_equal(ds[0][0], b[0][0])
+
+
+# -- exit: no nanobind leak report
+
+LEAK_SCRIPT = r"""
+import sys, threading, time
+import numpy as np
+import shardpack
+ds = shardpack.open(sys.argv[1])
+x = ds.read_batch([0, 1])
+item = ds[0]
+class Cycle:
+    pass
+c = Cycle(); c.me = c; c.ds = ds; c.batch = x       # kept only by a reference cycle
+sys.modules["keeper"] = Cycle(); sys.modules["keeper"].ds = shardpack.open(sys.argv[1])
+def forever():                                       # a daemon thread inside read_batch at exit
+    while True:
+        ds.read_batch(range(len(ds)), threads=2)
+threading.Thread(target=forever, daemon=True).start()
+time.sleep(0.2)
+print("ok")
+"""
+
+TORCH_SCRIPT = r"""
+import sys
+from torch.utils.data import DataLoader
+import shardpack.torch as spt
+if __name__ == "__main__":
+    dl = DataLoader(spt.Dataset(sys.argv[1]), batch_size=None, num_workers=1, multiprocessing_context="spawn")
+    for i, _ in enumerate(dl):
+        if i == 2:
+            break
+    print("ok")
+"""
+
+
+def run_python(tmp_path, script, *args):
+    path = tmp_path / "script.py"
+    path.write_text(script)
+    r = subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=120)
+    return r
+
+
+def test_no_leak_report_and_no_abort_at_exit(built, tmp_path):
+    r = run_python(tmp_path, LEAK_SCRIPT, built["onehot"])
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert "leaked" not in r.stderr and "terminate" not in r.stderr, r.stderr
+
+
+def test_no_leak_report_from_a_spawned_dataloader_worker(built, tmp_path):
+    pytest.importorskip("torch")
+    r = run_python(tmp_path, TORCH_SCRIPT, built["onehot"])
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    assert "leaked" not in r.stderr, r.stderr
+
+
+# -- one version, typed package
+
+def test_one_version_for_cmake_and_python():
+    cmake = re.search(r"project\(shardpack VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text()).group(1)
+    assert shardpack.__version__ == cmake
+    assert importlib.metadata.version("shardpack") == cmake
+
+
+def test_the_package_is_typed_with_stubs_for_the_extension():
+    package = pathlib.Path(shardpack.__file__).parent
+    assert (package / "py.typed").exists()
+    stub = (package / "_shardpack.pyi").read_text()
+    for name in ("class Reader", "def read_batch(", "class ArgumentValueError(Error, ValueError)", "version: str"):
+        assert name in stub
+    for name in ("open", "permutation", "epoch_order"):
+        assert inspect.signature(getattr(shardpack, name)).return_annotation is not inspect.Signature.empty
+    for name, f in inspect.getmembers(shardpack.Dataset, inspect.isfunction):
+        if not name.startswith("_") or name in ("__getitem__", "__len__", "__init__", "__iter__"):
+            assert "return" in f.__annotations__, name
+
+
+def test_mypy_strict_passes_on_the_package_and_its_stub(tmp_path):
+    try:
+        import mypy  # noqa: F401
+    except ImportError:
+        pytest.skip("mypy is not installed (pip install mypy): the type check did not run")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
+                        "-m", "shardpack", "-m", "shardpack._shardpack"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
