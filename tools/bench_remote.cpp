@@ -2,7 +2,7 @@
 // dataset from local disk, for the global shuffle and the locality-aware (blocks) order.
 //
 //   bench_remote --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 20] [--rounds 3]
-//                [--block-bytes 4194304] [--seed 0]
+//                [--block-bytes 2097152] [--global-merge-gap 65536] [--seed 0]
 //   bench_remote --first-batch --url s3://BUCKET/PREFIX [--batch 256] [--rounds 3]
 //
 // The server comes from the AWS_* variables (scripts/bench.sh starts SeaweedFS on 127.0.0.1).
@@ -12,7 +12,10 @@
 // measurement is reused) whose disk cache of heads and indexes is warm (as on a node that
 // opened the dataset before). A round runs the four modes in an order rotated by one; the
 // JSON gives per-mode medians of samples/s, and for remote modes GETs per batch, GETs per MB
-// delivered and bytes fetched per byte delivered (record bytes the reader asked for).
+// delivered and bytes fetched per byte delivered (record bytes the reader asked for). The global
+// shuffle is read from the server with --global-merge-gap (SHARDPACK_S3_MERGE_GAP's setting for
+// scattered reads), the blocks order with the storage's default (1 MiB), blocks of
+// --block-bytes stored bytes.
 //
 // --first-batch: the time from dataset::open to the end of the first batch, with an empty disk
 // cache (a fresh folder each round): the cold start of a training job on a new node.
@@ -36,7 +39,8 @@ namespace {
 struct args_t {
     std::string local, url;
     std::size_t batch = 256, batches = 20, rounds = 3;
-    std::uint64_t block_bytes = 4 << 20, seed = 0;
+    std::uint64_t block_bytes = 2 << 20, seed = 0;
+    std::uint64_t global_merge_gap = 64 << 10;
     bool first_batch = false;
 };
 
@@ -104,9 +108,11 @@ run_result run_mode(const dataset& ds, const std::vector<std::size_t>& order, st
     return r;
 }
 
-std::shared_ptr<remote::s3_storage> fresh_storage(const std::string& url, const std::string& cache) {
+std::shared_ptr<remote::s3_storage> fresh_storage(const std::string& url, const std::string& cache,
+                                                 std::uint64_t merge_gap = 0) {
     remote::remote_options ro = remote::remote_options::from_environment();
     ro.cache_dir = cache;
+    if (merge_gap) ro.merge_gap = merge_gap;
     return remote::open_s3_storage(url, ro);
 }
 
@@ -160,6 +166,7 @@ int main(int argc, char** argv) {
             else if (k == "--batches") a.batches = std::stoul(value());
             else if (k == "--rounds") a.rounds = std::stoul(value());
             else if (k == "--block-bytes") a.block_bytes = std::stoull(value());
+            else if (k == "--global-merge-gap") a.global_merge_gap = std::stoull(value());
             else if (k == "--seed") a.seed = std::stoull(value());
             else if (k == "--first-batch") a.first_batch = true;
             else throw std::runtime_error("unknown option " + k);
@@ -168,7 +175,7 @@ int main(int argc, char** argv) {
             throw std::runtime_error("needs --url and --local (or --first-batch), and counts of at least 1");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_remote: %s\nusage: bench_remote --local DIR --url s3://B/P [--batch N] [--batches N] "
-                             "[--rounds N] [--block-bytes N] [--seed N] | --first-batch --url s3://B/P\n", e.what());
+                             "[--rounds N] [--block-bytes N] [--global-merge-gap N] [--seed N] | --first-batch --url s3://B/P\n", e.what());
         return 2;
     }
     try {
@@ -185,7 +192,10 @@ int main(int argc, char** argv) {
                 const auto order = make_order(local, blocks, a.seed + r, a.block_bytes);
                 const std::size_t start = (r * 7919 * a.batch) % order.size();
                 if (remote) {
-                    auto st = fresh_storage(a.url, cache);
+                    // The global shuffle reads with small merges (its records are scattered:
+                    // what a large range brings along is rarely read); the blocks order with the
+                    // default (its neighbours are read by the next batches of the window).
+                    auto st = fresh_storage(a.url, cache, blocks ? 0 : a.global_merge_gap);
                     const dataset ds = open_with(a.url, st);
                     results[m].push_back(run_mode(ds, order, start, a, st.get()));
                 } else {
@@ -195,8 +205,10 @@ int main(int argc, char** argv) {
         }
         std::filesystem::remove_all(cache);
         std::printf("{\"tool\":\"bench_remote\",\"records\":%zu,\"shards\":%zu,\"batch\":%zu,\"batches\":%zu,\"rounds\":%zu,"
-                    "\"block_bytes\":%llu,\"modes\":{",
-                    local.size(), local.shard_count(), a.batch, a.batches, a.rounds, (unsigned long long)a.block_bytes);
+                    "\"block_bytes\":%llu,\"global_merge_gap\":%llu,\"buffer_bytes\":%llu,\"modes\":{",
+                    local.size(), local.shard_count(), a.batch, a.batches, a.rounds, (unsigned long long)a.block_bytes,
+                    (unsigned long long)a.global_merge_gap,
+                    (unsigned long long)remote::remote_options::from_environment().buffer_bytes);
         for (int m = 0; m < 4; ++m) {
             std::vector<double> sps, gpb, gpm, fpd;
             for (const auto& x : results[m]) {

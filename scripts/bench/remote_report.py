@@ -24,8 +24,8 @@ def main():
     rows = []
     for name, label in (("local_global", "shardpack, local disk, global shuffle"),
                         ("local_blocks", "shardpack, local disk, blocks order"),
-                        ("remote_global", "shardpack, server, global shuffle"),
-                        ("remote_blocks", "shardpack, server, blocks order")):
+                        ("remote_global", "shardpack, server, global shuffle (64 KiB merges)"),
+                        ("remote_blocks", "shardpack, server, blocks order (1 MiB merges)")):
         r = m[name]
         remote = name.startswith("remote")
         rows.append((label, r["samples_per_s"], r["gets_per_batch"] if remote else None,
@@ -53,7 +53,8 @@ def main():
     for label, sps, gpb, gpm, fpd in rows:
         lines.append("| %s | %s | %s | %s | %s |" % (label, f(sps), f(gpb, 2), f(gpm, 3), f(fpd, 3)))
     lines.append("")
-    lines.append("%d records in %d shards, batches of %d, %d batches per measurement, %d rounds (medians). "
+    lines.append("Range buffer %d MiB, blocks of %d KiB. " % (sp.get("buffer_bytes", 0) >> 20, sp.get("block_bytes", 0) >> 10) +
+                 "%d records in %d shards, batches of %d, %d batches per measurement, %d rounds (medians). "
                  "First batch: %d shards, open %.3f s, open to first batch %.3f s (median of 3, empty disk cache)."
                  % (sp["records"], sp["shards"], sp["batch"], sp["batches"], sp["rounds"], fb["shards"],
                     fb["open_s_median"], fb["open_to_first_batch_s_median"]))
