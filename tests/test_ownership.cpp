@@ -13,9 +13,9 @@
 #include "errors.hpp"
 #include "format/folder_ledger.hpp"
 #include "format/folder_ownership.hpp"
-#include "format/output_file.hpp"
-#include "format/output_folder.hpp"
-#include "format/output_lock.hpp"
+#include "io/output_file.hpp"
+#include "io/output_folder.hpp"
+#include "io/output_lock.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
@@ -230,20 +230,24 @@ TEST_CASE("links planted while a build runs are never followed: lock, .partial, 
     fs::create_symlink(dir / "target.file", out + "/new.tmp");
     REQUIRE_THROWS_WITH(output_file(*folder, "new.tmp"), Catch::Contains("symbolic link"));
     REQUIRE_THROWS(folder->open_append("new.tmp"));
-    // A replaced file: the link is replaced, its target untouched.
-    folder->write_atomically("new.tmp", "mine\n");
-    REQUIRE_FALSE(fs::is_symlink(out + "/new.tmp"));
-    REQUIRE(read_file(out + "/new.tmp") == "mine\n");
+    // A file to be replaced that is a link: refused (issue #18: only a regular file of ours is
+    // replaced); the link and its target stay.
+    REQUIRE_THROWS_WITH(folder->write_atomically("new.tmp", "mine\n"), Catch::Contains("new.tmp") && Catch::Contains("symbolic link"));
+    REQUIRE(fs::is_symlink(out + "/new.tmp"));
+    fs::remove(out + "/new.tmp");
     // The temporary name of a replaced file, planted (the pid is predictable).
     fs::create_symlink(dir / "target.file", out + "/report.json.tmp-" + std::to_string(::getpid()));
     folder->write_atomically("report.json", "{}\n");
     REQUIRE(read_file(out + "/report.json") == "{}\n");
     // The same for files outside a dataset folder (--report, export's PREFIX.*.png).
     fs::create_symlink(dir / "target.file", dir / "exported.png.tmp-" + std::to_string(::getpid()));
-    fs::create_symlink(dir / "target.file", dir / "exported.png");
     write_file_atomically(dir / "exported.png", "png\n");
     REQUIRE_FALSE(fs::is_symlink(dir / "exported.png"));
     REQUIRE(read_file(dir / "exported.png") == "png\n");
+    fs::remove(dir / "exported.png");
+    fs::create_symlink(dir / "target.file", dir / "exported.png");
+    REQUIRE_THROWS_WITH(write_file_atomically(dir / "exported.png", "png\n"), Catch::Contains("symbolic link"));
+    REQUIRE(fs::is_symlink(dir / "exported.png"));
 
     // .partial planted as a link before the writer opens it.
     fs::create_symlink(dir / "target", out + "/.partial");

@@ -14,7 +14,7 @@
 #include <thread>
 #include <utility>
 
-#include "format/output_lock.hpp"
+#include "io/output_lock.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"

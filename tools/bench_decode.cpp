@@ -135,16 +135,8 @@ struct job {
 };
 
 std::vector<std::uint8_t> read_file(const std::string& path) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-    std::vector<std::uint8_t> bytes;
-    std::uint8_t chunk[1 << 16];
-    std::size_t n = 0;
-    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
-    const bool bad = std::ferror(f) != 0;
-    std::fclose(f);
-    if (bad) throw std::runtime_error(path + ": read error");
-    return bytes;
+    const std::string bytes = shardpack::read_input_file(path, std::uint64_t(1) << 31);
+    return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
 }
 
 double median(std::vector<double> v) {

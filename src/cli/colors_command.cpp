@@ -7,7 +7,7 @@
 #include "cli/build_command.hpp"
 #include "errors.hpp"
 #include "input/folder_input.hpp"
-#include "format/output_file.hpp"
+#include "io/output_file.hpp"
 #include "inspect/colour_census.hpp"
 
 namespace shardpack {

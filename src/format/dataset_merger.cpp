@@ -6,7 +6,6 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -14,10 +13,11 @@
 #include "errors.hpp"
 #include "format/dataset_writer.hpp"
 #include "format/input_fingerprints.hpp"
-#include "format/output_file.hpp"
+#include "io/input_file.hpp"
+#include "io/output_file.hpp"
 #include "format/folder_ownership.hpp"
-#include "format/output_folder.hpp"
-#include "format/output_lock.hpp"
+#include "io/output_folder.hpp"
+#include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/partition.hpp"
 #include "shardpack/detail/xxhash.hpp"
@@ -29,54 +29,90 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw input_error("cannot read " + path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
-
 bool same_folder(const std::string& a, const std::string& b) {
     std::error_code ec;
     return fs::equivalent(a, b, ec);
 }
 
+// The reader's bound on a manifest (reader.hpp), and the longest line of a part's rejected.csv
+// (a CSV row's cells and the reason).
+constexpr std::uint64_t max_part_manifest_bytes = std::uint64_t(64) << 20;
+constexpr std::size_t max_rejected_line = std::size_t(1) << 20;
+
 // What the merge needs to know about a part before opening its shards.
 struct part_info {
     std::string path;
+    std::shared_ptr<output_folder> folder;  // the part's folder, its files read through it
     std::uint64_t index = 0, count = 0, rows = 0, first_row = 0, part_rows = 0;
-    std::string input_digest, options_digest, records_digest, schema, classes;
+    std::string input_digest, options_digest, records_digest, fingerprints_digest, schema, classes;
+    json build;
 };
 
 std::string text_of(const json& j) { return j.dump(-1); }
 
+// Reads a part's manifest.json (a regular file, never through a link, bounded) and the members
+// the merge checks; every refusal names the part, the file and the member.
 part_info describe_part(const std::string& path) {
-    json m;
-    try {
-        m = json::parse(slurp(path + "/" + manifest_file_name));
-    } catch (const std::exception& e) {
-        throw input_error(path + ": not a published dataset (" + e.what() + ")");
-    }
     part_info p;
     p.path = path;
+    json m;
+    const std::string manifest_path = path + "/" + manifest_file_name;
     try {
-        const json& part = m.at("partition");
-        if (!part.is_object()) throw std::runtime_error("");
-        p.index = part.at("index").as_u64();
-        p.count = part.at("count").as_u64();
-        p.rows = part.at("rows").as_u64();
-        p.first_row = part.at("first_row").as_u64();
-        p.part_rows = part.at("part_rows").as_u64();
-        p.options_digest = part.at("options_digest").as_string();
-        p.records_digest = part.at("records_digest").as_string();
-        p.input_digest = m.at("input_digest").as_string();
-        p.schema = text_of(m.at("schema"));
-        p.classes = text_of(m.at("classes"));
-    } catch (const std::exception&) {
-        throw input_error(path + ": not a part of a partitioned build (its manifest.json has no complete \"partition\" "
-                                 "member; build parts with shardpack build --partition K/N)");
+        p.folder = output_folder::open(path, false, true);  // the folder as named; inside it, no link is followed
+        m = json::parse(p.folder->read_own(manifest_file_name, max_part_manifest_bytes));
+    } catch (const input_error& e) {
+        throw input_error(path + ": not a published dataset: " + e.what());
+    } catch (const std::exception& e) {
+        throw input_error(manifest_path + ": not a published dataset (" + e.what() + ")");
     }
+    if (!m.is_object()) throw input_error(manifest_path + ": not a JSON object");
+    const json* part = m.find("partition");
+    if (!part || !part->is_object())
+        throw input_error(path + ": not a part of a partitioned build (" + manifest_path + " has no \"partition\" object; build "
+                          "parts with shardpack build --partition K/N)");
+    const auto member = [&](const json& obj, const char* where, const char* name) -> const json& {
+        const json* v = obj.find(name);
+        if (!v) throw input_error(manifest_path + ": the member " + where + name + " is missing");
+        return *v;
+    };
+    const auto number = [&](const json& obj, const char* where, const char* name) {
+        const json& v = member(obj, where, name);
+        if (!v.is_number()) throw input_error(manifest_path + ": the member " + where + name + " is not a number");
+        return v.as_u64();
+    };
+    const auto text = [&](const json& obj, const char* where, const char* name) {
+        const json& v = member(obj, where, name);
+        if (!v.is_string()) throw input_error(manifest_path + ": the member " + where + name + " is not a string");
+        return v.as_string();
+    };
+    try {
+        p.index = number(*part, "partition.", "index");
+        p.count = number(*part, "partition.", "count");
+        p.rows = number(*part, "partition.", "rows");
+        p.first_row = number(*part, "partition.", "first_row");
+        p.part_rows = number(*part, "partition.", "part_rows");
+        p.options_digest = text(*part, "partition.", "options_digest");
+        p.records_digest = text(*part, "partition.", "records_digest");
+        if (!part->find("fingerprints_digest"))
+            throw input_error(manifest_path + ": the member partition.fingerprints_digest is missing (a part written by "
+                              "shardpack before 1.1's fingerprint check; rebuild the part with this version)");
+        p.fingerprints_digest = text(*part, "partition.", "fingerprints_digest");
+        p.input_digest = text(m, "", "input_digest");
+        p.schema = text_of(member(m, "", "schema"));
+        p.classes = text_of(member(m, "", "classes"));
+        p.build = member(m, "", "build");
+        if (!p.build.is_object()) throw input_error(manifest_path + ": the member build is not an object");
+    } catch (const input_error&) {
+        throw;
+    } catch (const std::exception& e) {
+        throw input_error(manifest_path + ": " + e.what());
+    }
+    // The build options the merge takes from this part are those its digest covers: an edit
+    // (build.shard_size, ...) shows as a mismatch.
+    const std::string bytes = p.build.dump(-1) + "\n" + p.records_digest;
+    if (hex64(XXH3_64bits(bytes.data(), bytes.size())) != p.options_digest)
+        throw input_error(manifest_path + ": the member build does not match partition.options_digest (the part's build "
+                          "options were changed after it was built; rebuild the part)");
     return p;
 }
 
@@ -129,6 +165,55 @@ std::vector<part_info> check_parts(std::vector<part_info> given) {
     return ordered;
 }
 
+// The rejected rows a --on-error skip part lists (its rejected.csv after the header line), at
+// most max_rows of them (a part rejects at most the build's rows); a line at a time.
+std::vector<std::string> read_rejected(const part_info& p, std::uint64_t max_rows) {
+    std::vector<std::string> rows;
+    try {
+        input_file rejected(p.folder->fd(), p.path, "rejected.csv");
+        line_reader lines(rejected, max_rejected_line);
+        std::string line;
+        bool header = true;
+        while (lines.next(line)) {
+            if (!header) {
+                if (rows.size() >= max_rows)
+                    throw input_error(rejected.path() + ": lists more rejected rows than the build had rows (" +
+                                      std::to_string(max_rows) + ")");
+                rows.push_back(line);
+            }
+            header = false;
+        }
+    } catch (const input_error& e) {
+        throw input_error(part_name(p) + ": " + e.what());
+    }
+    return rows;
+}
+
+bool skips_rows(const part_info& p) {
+    const json* on_error = p.build.find("on_error");
+    return on_error && on_error->is_string() && on_error->as_string() == "skip";
+}
+
+// What the merge trusts in a part beyond its manifest, checked before anything is written:
+// its fingerprints.tsv has the digest the manifest names (an edited key or stamp is refused)
+// and lists no group larger than the part's rows; its rejected.csv can be read.
+void check_part_lists(const part_info& p) {
+    const std::string list_path = p.path + "/" + dataset_writer::fingerprints_file;
+    try {
+        fingerprint_reader list(*p.folder, dataset_writer::fingerprints_file);
+        fingerprint_group group;
+        while (list.next(group, p.part_rows)) {
+        }
+        if (hex64(list.body_digest()) != p.fingerprints_digest)
+            throw input_error(list_path + " was changed after the part was built (its digest " + hex64(list.body_digest()) +
+                              " is not the manifest's partition.fingerprints_digest " + p.fingerprints_digest +
+                              "); rebuild the part");
+    } catch (const input_error& e) {
+        throw input_error(part_name(p) + ": " + e.what() + " (the merge takes the records' keys and fingerprints from it)");
+    }
+    if (skips_rows(p)) read_rejected(p, p.rows);
+}
+
 std::vector<detail::class_record> classes_of(const detail::shard_file& s) { return s.classes(); }
 
 }  // namespace
@@ -160,6 +245,21 @@ merge_result merge_parts(const merge_options& o) {
     for (const auto& f : folders) described.push_back(describe_part(f));
     const std::vector<part_info> parts = check_parts(std::move(described));
 
+    // An --out that is, holds or lies in a part is refused before anything is locked or made.
+    std::error_code ec;
+    const auto inside = [](const std::string& inner, const std::string& outer) {
+        return inner == outer || inner.compare(0, outer.size() + 1, outer + "/") == 0;
+    };
+    if (!o.check_only) {
+        const std::string out_real = fs::weakly_canonical(fs::absolute(o.out_dir), ec).string();
+        for (const auto& p : parts) {
+            const std::string part_real = fs::weakly_canonical(fs::absolute(p.path), ec).string();
+            if (inside(part_real, out_real) || inside(out_real, part_real))
+                throw usage_error("--out " + o.out_dir + " is or holds the part " + part_name(p) +
+                                  "; merge into a folder of its own");
+        }
+    }
+
     // A lock per part keeps a rebuild of a part from changing it under the merge.
     if (rlimit lim{}; ::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
         lim.rlim_cur = lim.rlim_max;
@@ -167,6 +267,10 @@ merge_result merge_parts(const merge_options& o) {
     }
     std::vector<std::unique_ptr<output_lock>> part_locks;
     for (const auto& p : parts) part_locks.push_back(std::make_unique<output_lock>(p.path));
+    // Each part's lists, before anything is written: fingerprints.tsv as its manifest's digest
+    // says, rejected.csv readable. Both a line at a time, never through a link.
+    for (const auto& p : parts) check_part_lists(p);
+
     // The output folder is claimed as a build claims it: missing, empty or a shardpack dataset,
     // never a link, and never one of the parts or a folder holding them.
     std::unique_ptr<output_lock> lock;
@@ -174,13 +278,9 @@ merge_result merge_parts(const merge_options& o) {
     if (!o.check_only) {
         std::vector<std::string> part_paths;
         for (const auto& p : parts) part_paths.push_back(p.path);
-        const output_claim claim = claim_output_folder(o.out_dir, false, part_paths);
-        std::error_code ec;
+        const output_claim claim = claim_output_folder(o.out_dir, false, part_paths, false);
         for (const auto& p : parts) {
-            const std::string part_real = std::filesystem::weakly_canonical(std::filesystem::absolute(p.path), ec).string();
-            const auto inside = [](const std::string& inner, const std::string& outer) {
-                return inner == outer || inner.compare(0, outer.size() + 1, outer + "/") == 0;
-            };
+            const std::string part_real = fs::weakly_canonical(fs::absolute(p.path), ec).string();
             if (inside(part_real, claim.real_path) || inside(claim.real_path, part_real))
                 throw usage_error("--out " + o.out_dir + " is or holds the part " + part_name(p) +
                                   "; merge into a folder of its own");
@@ -243,21 +343,33 @@ merge_result merge_parts(const merge_options& o) {
             if (s.schema_bytes() != reference_schema || !same_classes)
                 throw input_error(part_name(p) + ": " + s.name() + ": its schema or class table differs from part 0's shards");
         }
-        // The records' keys (which place shard boundaries) and input fingerprints.
+        // The records' keys (which place shard boundaries) and input fingerprints, read a
+        // shard's group at a time; the part's manifest carries their digest.
         const std::string list_path = p.path + "/" + dataset_writer::fingerprints_file;
-        const auto list = load_fingerprints(list_path);
-        bool list_ok = list && list->content_hash == ds.content_hash() && list->options_digest == p.records_digest &&
-                       list->groups.size() == ds.shard_count();
-        for (std::size_t k = 0; list_ok && k < ds.shard_count(); ++k)
-            list_ok = list->groups[k].shard == ds.shard(k).name() && list->groups[k].records.size() == ds.shard(k).record_count();
-        if (!list_ok)
-            throw input_error(part_name(p) + ": " + dataset_writer::fingerprints_file +
-                              " is missing or does not describe this dataset (the merge takes the records' keys from it)");
-
+        std::unique_ptr<fingerprint_reader> list;
+        try {
+            list = std::make_unique<fingerprint_reader>(*p.folder, dataset_writer::fingerprints_file);
+        } catch (const input_error& e) {
+            throw input_error(part_name(p) + ": " + e.what() + " (the merge takes the records' keys from it)");
+        }
+        if (list->content_hash() != ds.content_hash() || list->options_digest() != p.records_digest)
+            throw input_error(part_name(p) + ": " + list_path + " describes another dataset (its header names content hash " +
+                              list->content_hash() + " and options " + list->options_digest() + ")");
+        fingerprint_group group;
         bool added = false;
         for (std::size_t k = 0; k < ds.shard_count(); ++k) {
             const detail::shard_file& shard = ds.shard(k);
             const std::string shard_path = p.path + "/" + shard.name();
+            try {
+                if (!list->next(group, shard.record_count()))
+                    throw input_error(list_path + ": ends before the group of " + shard.name());
+            } catch (const input_error& e) {
+                throw input_error(part_name(p) + ": " + e.what());
+            }
+            if (group.shard != shard.name() || group.records.size() != shard.record_count())
+                throw input_error(part_name(p) + ": " + list_path + ": the group of shard " + std::to_string(k) + " is " +
+                                  group.shard + " with " + std::to_string(group.records.size()) + " records, but the manifest "
+                                  "names " + shard.name() + " with " + std::to_string(shard.record_count()));
             if (o.check_only) {
                 // What verify checks beyond the records: every byte, padding included.
                 const std::string hash = hex64(XXH3_64bits(shard.bytes(), shard.size()));
@@ -278,7 +390,7 @@ merge_result merge_parts(const merge_options& o) {
                 if (XXH3_64bits(bytes, std::size_t(e.stored_size)) != e.checksum)
                     throw input_error(part_name(p) + ": " + shard.name() + ": record " + std::to_string(i) +
                                       ": the stored bytes do not match their checksum (damaged part; rebuild it)");
-                const record_fingerprint& fp = list->groups[k].records[i];
+                const record_fingerprint& fp = group.records[i];
                 const record_view view{bytes, e.stored_size, e.decoded_size, e.checksum, e.codec};
                 if (writer) writer->add(view, XXH3_64bits(fp.key.data(), fp.key.size()), fp, record_origin{&shard, i, shard_path});
                 if (!added) {
@@ -290,15 +402,19 @@ merge_result merge_parts(const merge_options& o) {
                 ++r.records;
             }
         }
+        try {
+            if (list->next(group)) throw input_error(list_path + ": lists more shards than the manifest names");
+        } catch (const input_error& e) {
+            throw input_error(part_name(p) + ": " + e.what());
+        }
+        if (hex64(list->body_digest()) != p.fingerprints_digest)
+            throw input_error(part_name(p) + ": " + list_path + " was changed after the part was built (its digest " +
+                              hex64(list->body_digest()) + " is not the manifest's partition.fingerprints_digest " +
+                              p.fingerprints_digest + "); rebuild the part");
         held.push_back(std::move(ds));
         if (skip_mode) {
-            std::istringstream rejected(slurp(p.path + "/rejected.csv"));
-            std::string line;
-            bool header = true;
-            while (std::getline(rejected, line)) {
-                if (!header) rejected_lines.push_back(line);
-                header = false;
-            }
+            for (auto& row : read_rejected(p, parts.front().rows - std::min<std::uint64_t>(rejected_lines.size(), parts.front().rows)))
+                rejected_lines.push_back(std::move(row));
         }
     }
     if (o.check_only) {
@@ -344,15 +460,13 @@ merge_result merge_parts(const merge_options& o) {
     report.set("bytes_out", r.bytes);
     report.set("seconds", r.seconds);
     r.report = report;
-    write_file_atomically(o.out_dir + "/report.json", report.dump());
-    const std::string rejected_path = o.out_dir + "/rejected.csv";
+    out_folder->write_atomically("report.json", report.dump());
     if (skip_mode) {
         std::string text = "line,image,label,reason\n";
         for (const auto& line : rejected_lines) text += line + "\n";
-        write_file_atomically(rejected_path, text);
-    } else {
-        std::error_code ec;
-        fs::remove(rejected_path, ec);
+        out_folder->write_atomically("rejected.csv", text);
+    } else if (out_folder->kind_of("rejected.csv") == output_folder::kind::file) {
+        out_folder->remove("rejected.csv");  // an earlier build's, not this dataset's
     }
     return r;
 }

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <set>
 #include <string_view>
@@ -17,7 +16,10 @@
 #include "format/dataset_names.hpp"
 #include "format/folder_ledger.hpp"
 #include "format/folder_ownership.hpp"
-#include "format/output_file.hpp"
+#include <spdlog/spdlog.h>
+
+#include "io/input_file.hpp"
+#include "io/output_file.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -85,37 +87,15 @@ void clear_partial(const output_folder& partial) {
 }
 
 std::string read_first_line(const output_folder& folder, const std::string& name) {
-    const int fd = ::openat(folder.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return {};
-    char buf[512];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    ::close(fd);
-    const std::string text(buf, n > 0 ? std::size_t(n) : 0);
-    return text.substr(0, text.find('\n'));
-}
-
-// Appends the pieces one after the other (in pieces, so that a big text need not be copied
-// into one string first).
-void append_durably(const output_folder& folder, const std::string& name, std::initializer_list<std::string_view> pieces) {
-    const std::string path = folder.path_of(name);
-    const int fd = folder.open_append(name);
-    for (const std::string_view text : pieces) {
-        std::size_t done = 0;
-        while (done < text.size()) {
-            const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                const int err = errno;
-                ::close(fd);
-                throw io_error("cannot write " + path + ": " + std::strerror(err));
-            }
-            done += std::size_t(n);
-        }
+    if (folder.kind_of(name) == output_folder::kind::missing) return {};
+    try {
+        input_file file(folder.fd(), folder.path(), name);
+        char buf[512];
+        const std::string text(buf, file.read(buf, sizeof buf));
+        return text.substr(0, text.find('\n'));
+    } catch (const input_error&) {
+        return {};  // not ours to reuse (a link, a FIFO): the caller starts the file afresh
     }
-    const int rc = ::fsync(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0) throw io_error("cannot sync " + path + ": " + std::strerror(err));
 }
 
 // After the publish: a file that cannot be removed is left for the next build, not an error.
@@ -141,7 +121,7 @@ dataset_writer::dataset_writer(dataset_writer_options options) : opt_(std::move(
     const std::string header = format_fingerprint_header("partial", opt_.options_digest);
     if (read_first_line(*partial_, fingerprints_file) + "\n" != header) {
         clear_partial(*partial_);
-        append_durably(*partial_, fingerprints_file, {header});
+        partial_->append_durably(fingerprints_file, {header});
     }
     header_length_ = build_shard_header(opt_.schema, opt_.classes, {}, opt_.extra_sections).size();
     if (header_length_ > detail::max_header_bytes)
@@ -245,7 +225,7 @@ void dataset_writer::finish_shard() {
         current_temp_.clear();
     }
     const std::string group_head = format_fingerprint_group_head(s.file, s.records);
-    if (!s.reused) append_durably(*partial_, fingerprints_file, {group_head, fingerprint_lines_});
+    if (!s.reused) partial_->append_durably(fingerprints_file, {group_head, fingerprint_lines_});
     // Every shard's fingerprints, for the published list; streamed to a file to keep memory flat.
     if (!all_fingerprints_) {
         all_fingerprints_name_ = ".tmp-" + std::to_string(::getpid()) + "-fingerprints.tsv";
@@ -265,30 +245,21 @@ void dataset_writer::finish_shard() {
 void dataset_writer::bring_in(published_shard& s) {
     partial_->remove(s.file);  // left by an interrupted run; same name, same bytes
     s.in_partial = true;
-    if (opt_.adopt == dataset_writer_options::adopt_mode::link &&
-        ::linkat(AT_FDCWD, adopt_path_.c_str(), partial_->fd(), s.file.c_str(), 0) == 0) {
-        ++shards_linked_;
-        partial_->sync();
-        return;
+    if (opt_.adopt == dataset_writer_options::adopt_mode::link) {
+        std::string why_not;
+        if (partial_->link_like_copy(adopt_path_, adopt_->size(), s.file, why_not)) {
+            ++shards_linked_;
+            partial_->sync();
+            return;
+        }
+        spdlog::debug("{}: copied, not linked: {}", adopt_path_, why_not);
     }
+    // A copy of the bytes checked (the mapping whose hash gave the name), never of what the
+    // path holds now.
     current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(done_.size()) + ".spk";
     {  // removed by discard() if the copy stops half way
-        const int in = ::open(adopt_path_.c_str(), O_RDONLY | O_CLOEXEC);
-        if (in < 0) throw io_error("cannot open " + adopt_path_ + ": " + std::strerror(errno));
         output_file out(*folder_, current_temp_);
-        std::vector<char> chunk(1 << 20);
-        for (;;) {
-            const ssize_t n = ::read(in, chunk.data(), chunk.size());
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                const int err = errno;
-                ::close(in);
-                throw io_error("cannot read " + adopt_path_ + ": " + std::strerror(err));
-            }
-            if (n == 0) break;
-            out.write(chunk.data(), std::size_t(n));
-        }
-        ::close(in);
+        out.write(adopt_->bytes(), adopt_->size());
         out.sync();
         out.close();
     }
@@ -330,12 +301,36 @@ json dataset_writer::publish() {
         if (s.in_partial) partial_->rename(s.file, *folder_, s.file);
     folder_->sync();
 
+    // The fingerprints under a temporary name first, their digest for a part's manifest; the
+    // rename after the manifest's (see below).
+    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
+    const std::string fingerprints_tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
+    std::uint64_t fingerprints_digest = 0;
+    {
+        const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
+        all_fingerprints_->close();
+        folder_->remove(fingerprints_tmp);
+        output_file out(*folder_, fingerprints_tmp);
+        out.write(header.data(), header.size());
+        input_file in(folder_->fd(), folder_->path(), all_fingerprints_name_);
+        XXH3_state_t* state = XXH3_createState();
+        XXH3_64bits_reset(state);
+        std::vector<char> chunk(1 << 16);
+        while (const std::size_t n = in.read(chunk.data(), chunk.size())) {
+            XXH3_64bits_update(state, chunk.data(), n);
+            out.write(chunk.data(), n);
+        }
+        fingerprints_digest = XXH3_64bits_digest(state);
+        XXH3_freeState(state);
+        out.sync();
+        out.close();
+    }
+
     json m = json::object();
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
                                 std::to_string(opt_.uses_bands ? detail::version_minor : detail::version_minor_plain));
     m.set("records", records_);
-    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     m.set("content_hash", content_hash);
     m.set("schema", schema_to_json(opt_.schema));
     m.set("classes", classes_to_json(opt_.classes));
@@ -347,37 +342,18 @@ json dataset_writer::publish() {
     tool.set("version", SHARDPACK_VERSION);
     m.set("tool", tool);
     m.set("libraries", opt_.libraries);
-    if (!opt_.partition.is_null()) m.set("partition", opt_.partition);
+    if (!opt_.partition.is_null()) {
+        json partition = opt_.partition;
+        partition.set("fingerprints_digest", hex64(fingerprints_digest));  // what merge checks the part's list by
+        m.set("partition", partition);
+    }
     folder_->write_atomically(manifest_file_name, m.dump());
     published_ = true;
 
     // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
     // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
     {
-        const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
-        const std::string tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
-        all_fingerprints_->close();
-        folder_->remove(tmp);
-        output_file out(*folder_, tmp);
-        out.write(header.data(), header.size());
-        const int fd = ::openat(folder_->fd(), all_fingerprints_name_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0) throw io_error("cannot read " + folder_->path_of(all_fingerprints_name_) + ": " + std::strerror(errno));
-        std::vector<char> chunk(1 << 16);
-        while (true) {
-            const ssize_t n = ::read(fd, chunk.data(), chunk.size());
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                const int err = errno;
-                ::close(fd);
-                throw io_error("cannot read " + folder_->path_of(all_fingerprints_name_) + ": " + std::strerror(err));
-            }
-            if (n == 0) break;
-            out.write(chunk.data(), std::size_t(n));
-        }
-        ::close(fd);
-        out.sync();
-        out.close();
-        folder_->rename(tmp, *folder_, fingerprints_file);
+        folder_->rename(fingerprints_tmp, *folder_, fingerprints_file);
         folder_->sync();
         all_fingerprints_.reset();
         remove_quietly(*folder_, all_fingerprints_name_);

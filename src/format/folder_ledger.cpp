@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "format/dataset_names.hpp"
-#include "format/output_folder.hpp"
+#include "io/output_folder.hpp"
 
 namespace shardpack {
 

@@ -7,7 +7,7 @@
 #include "errors.hpp"
 #include "format/dataset_names.hpp"
 #include "format/folder_ledger.hpp"
-#include "format/output_folder.hpp"
+#include "io/output_folder.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/reader.hpp"
@@ -75,7 +75,11 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
     return s;
 }
 
-output_claim claim_output_folder(const std::string& given, bool force, const std::vector<std::string>& inputs) {
+namespace {
+void check_claim(output_claim& c, const std::string& dir, bool force, const std::vector<std::string>& inputs, bool force_offered);
+}  // namespace
+
+output_claim claim_output_folder(const std::string& given, bool force, const std::vector<std::string>& inputs, bool force_offered) {
     if (given.empty()) throw usage_error("--out: empty path");
     // "DIR/" would resolve a link at DIR: the checks below look at DIR itself.
     std::string dir = given;
@@ -92,6 +96,21 @@ output_claim claim_output_folder(const std::string& given, bool force, const std
     }
     c.folder = output_folder::open(dir, true);
     c.real_path = real_path_of(dir);
+    try {
+        check_claim(c, dir, force, inputs, force_offered);
+    } catch (...) {
+        // A refusal leaves nothing behind: the folder made for it goes (if still empty).
+        if (c.created) {
+            c.folder.reset();
+            output_folder::remove_if_empty(dir);
+        }
+        throw;
+    }
+    return c;
+}
+
+namespace {
+void check_claim(output_claim& c, const std::string& dir, bool force, const std::vector<std::string>& inputs, bool force_offered) {
     const output_folder& f = *c.folder;
     const std::vector<std::string> names = f.names();
 
@@ -103,7 +122,7 @@ output_claim claim_output_folder(const std::string& given, bool force, const std
         const auto k = f.kind_of(name);
         const auto want = name == ".partial" ? output_folder::kind::folder : output_folder::kind::file;
         if (k == output_folder::kind::link) links.push_back(name);
-        else if (k != want) misplaced.push_back(name);
+        else if (k != want) misplaced.push_back(name + " (" + f.kind_name(name) + ")");
     }
     if (!links.empty())
         throw usage_error(dir + ": " + list_names(links, links.size()) + (links.size() == 1 ? " is a symbolic link" : " are symbolic links") +
@@ -112,7 +131,8 @@ output_claim claim_output_folder(const std::string& given, bool force, const std
     if (!misplaced.empty())
         throw usage_error(dir + ": " + list_names(misplaced, misplaced.size()) +
                           (misplaced.size() == 1 ? " is not" : " are not") +
-                          " what shardpack writes there (a file where it writes a folder, or the reverse); not touching it");
+                          " what shardpack writes there (a regular file; a folder for .partial); not touching it: move it away or "
+                          "choose another --out");
 
     const auto ledger = folder_ledger::load(f);
     const auto manifest = read_manifest_summary(f);
@@ -132,22 +152,25 @@ output_claim claim_output_folder(const std::string& given, bool force, const std
             throw usage_error("--out " + dir + " is not empty and holds no shardpack dataset: it holds " + list_names(foreign) +
                               (inputs_here.empty() ? "" : " (inputs among them: " + inputs_here + ")") +
                               ". shardpack writes only into an empty or missing folder, or one it wrote (marked by .shardpack, "
-                              "or holding its manifest.json). Choose another --out, or pass --force to build beside these "
-                              "files (they are never overwritten or removed)");
+                              "or holding its manifest.json). Choose another --out" +
+                              std::string(force_offered ? ", or pass --force to build beside these files (they are never "
+                                                          "overwritten or removed)" : ""));
         }
         if (!reserved.empty())
             throw usage_error("--out " + dir + ": " + list_names(reserved, reserved.size()) +
                               (reserved.size() == 1 ? " was" : " were") +
                               " not written by shardpack, and a build would replace " + (reserved.size() == 1 ? "it" : "them") +
-                              "; even with --force shardpack never overwrites or removes files that are not its own. Move " +
+                              std::string(force_offered ? "; even with --force" : ";") +
+                              " shardpack never overwrites or removes files that are not its own. Move " +
                               (reserved.size() == 1 ? "it" : "them") + " away or choose another --out");
     }
     if (manifest && manifest->is_shardpack && !manifest->version_known && !force)
         throw usage_error("--out " + dir + " holds a dataset of format version \"" + manifest->version +
                           "\", which this shardpack does not write (it writes " + std::to_string(detail::version_major) + "." +
-                          std::to_string(detail::version_minor) + "); it is not replaced without --force");
-    return c;
+                          std::to_string(detail::version_minor) + ")" +
+                          (force_offered ? "; it is not replaced without --force" : "; choose another --out"));
 }
+}  // namespace
 
 bool may_be_dataset_file(const std::string& path) {
     const auto slash = path.find_last_of('/');

@@ -35,8 +35,10 @@ struct output_claim {
 
 // Opens (creating it when missing) and checks the output folder; usage_error when a build must
 // not write there. `inputs` (the CSV, the class table) are named in the refusal when they lie
-// in the folder.
-output_claim claim_output_folder(const std::string& dir, bool force, const std::vector<std::string>& inputs = {});
+// in the folder. A folder made here is removed again when it is refused. force_offered: the
+// command has a --force to suggest (merge has none).
+output_claim claim_output_folder(const std::string& dir, bool force, const std::vector<std::string>& inputs = {},
+                                 bool force_offered = true);
 
 // usage_error when the file at `path` (described as `what`, e.g. "--csv list.csv" or
 // "list.csv:12: image x.png"), links resolved, lies in the claimed folder under a name a build

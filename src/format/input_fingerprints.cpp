@@ -1,9 +1,13 @@
 #include "format/input_fingerprints.hpp"
 
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
-#include <fstream>
+#include <filesystem>
 #include <sstream>
+
+#include "errors.hpp"
+#include "io/output_folder.hpp"
 
 namespace shardpack {
 
@@ -122,86 +126,137 @@ std::string format_fingerprint_group(const fingerprint_group& g) {
     return out;
 }
 
-std::optional<fingerprint_file> load_fingerprints(const std::string& path) {
-    // Only a regular file: a FIFO left in the folder must not hang the build.
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    fingerprint_file f;
-    std::string line;
-    if (!std::getline(in, line)) return std::nullopt;
-    auto head = split_tabs(line);
-    if (head.size() != 4 || head[0] != magic || head[1] != "1") return std::nullopt;
-    f.content_hash = head[2];
-    f.options_digest = head[3];
-    std::size_t expected = 0;
-    while (std::getline(in, line)) {
-        auto cells = split_tabs(line);
-        if (cells[0] == "#shard") {
-            std::uint64_t n = 0;
-            if (cells.size() != 3 || !parse_u64(cells[2], n) || expected != 0) return std::nullopt;
-            f.groups.push_back({cells[1], {}});
-            expected = n;
-            continue;
+namespace {
+// One record's line, split at its tabs.
+bool parse_record_line(const std::vector<std::string>& cells, record_fingerprint& out) {
+    if (cells.size() != 11 && cells.size() != 13) return false;
+    record_fingerprint r;
+    std::uint64_t class_id = 0;
+    std::int64_t cid = 0;
+    if (!unescape(cells[0], r.key) || !unescape(cells[1], r.label_key) || !parse_u64(cells[2], r.image.size) ||
+        !parse_i64(cells[3], r.image.mtime_ns) || !parse_u64(cells[4], r.image.hash, 16) ||
+        !parse_u64(cells[5], r.label.size) || !parse_i64(cells[6], r.label.mtime_ns) ||
+        !parse_u64(cells[7], r.label.hash, 16) || !parse_i64(cells[8], cid) || !parse_u64(cells[9], r.unknown_pixels))
+        return false;
+    (void)class_id;
+    r.class_id = static_cast<std::int32_t>(cid);
+    if (!cells[10].empty()) {
+        std::istringstream counts(cells[10]);
+        std::string item;
+        while (std::getline(counts, item, ',')) {
+            const auto colon = item.find(':');
+            std::uint64_t id = 0, n = 0;
+            if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) || !parse_u64(item.substr(colon + 1), n))
+                return false;
+            r.class_counts.emplace_back(static_cast<std::uint32_t>(id), n);
         }
-        if (f.groups.empty() || expected == 0 || (cells.size() != 11 && cells.size() != 13)) return std::nullopt;
-        record_fingerprint r;
-        std::uint64_t class_id = 0;
-        std::int64_t cid = 0;
-        if (!unescape(cells[0], r.key) || !unescape(cells[1], r.label_key) || !parse_u64(cells[2], r.image.size) ||
-            !parse_i64(cells[3], r.image.mtime_ns) || !parse_u64(cells[4], r.image.hash, 16) ||
-            !parse_u64(cells[5], r.label.size) || !parse_i64(cells[6], r.label.mtime_ns) ||
-            !parse_u64(cells[7], r.label.hash, 16) || !parse_i64(cells[8], cid) || !parse_u64(cells[9], r.unknown_pixels))
-            return std::nullopt;
-        (void)class_id;
-        r.class_id = static_cast<std::int32_t>(cid);
-        if (!cells[10].empty()) {
-            std::istringstream counts(cells[10]);
+    }
+    if (cells.size() == 13) {
+        if (!cells[11].empty()) {
+            std::istringstream counts(cells[11]);
             std::string item;
             while (std::getline(counts, item, ',')) {
                 const auto colon = item.find(':');
                 std::uint64_t id = 0, n = 0;
-                if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) || !parse_u64(item.substr(colon + 1), n))
-                    return std::nullopt;
-                r.class_counts.emplace_back(static_cast<std::uint32_t>(id), n);
+                if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) ||
+                    !parse_u64(item.substr(colon + 1), n))
+                    return false;
+                r.tolerance_counts.emplace_back(static_cast<std::uint32_t>(id), n);
             }
         }
-        if (cells.size() == 13) {
-            if (!cells[11].empty()) {
-                std::istringstream counts(cells[11]);
-                std::string item;
-                while (std::getline(counts, item, ',')) {
-                    const auto colon = item.find(':');
-                    std::uint64_t id = 0, n = 0;
-                    if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) ||
-                        !parse_u64(item.substr(colon + 1), n))
-                        return std::nullopt;
-                    r.tolerance_counts.emplace_back(static_cast<std::uint32_t>(id), n);
+        if (!cells[12].empty()) {
+            std::istringstream values(cells[12]);
+            std::string item;
+            while (std::getline(values, item, ',')) {
+                std::uint64_t parts[4] = {};
+                std::size_t start = 0;
+                for (int k = 0; k < 4; ++k) {
+                    const std::size_t end = k < 3 ? item.find(':', start) : item.size();
+                    if (end == std::string::npos || !parse_u64(item.substr(start, end - start), parts[k])) return false;
+                    start = end + 1;
                 }
-            }
-            if (!cells[12].empty()) {
-                std::istringstream values(cells[12]);
-                std::string item;
-                while (std::getline(values, item, ',')) {
-                    std::uint64_t parts[4] = {};
-                    std::size_t start = 0;
-                    for (int k = 0; k < 4; ++k) {
-                        const std::size_t end = k < 3 ? item.find(':', start) : item.size();
-                        if (end == std::string::npos || !parse_u64(item.substr(start, end - start), parts[k])) return std::nullopt;
-                        start = end + 1;
-                    }
-                    if (parts[0] > 0xFFFFFFu || parts[2] > 0xFFFFFFFFu || parts[3] > 0xFFFFFFFFu) return std::nullopt;
-                    r.unknown_values.push_back({static_cast<std::uint32_t>(parts[0]), parts[1],
-                                                static_cast<std::uint32_t>(parts[2]), static_cast<std::uint32_t>(parts[3])});
-                }
+                if (parts[0] > 0xFFFFFFu || parts[2] > 0xFFFFFFFFu || parts[3] > 0xFFFFFFFFu) return false;
+                r.unknown_values.push_back({static_cast<std::uint32_t>(parts[0]), parts[1],
+                                            static_cast<std::uint32_t>(parts[2]), static_cast<std::uint32_t>(parts[3])});
             }
         }
-        f.groups.back().records.push_back(std::move(r));
-        --expected;
     }
-    if (expected != 0) return std::nullopt;  // a group cut short: the file was being written
-    return f;
+    out = std::move(r);
+    return true;
+}
+}  // namespace
+
+fingerprint_reader::fingerprint_reader(const output_folder& folder, const std::string& name)
+    : file_(folder.fd(), folder.path(), name), lines_(file_, max_fingerprint_line), state_(XXH3_createState()) {
+    XXH3_64bits_reset(state_);
+    std::string line;
+    if (!lines_.next(line)) throw input_error(file_.path() + ": empty, not a fingerprint list");
+    const auto head = split_tabs(line);
+    if (head.size() != 4 || head[0] != magic || head[1] != "1")
+        throw input_error(file_.path() + ":1: not the header of a shardpack fingerprint list (version 1)");
+    content_hash_ = head[2];
+    options_digest_ = head[3];
+}
+
+fingerprint_reader::~fingerprint_reader() { XXH3_freeState(state_); }
+
+bool fingerprint_reader::next(fingerprint_group& group, std::uint64_t max_records) {
+    std::string line;
+    const auto where = [&] { return file_.path() + ":" + std::to_string(lines_.line_number()) + ": "; };
+    if (!lines_.next(line)) return false;
+    XXH3_64bits_update(state_, line.data(), line.size());
+    XXH3_64bits_update(state_, "\n", 1);
+    auto cells = split_tabs(line);
+    std::uint64_t count = 0;
+    if (cells[0] != "#shard" || cells.size() != 3 || !parse_u64(cells[2], count))
+        throw input_error(where() + "expected a \"#shard NAME COUNT\" line");
+    group.shard = cells[1];
+    group.records.clear();
+    if (count > max_records)
+        throw input_error(where() + "lists " + std::to_string(count) + " records for " + group.shard + ", which holds " +
+                          std::to_string(max_records));
+    for (std::uint64_t k = 0; k < count; ++k) {
+        if (!lines_.next(line)) throw input_error(where() + "the group of " + group.shard + " ends after " + std::to_string(k) + " of its " + std::to_string(count) + " records");
+        XXH3_64bits_update(state_, line.data(), line.size());
+        XXH3_64bits_update(state_, "\n", 1);
+        record_fingerprint r;
+        if (!parse_record_line(split_tabs(line), r)) throw input_error(where() + "not a record's fingerprint line");
+        group.records.push_back(std::move(r));
+    }
+    return true;
+}
+
+std::uint64_t fingerprint_reader::body_digest() const { return XXH3_64bits_digest(state_); }
+
+std::optional<fingerprint_file> load_fingerprints(const output_folder& folder, const std::string& name, std::uint64_t max_bytes) {
+    if (folder.kind_of(name) == output_folder::kind::missing) return std::nullopt;
+    try {
+        fingerprint_reader reader(folder, name);
+        if (reader.size() > max_bytes) {
+            spdlog::warn("{}: {} bytes, more than the {} the memory budget allows for it; nothing is reused from it",
+                         folder.path_of(name), reader.size(), max_bytes);
+            return std::nullopt;
+        }
+        fingerprint_file f;
+        f.content_hash = reader.content_hash();
+        f.options_digest = reader.options_digest();
+        fingerprint_group group;
+        while (reader.next(group)) f.groups.push_back(std::move(group));
+        return f;
+    } catch (const input_error& e) {
+        spdlog::debug("{}", e.what());
+        return std::nullopt;
+    }
+}
+
+std::optional<fingerprint_file> load_fingerprints(const std::string& path) {
+    const std::filesystem::path p(path);
+    try {
+        const auto folder = output_folder::open(p.has_parent_path() ? p.parent_path().string() : ".", false, true);
+        return load_fingerprints(*folder, p.filename().string(), ~std::uint64_t(0));
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
 }
 
 std::optional<file_stamp> stat_file(const std::string& path) {

@@ -9,7 +9,12 @@
 #include <utility>
 #include <vector>
 
+#include "io/input_file.hpp"
+#include "shardpack/detail/xxhash.hpp"
+
 namespace shardpack {
+
+class output_folder;
 
 struct file_stamp {
     std::uint64_t size = 0;
@@ -58,7 +63,39 @@ std::string format_fingerprint_group(const fingerprint_group& group);
 // of record_fingerprint structs): the group's first line, then each record's line.
 std::string format_fingerprint_group_head(const std::string& shard, std::uint64_t count);
 void append_fingerprint_line(std::string& out, const record_fingerprint& record);
-// Returns nothing for a missing or malformed file: then nothing is reused.
+// Reads a fingerprints.tsv a group at a time (never whole): NAME in `folder`, never through a
+// link, a regular file. Every error (input_error) names the file and line.
+class fingerprint_reader {
+public:
+    fingerprint_reader(const output_folder& folder, const std::string& name);
+    ~fingerprint_reader();
+    fingerprint_reader(const fingerprint_reader&) = delete;
+    fingerprint_reader& operator=(const fingerprint_reader&) = delete;
+    const std::string& content_hash() const { return content_hash_; }
+    const std::string& options_digest() const { return options_digest_; }
+    // The next shard's group; false at the end of the file. A group listing more than
+    // max_records records is refused before they are read.
+    bool next(fingerprint_group& group, std::uint64_t max_records = ~std::uint64_t(0));
+    // XXH3-64 of every byte after the header line read so far: after the last next(), the
+    // digest a part's manifest carries (partition.fingerprints_digest).
+    std::uint64_t body_digest() const;
+    std::uint64_t size() const { return file_.size(); }
+    const std::string& path() const { return file_.path(); }
+
+private:
+    input_file file_;
+    line_reader lines_;
+    XXH3_state_t* state_;
+    std::string content_hash_, options_digest_;
+};
+
+// The longest line accepted: a record's key and label cells with at most 256 unknown values.
+inline constexpr std::size_t max_fingerprint_line = std::size_t(1) << 20;
+
+// The whole list, when it is at most max_bytes long (a bound from the memory budget) and well
+// formed. Returns nothing for a missing, malformed, larger or not regular file: then nothing is
+// reused.
+std::optional<fingerprint_file> load_fingerprints(const output_folder& folder, const std::string& name, std::uint64_t max_bytes);
 std::optional<fingerprint_file> load_fingerprints(const std::string& path);
 
 // The stamp of a file without reading it (hash left 0).

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "format/output_file.hpp"
+#include "io/output_file.hpp"
 #include "format/stored_record.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/xxhash.hpp"

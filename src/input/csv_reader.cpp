@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "errors.hpp"
-#include "shardpack/detail/regular_file.hpp"
 #include "input/text_util.hpp"
 
 namespace shardpack {
@@ -160,47 +159,6 @@ std::vector<csv_row> parse_csv(std::string_view text, std::string_view source_na
     csv_row row{};
     while (stream.next(row)) rows.push_back(std::move(row));
     return rows;
-}
-
-text_file_reader::text_file_reader(const std::string& path) : path_(path) {
-    if (path == "-") {
-        fd_ = STDIN_FILENO;
-        return;
-    }
-    struct stat st {};
-    std::string why;
-    fd_ = detail::open_regular_file(path, st, why);
-    if (fd_ < 0) throw input_error("cannot read " + path + ": " + why);
-    owned_ = true;
-    size_ = static_cast<std::uint64_t>(st.st_size);
-}
-
-text_file_reader::~text_file_reader() {
-    if (owned_) ::close(fd_);
-}
-
-std::size_t text_file_reader::read(char* buf, std::size_t n) {
-    if (done_ || n == 0) return 0;
-    const long long got = detail::read_fully(fd_, buf, n);
-    if (got < 0) throw input_error("cannot read " + path_ + ": " + std::strerror(errno));
-    done_ = static_cast<std::size_t>(got) < n;  // short only at the end of the file
-    return static_cast<std::size_t>(got);
-}
-
-std::string read_text_file(const std::string& path, std::uint64_t max_bytes) {
-    text_file_reader file(path);
-    if (file.size() > max_bytes)
-        throw input_error("cannot read " + path + ": it is " + std::to_string(file.size()) + " bytes, more than the " +
-                          std::to_string(max_bytes) + " accepted for this kind of file");
-    std::string out;
-    char buf[1 << 16];
-    while (const std::size_t n = file.read(buf, sizeof buf)) {
-        if (out.size() + n > max_bytes)  // standard input, or a file that grew
-            throw input_error("cannot read " + path + ": more than the " + std::to_string(max_bytes) +
-                              " bytes accepted for this kind of file");
-        out.append(buf, n);
-    }
-    return out;
 }
 
 }  // namespace shardpack

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "io/input_file.hpp"  // text_file_reader, read_text_file
+
 namespace shardpack {
 
 struct csv_row {
@@ -62,36 +64,5 @@ private:
 // Throws input_error "SOURCE:LINE: reason" for an unterminated quoted field (LINE: where it
 // opens), a quote inside an unquoted field, text after a closing quote, NUL bytes, and UTF-16.
 std::vector<csv_row> parse_csv(std::string_view text, std::string_view source_name);
-
-// A file read in pieces, with the errors read_text_file reports. The path "-" is standard
-// input (whatever it is: a pipe is the point); any other path must be a regular file, opened
-// without blocking (a FIFO or device is refused, see shardpack/detail/regular_file.hpp).
-class text_file_reader {
-public:
-    // Throws input_error "cannot read PATH: reason".
-    explicit text_file_reader(const std::string& path);
-    ~text_file_reader();
-    text_file_reader(const text_file_reader&) = delete;
-    text_file_reader& operator=(const text_file_reader&) = delete;
-    // Up to n bytes into buf; 0 at the end of the file. Throws input_error "cannot read PATH: reason".
-    std::size_t read(char* buf, std::size_t n);
-    // The file's size where known (a regular file), else 0.
-    std::uint64_t size() const { return size_; }
-
-private:
-    std::string path_;
-    int fd_ = -1;
-    bool owned_ = false;  // closed by the destructor (not standard input)
-    std::uint64_t size_ = 0;
-    bool done_ = false;
-};
-
-// Largest class table or config file accepted: such files are a few kilobytes, and 65535
-// classes with long names and descriptions fit in a few megabytes.
-inline constexpr std::uint64_t max_text_input_bytes = std::uint64_t(16) << 20;
-
-// The whole file's bytes, at most max_bytes of them. Throws input_error "cannot read PATH:
-// reason" (not a regular file, larger than max_bytes, a read error).
-std::string read_text_file(const std::string& path, std::uint64_t max_bytes = max_text_input_bytes);
 
 }  // namespace shardpack

@@ -103,7 +103,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
             for (std::size_t i = range.begin(); i != range.end(); ++i) {
                 list.label_path(i, w.path);
                 const sample_row row = list.row(i);
-                std::string why = read_file_into(w.path, w.bytes, nullptr);
+                std::string why = read_file_into(w.path, w.bytes, nullptr, UINT64_MAX, true);  // --write-dict never replaces a mask
                 w.file.clear();
                 if (why.empty()) {
                     try {

@@ -1,15 +1,23 @@
 #include "inspect/dataset_inspector.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
+#include "errors.hpp"
 #include "format/dataset_writer.hpp"
+#include "io/output_folder.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
 using detail::json;
+
+namespace {
+// A build's report.json: class counts and rejected rows, at most a few megabytes.
+constexpr std::uint64_t max_report_bytes = std::uint64_t(64) << 20;
+}  // namespace
 
 json inspect_dataset(const std::string& dir) {
     const dataset ds = dataset::open(dir);
@@ -59,19 +67,20 @@ json inspect_dataset(const std::string& dir) {
     out.set("libraries", m.at("libraries"));
     // The build's report, when it describes this very dataset: per-class counts and rejected rows.
     try {
-        std::ifstream in(dir + "/report.json", std::ios::binary);
-        std::ostringstream text;
-        text << in.rdbuf();
-        if (in) {
-            const json report = json::parse(text.str());
+        // Our own file read back: bounded, a regular file, never through a link; a FIFO or a
+        // huge file there is refused (and reported), not waited on or read whole.
+        if (const auto text = output_folder::open(dir, false, true)->read_own_if_present("report.json", max_report_bytes)) {
+            const json report = json::parse(*text);
             if (report.at("content_hash").as_string() == ds.content_hash()) {
                 out.set("class_frequencies", report.at("class_frequencies"));
                 out.set("rejected", report.at("skipped"));
                 if (const json* w = report.find("warnings")) out.set("warnings", *w);
             }
         }
+    } catch (const input_error& e) {
+        spdlog::warn("{}; the class counts are left out", e.what());
     } catch (const std::exception&) {
-        // no report, or not one this tool wrote: the counts are left out
+        // not a report this tool wrote: the counts are left out
     }
     return out;
 }

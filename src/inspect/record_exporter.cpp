@@ -4,7 +4,8 @@
 
 #include "decode/png_encoder.hpp"
 #include "errors.hpp"
-#include "format/output_file.hpp"
+#include "io/output_file.hpp"
+#include "io/output_folder.hpp"
 #include "image.hpp"
 #include "shardpack/reader.hpp"
 
@@ -61,10 +62,9 @@ std::vector<std::size_t> select_records(const std::string& dir, const std::vecto
 
 json export_record(const std::string& dir, std::size_t index, const std::string& prefix, bool overlay) {
     {
+        // The folder of the files, made when missing (io_error naming it otherwise).
         const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
-        std::error_code ec;
-        if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-        if (ec) throw io_error("cannot create " + parent.string() + ": " + ec.message());
+        if (!parent.empty()) output_folder::open(parent.string(), true, true);
     }
     const dataset ds = dataset::open(dir);
     const sample s = ds.at(index);

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 #include <map>
 #include <sstream>
 
+#include "io/output_folder.hpp"
 #include "pipeline/mask_mapper.hpp"
 #include "transform/label_map.hpp"
 
@@ -123,11 +123,10 @@ std::vector<std::string> class_id_changes(const std::string& out_dir, const inpu
     if (classes_given || input.task != task_kind::classification) return out;
     std::vector<std::string> before;
     try {
-        std::ifstream in(out_dir + "/manifest.json", std::ios::binary);
-        if (!in) return out;
-        std::ostringstream text;
-        text << in.rdbuf();
-        const json m = json::parse(text.str());
+        // The dataset this build replaces, if any: read as our own file (bounded, no link).
+        const auto text = output_folder::open(out_dir, false, true)->read_own_if_present("manifest.json", std::uint64_t(64) << 20);
+        if (!text) return out;
+        const json m = json::parse(*text);
         if (m.at("schema").at("task").as_string() != "classification") return out;
         for (const auto& c : m.at("classes").as_array()) before.push_back(c.at("name").as_string());
     } catch (const std::exception&) {

@@ -16,9 +16,9 @@
 #include "errors.hpp"
 #include "format/dataset_writer.hpp"
 #include "format/folder_ownership.hpp"
-#include "format/output_file.hpp"
-#include "format/output_folder.hpp"
-#include "format/output_lock.hpp"
+#include "io/output_file.hpp"
+#include "io/output_folder.hpp"
+#include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/library_versions.hpp"
@@ -342,7 +342,7 @@ build_result run_build(const build_options& options) {
     wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries, mask_values_name, input.classes);
     std::unique_ptr<previous_build> previous;
     if (!options.full) {
-        previous = previous_build::load(options.out_dir, wo.options_digest);
+        previous = previous_build::load(options.out_dir, wo.options_digest, memory.limit / 8);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }
     std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);

@@ -4,7 +4,7 @@
 #include "decode/sniff.hpp"
 #include "pipeline/memory_budget.hpp"
 #include "pipeline/previous_build.hpp"
-#include "shardpack/detail/regular_file.hpp"
+#include "io/input_file.hpp"
 #include "shardpack/detail/xxhash.hpp"
 
 #include <fcntl.h>
@@ -20,27 +20,18 @@
 namespace shardpack {
 
 std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp,
-                           std::uint64_t max_bytes) {
-    struct stat st {};
+                           std::uint64_t max_bytes, bool note_as_input) {
+    input_file file;
     std::string why;
-    const int fd = detail::open_regular_file(path, st, why);
-    if (fd < 0) return why;
-    const std::uint64_t size = static_cast<std::uint64_t>(st.st_size);
-    if (size == 0) {
-        ::close(fd);
-        return "empty file";
-    }
+    if (!file.open(path, why, note_as_input)) return why;
+    const std::uint64_t size = file.size();
+    if (size == 0) return "empty file";
     // The type first, from the first bytes: a huge file that is no image is refused unread.
     std::uint8_t head[16];
-    const long long head_got = detail::read_fully(fd, head, std::min<std::uint64_t>(sizeof head, size));
-    if (head_got < 0) {
-        const int err = errno;
-        ::close(fd);
-        return std::string("read error: ") + std::strerror(err);
-    }
+    const long long head_got = file.read_some(head, std::min<std::uint64_t>(sizeof head, size));
+    if (head_got < 0) return std::string("read error: ") + std::strerror(errno);
     const file_format format = sniff_format(head, static_cast<std::size_t>(head_got));
     if (format != file_format::png && format != file_format::jpeg) {
-        ::close(fd);
         try {
             std::uint32_t w = 0, h = 0;
             read_image_size(head, static_cast<std::size_t>(head_got), w, h);  // throws the decoder's refusal
@@ -49,20 +40,17 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
         }
         return "unrecognised image data";
     }
-    if (size > max_bytes) {
-        ::close(fd);
+    if (size > max_bytes)
         return "file is " + std::to_string(size) + " bytes (" + format_bytes(size) + "), more than a row may take: " +
                format_bytes(max_bytes) + " (from --memory-limit)";
-    }
     out.resize(static_cast<std::size_t>(size));
     std::memcpy(out.data(), head, static_cast<std::size_t>(head_got));
     const std::size_t rest = out.size() - static_cast<std::size_t>(head_got);
-    const long long got = detail::read_fully(fd, out.data() + head_got, rest);
-    const int err = errno;
-    ::close(fd);
-    if (got < 0) return std::string("read error: ") + std::strerror(err);
+    const long long got = file.read_some(out.data() + head_got, rest);
+    if (got < 0) return std::string("read error: ") + std::strerror(errno);
     if (static_cast<std::size_t>(got) != rest) return "file shrank while being read";
     if (stamp) {
+        const struct stat& st = file.status();
         stamp->size = out.size();
         stamp->mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
         stamp->hash = XXH3_64bits(out.data(), out.size());

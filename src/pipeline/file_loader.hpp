@@ -13,8 +13,9 @@ namespace shardpack {
 // hash). Returns an empty string or the reason. The file is opened without blocking and must be
 // a regular file; its first bytes must be a PNG or JPEG signature (anything else is refused with
 // the decoder's message before the rest is read) and it must be at most max_bytes long.
+// note_as_input: remember it (io/input_file.hpp), so no write of this process replaces it.
 std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp = nullptr,
-                           std::uint64_t max_bytes = UINT64_MAX);
+                           std::uint64_t max_bytes = UINT64_MAX, bool note_as_input = false);
 
 class previous_build;
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "io/output_folder.hpp"
+
 namespace shardpack {
 
 namespace {
@@ -25,12 +27,14 @@ void previous_build::index_group(const fingerprint_group& group, const detail::s
     }
 }
 
-std::unique_ptr<previous_build> previous_build::load(const std::string& dir, const std::string& options_digest) {
+std::unique_ptr<previous_build> previous_build::load(const std::string& dir, const std::string& options_digest,
+                                                     std::uint64_t max_list_bytes) {
     auto p = std::make_unique<previous_build>();
     p->lists_.reserve(2);  // index_group keeps pointers into these lists
     // The published dataset.
     try {
-        auto list = load_fingerprints(dir + "/" + dataset_writer::fingerprints_file);
+        const auto folder = output_folder::open(dir, false, true);
+        auto list = load_fingerprints(*folder, dataset_writer::fingerprints_file, max_list_bytes);
         if (list && list->options_digest == options_digest) {
             dataset ds = dataset::open(dir);
             bool matches = list->content_hash == ds.content_hash() && list->groups.size() == ds.shard_count();
@@ -51,8 +55,15 @@ std::unique_ptr<previous_build> previous_build::load(const std::string& dir, con
     }
     // Finished shards of an interrupted build.
     const std::string partial = dir + "/" + dataset_writer::partial_dir;
-    if (auto list = load_fingerprints(partial + "/" + dataset_writer::fingerprints_file);
-        list && list->options_digest == options_digest && list->content_hash == "partial") {
+    std::optional<fingerprint_file> partial_list;
+    try {
+        if (const auto folder = output_folder::open(dir, false, true); folder->kind_of(dataset_writer::partial_dir) == output_folder::kind::folder)
+            partial_list = load_fingerprints(*folder->subfolder(dataset_writer::partial_dir, false), dataset_writer::fingerprints_file,
+                                             max_list_bytes);
+    } catch (const std::exception& e) {
+        spdlog::debug("{}: not reused: {}", partial, e.what());
+    }
+    if (auto& list = partial_list; list && list->options_digest == options_digest && list->content_hash == "partial") {
         p->lists_.push_back(std::move(*list));
         for (const auto& group : p->lists_.back().groups) {
             const std::string path = partial + "/" + group.shard;

@@ -29,7 +29,10 @@ class previous_build {
 public:
     previous_build() = default;
     // Never throws for a damaged or foreign previous state: it is then simply not used.
-    static std::unique_ptr<previous_build> load(const std::string& dir, const std::string& options_digest);
+    // max_list_bytes: the largest fingerprints.tsv taken (a share of the memory budget: its
+    // records live in memory while the build runs); a larger one is not reused, with a warning.
+    static std::unique_ptr<previous_build> load(const std::string& dir, const std::string& options_digest,
+                                                std::uint64_t max_list_bytes);
 
     const previous_record* find(std::string_view key, std::string_view label_key) const;
     std::size_t size() const { return by_row_.size(); }

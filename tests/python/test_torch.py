@@ -557,3 +557,22 @@ def test_to_device_ignored_pixels_and_errors():
         spt.to_device((images, labels), "cpu", normalize=((0.1, 0.2), 0.5))
     with pytest.raises(TypeError, match="pair"):
         spt.to_device(images, "cpu")
+
+
+def test_uint8_index_labels_through_loader_dataset_and_to_device(built):
+    """The recommended delivery: uint8 images and uint8 class ids (label_dtype="uint8", the
+    classes fit), 1 + 1/3 byte a pixel for RGB; to_device gives read_batch's float32 one-hot."""
+    ds = shardpack.open(built["index"])
+    k = len(ds.classes)
+    loader = spt.Loader(ds, batch_size=4, dtype="uint8", label="index", label_dtype="uint8", reuse_buffers=True)
+    want = read_back(ds, loader, 0)  # float32 NCHW ImageNet one-hot
+    for batch, (x, y) in zip(loader, want):
+        assert batch[0].dtype == torch.uint8 and batch[1].dtype == torch.uint8 and batch[1].shape == (len(x),) + x.shape[2:]
+        images, labels = spt.to_device(batch, "cpu", onehot=k)
+        assert torch.equal(images, torch.from_numpy(x)) and torch.equal(labels, torch.from_numpy(y))
+    tds = spt.Dataset(ds, dtype="uint8", label="index", label_dtype="uint8")
+    got = list(DataLoader(tds, batch_size=4, num_workers=2))
+    _, ids = ds.read_batch(range(len(ds)), label="index")
+    assert got[0][1].dtype == torch.uint8 and torch.equal(torch.cat([b[1] for b in got]).long(), torch.from_numpy(ids))
+    with pytest.raises(ValueError):
+        spt.Loader(ds, batch_size=4, dtype="uint8", normalize="imagenet")  # normalize is for float32

@@ -203,8 +203,9 @@ class Dataset(_data.Dataset):
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
-        # checks the options and the fixed size now
+        # checks the options and the fixed size now (an empty read checks every option)
         _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
+        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
@@ -600,6 +601,7 @@ class Loader:
         self._spec = self.dataset.batch_spec(self.batch_size, dtype=dtype, layout=layout,
                                              **_label_options(label, label_dtype), crop=crop)
         _check_torch_dtypes(self._spec, "Loader")
+        self.dataset.read_batch(_np.empty(0, _np.int64), threads=1, **self.options)  # checks every option now
         self.reuse_buffers = bool(reuse_buffers)
         self._ring = _Ring(self.prefetch + 3, self._allocate) if self.reuse_buffers else None
         self._epoch_set = False

@@ -1,4 +1,4 @@
-#include "format/output_file.hpp"
+#include "io/output_file.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "errors.hpp"
-#include "format/output_folder.hpp"
+#include "io/output_folder.hpp"
 
 namespace shardpack {
 namespace {
@@ -19,11 +19,6 @@ constexpr std::size_t buffer_size = 1 << 20;
     throw io_error("cannot " + what + " " + path + ": " + std::strerror(err));
 }
 }  // namespace
-
-output_file::output_file(std::string path) : path_(std::move(path)), buffer_(buffer_size) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("create", path_, errno);
-}
 
 output_file::output_file(const output_folder& folder, const std::string& name)
     : path_(folder.path_of(name)), buffer_(buffer_size) {
@@ -80,21 +75,6 @@ void output_file::close() {
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail("close", path_, errno);
-}
-
-void sync_directory(const std::string& dir) {
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) fail("open folder", dir, errno);
-    const int rc = ::fsync(fd);
-    const int err = errno;
-    ::close(fd);
-    if (rc != 0 && err != EINVAL) fail("sync folder", dir, err);
-}
-
-void rename_durably(const std::string& from, const std::string& to) {
-    if (std::rename(from.c_str(), to.c_str()) != 0) fail("rename " + from + " to", to, errno);
-    const std::string dir = std::filesystem::path(to).parent_path().string();
-    sync_directory(dir.empty() ? "." : dir);
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {

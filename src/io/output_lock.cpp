@@ -1,4 +1,4 @@
-#include "format/output_lock.hpp"
+#include "io/output_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -10,7 +10,7 @@
 #include <filesystem>
 
 #include "errors.hpp"
-#include "format/output_folder.hpp"
+#include "io/output_folder.hpp"
 
 namespace shardpack {
 
