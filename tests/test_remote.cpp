@@ -239,6 +239,7 @@ TEST_CASE("push: verified upload, manifest last, only changed shards, the grace 
     CHECK(detail::json::parse(r.out).at("records").as_u64() == 40);
     r = run_command(SHARDPACK_CLI, {"inspect", url, "--json"});
     CHECK(r.code == 0);
+    CHECK(r.err.find("warn") == std::string::npos);
     CHECK(detail::json::parse(r.out).at("content_hash").as_string() == local1.content_hash());
 
     // Again, unchanged: nothing uploaded.

@@ -34,6 +34,15 @@ def folder_bytes(path):
     return total
 
 
+# The tensors litdata.optimize's worker processes read (inherited through fork): its fn must be
+# a module-level function to be pickled.
+_IMAGES = _LABELS = None
+
+
+def _lit_sample(i):
+    return {"image": _IMAGES[i], "label": _LABELS[i]}
+
+
 def upload(s3, bucket, folder, prefix):
     for root, _, files in os.walk(folder):
         for f in files:
@@ -116,10 +125,9 @@ def main():
         lit = os.path.join(a.work, "lit")
         shutil.rmtree(lit, ignore_errors=True)
 
-        def sample(i):
-            return {"image": images[i], "label": labels[i]}
-
-        litdata.optimize(fn=sample, inputs=list(range(n)), output_dir=lit, chunk_bytes=shard_bytes, num_workers=1)
+        global _IMAGES, _LABELS
+        _IMAGES, _LABELS = images, labels
+        litdata.optimize(fn=_lit_sample, inputs=list(range(n)), output_dir=lit, chunk_bytes=shard_bytes, num_workers=1)
         upload(s3, a.bucket, lit, "peers/lit")
 
         def lit_iter(cache, r):

@@ -7,8 +7,8 @@
 #include "format/dataset_names.hpp"
 #include "format/folder_ledger.hpp"
 #include "inspect/dataset_verifier.hpp"
+#include "io/input_file.hpp"
 #include "shardpack/detail/error.hpp"
-#include "shardpack/detail/regular_file.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack::remote {
@@ -47,14 +47,15 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
     const std::string manifest_path = dir + "/" + manifest_file_name;
 
     // 1. The local dataset, verified in full, and its manifest as it was verified.
-    const std::string manifest_text = detail::read_regular_file(manifest_path, detail::manifest_max_bytes);
+    auto read_manifest = [&] { return input_file(manifest_path).read_all(detail::manifest_max_bytes); };
+    const std::string manifest_text = read_manifest();
     const verify_result v = verify_dataset(dir);
     if (!v.ok()) {
         std::string first = v.problems.front();
         throw error(dir + ": not pushed: verification found " + std::to_string(v.problems.size()) + " problem(s); the first: " +
                     first);
     }
-    if (detail::read_regular_file(manifest_path, detail::manifest_max_bytes) != manifest_text)
+    if (read_manifest() != manifest_text)
         throw error(dir + ": not pushed: manifest.json was replaced while it was verified (a rebuild?); push again");
     const detail::json manifest = detail::json::parse(manifest_text, detail::manifest_max_values);
     r.content_hash = manifest.at("content_hash").as_string();

@@ -124,6 +124,9 @@ struct s3_storage::impl {
     mutable std::mutex m;
     std::map<std::string, std::uint64_t> sizes;                 // from the last manifest read
     std::map<std::string, std::shared_ptr<s3_source>> preopened;  // metadata prefetched, not yet opened
+    std::vector<std::pair<std::string, std::uint64_t>> order;     // the manifest's shards, in order
+    std::size_t next_meta = 0, opened = 0;                        // metadata prefetched up to; shards opened
+    static constexpr std::size_t meta_lookahead = 128;           // shards whose heads are fetched ahead of open
     std::deque<std::shared_ptr<chunk>> fifo;                    // every chunk holding memory, oldest first
     std::uint64_t held = 0;
     remote_stats stats;
@@ -159,30 +162,48 @@ public:
                         " runs past the end (" + std::to_string(size_) + " bytes)");
         if (length == 0) return;
         if (local_copy(offset, length, dst)) return;
-        s3_pending p;
-        std::uint64_t base = 0;
+        // The chunks that hold the range, possibly several side by side.
+        std::vector<std::pair<s3_pending, std::uint64_t>> parts;  // pending, chunk offset
+        std::vector<std::shared_ptr<chunk>> used;
         {
             std::lock_guard<std::mutex> lock(st_->m);
             st_->stats.bytes_delivered += length;
+            std::vector<std::shared_ptr<chunk>> over;
             for (std::size_t i = 0; i < chunks_.size();) {
                 const auto& c = chunks_[i];
                 if (!c->pending.valid()) {  // evicted
                     chunks_.erase(chunks_.begin() + std::ptrdiff_t(i));
                     continue;
                 }
-                if (offset >= c->offset && offset + length <= c->offset + c->length) {
-                    p = c->pending;
-                    base = c->offset;
-                    break;
-                }
+                if (c->offset < offset + length && c->offset + c->length > offset) over.push_back(c);
                 ++i;
             }
+            std::sort(over.begin(), over.end(), [](const auto& a, const auto& b) { return a->offset < b->offset; });
+            std::uint64_t at = offset;
+            for (const auto& c : over) {
+                if (at >= offset + length) break;
+                if (c->offset > at || c->offset + c->length <= at) continue;
+                parts.push_back({c->pending, c->offset});
+                used.push_back(c);
+                at = c->offset + c->length;
+            }
+            if (at < offset + length) parts.clear();  // a hole: fetched below, whole
         }
         const bool meta = is_metadata(offset, length);
-        if (p.valid()) {
-            const auto& body = p.wait();
-            std::memcpy(dst, body.data() + (offset - base), length);
-            if (meta) learn(offset, body.data() + (offset - base), length), store_metadata(offset, length, static_cast<unsigned char*>(dst));
+        if (!parts.empty()) {
+            std::uint64_t at = offset;
+            auto* out = static_cast<unsigned char*>(dst);
+            for (auto& [p, base] : parts) {
+                const auto& body = p.wait();
+                const std::uint64_t n = std::min<std::uint64_t>(base + body.size(), offset + length) - at;
+                std::memcpy(out + (at - offset), body.data() + (at - base), static_cast<std::size_t>(n));
+                at += n;
+            }
+            if (meta) {
+                learn(offset, out, length);
+                store_metadata(offset, length, out);
+                release_metadata_chunks(used);
+            }
             return;
         }
         if (meta && load_metadata(offset, length, static_cast<unsigned char*>(dst))) {
@@ -208,7 +229,29 @@ public:
             start_download();
             return;
         }
-        std::vector<byte_range> merged(ranges, ranges + count);
+        std::vector<byte_range> merged;
+        {
+            // Ranges a fetched (or fetching) range already holds are not asked for again: with
+            // the blocks order the next batches of a window read what the first one brought.
+            // (The reader merged its ranges already: only the parts no chunk holds remain.)
+            std::lock_guard<std::mutex> lock(st_->m);
+            std::vector<byte_range> held;
+            for (const auto& c : chunks_)
+                if (c->pending.valid()) held.push_back({c->offset, c->length});
+            std::sort(held.begin(), held.end(), [](const byte_range& a, const byte_range& b) { return a.offset < b.offset; });
+            for (std::size_t i = 0; i < count; ++i) {
+                std::uint64_t at = ranges[i].offset;
+                const std::uint64_t end = ranges[i].offset + ranges[i].length;
+                for (const byte_range& h : held) {
+                    if (h.offset + h.length <= at) continue;
+                    if (h.offset >= end) break;
+                    if (h.offset > at) merged.push_back({at, h.offset - at});
+                    at = std::max(at, h.offset + h.length);
+                    if (at >= end) break;
+                }
+                if (at < end) merged.push_back({at, end - at});
+            }
+        }
         std::sort(merged.begin(), merged.end(), [](const byte_range& a, const byte_range& b) { return a.offset < b.offset; });
         // Merge ranges closer than merge_gap, up to max_request bytes per GET.
         std::vector<byte_range> gets;
@@ -259,6 +302,18 @@ private:
     mutable std::vector<s3_pending> parts_;
     mutable bool download_failed_ = false;
     mutable int cache_fd_ = -1;
+
+    // Heads and tails are read once by the shard's parse (and kept by it, and on disk): their
+    // memory goes back to the budget at once.
+    void release_metadata_chunks(const std::vector<std::shared_ptr<chunk>>& used) const {
+        std::lock_guard<std::mutex> lock(st_->m);
+        for (auto& c : used)
+            if (c->metadata && c->pending.valid()) {
+                c->pending = s3_pending();
+                st_->held -= std::min(st_->held, c->length);
+                c->length = 0;
+            }
+    }
 
     // Caller holds st_->m.
     void add_chunk(std::uint64_t off, std::uint64_t len, bool metadata) const {
@@ -450,6 +505,22 @@ s3_storage::~s3_storage() {
     impl_->preopened.clear();  // they hold the impl
 }
 
+// The heads and tails of the next shards in manifest order, at most meta_lookahead shards ahead
+// of those opened: all in flight at once, without holding the heads of thousands of shards.
+void s3_storage::pump_metadata() const {
+    std::vector<std::shared_ptr<s3_source>> todo;
+    {
+        std::lock_guard<std::mutex> lock(impl_->m);
+        while (impl_->next_meta < impl_->order.size() && impl_->next_meta < impl_->opened + impl::meta_lookahead) {
+            const auto& [file, bytes] = impl_->order[impl_->next_meta++];
+            auto src = std::make_shared<s3_source>(impl_, file, bytes);
+            impl_->preopened[file] = src;
+            todo.push_back(src);
+        }
+    }
+    for (auto& src : todo) src->prefetch_metadata(64 * 1024);
+}
+
 std::string s3_storage::read_small_file(const std::string& name, std::uint64_t max_bytes) const {
     bool found = false;
     std::vector<unsigned char> body;
@@ -465,23 +536,18 @@ std::string s3_storage::read_small_file(const std::string& name, std::uint64_t m
         std::lock_guard<std::mutex> lock(impl_->m);
         impl_->sizes.clear();
         impl_->preopened.clear();
-        for (const auto& e : list) impl_->sizes[e.at("file").as_string()] = e.at("bytes").as_u64();
-        std::size_t n = 0;
+        impl_->order.clear();
+        impl_->next_meta = impl_->opened = 0;
         for (const auto& e : list) {
             const std::string& file = e.at("file").as_string();
-            if (file.empty() || file.find('/') != std::string::npos || file[0] == '.' || ++n > 4096) continue;
-            auto src = std::make_shared<s3_source>(impl_, file, e.at("bytes").as_u64());
-            impl_->preopened[file] = src;
+            impl_->sizes[file] = e.at("bytes").as_u64();
+            if (!file.empty() && file.find('/') == std::string::npos && file[0] != '.')
+                impl_->order.push_back({file, e.at("bytes").as_u64()});
         }
     } catch (const error&) {
         return text;  // the reader reports what is wrong with it
     }
-    std::vector<std::shared_ptr<s3_source>> todo;
-    {
-        std::lock_guard<std::mutex> lock(impl_->m);
-        for (auto& [k, v] : impl_->preopened) todo.push_back(v);
-    }
-    for (auto& s : todo) s->prefetch_metadata(64 * 1024);
+    pump_metadata();
     return text;
 }
 
@@ -489,10 +555,14 @@ std::shared_ptr<byte_source> s3_storage::open(const std::string& name) const {
     std::uint64_t size = 0;
     {
         std::lock_guard<std::mutex> lock(impl_->m);
+        ++impl_->opened;
         const auto it = impl_->preopened.find(name);
         if (it != impl_->preopened.end()) {
             auto src = it->second;
             impl_->preopened.erase(it);
+            impl_->m.unlock();
+            pump_metadata();  // keep the heads of the next shards in flight
+            impl_->m.lock();
             return src;
         }
         const auto s = impl_->sizes.find(name);

@@ -72,6 +72,7 @@ public:
 
 private:
     std::shared_ptr<impl> impl_;
+    void pump_metadata() const;
 };
 
 // Makes dataset::open accept s3:// URLs in this process (done when this library's storage code

@@ -98,8 +98,8 @@ class SeaweedServer:
     """`weed mini` on 127.0.0.1 with one identity and one bucket."""
 
     def __init__(self, weed, folder):
-        self.weed = weed
-        self.folder = folder
+        self.weed = os.path.abspath(weed)
+        self.folder = os.path.abspath(folder)  # weed runs in it: its paths must not be relative
         self.proc = None
         self.ports = None
         self.log_path = os.path.join(folder, "weed.log")
