@@ -61,6 +61,10 @@ build_wheel
 install_package .venv
 if [ ${#debian[@]} -gt 3 ]; then
   .venv/bin/python -c 'import pytest' 2>/dev/null || .venv/bin/python -m pip install --disable-pip-version-check -q pytest
+  # mypy for the typed-API test (mypy --strict on shardpack and its stub); where PyPI cannot be
+  # reached that test reports itself skipped.
+  .venv/bin/python -c 'import mypy' 2>/dev/null || .venv/bin/python -m pip install --disable-pip-version-check -q mypy ||
+    log "mypy could not be installed: the type check of the package will be skipped"
 fi
 
 if [ $with_tf = 1 ]; then
@@ -75,7 +79,11 @@ if [ $with_tf = 1 ]; then
        # Grain (shardpack.grain and its Keras 3 fit test); without it those tests are skipped.
        .venv-tf/bin/python -c 'import grain' 2>/dev/null ||
          .venv-tf/bin/python -m pip install --disable-pip-version-check -q grain >&2 ||
-         log "grain could not be installed into .venv-tf: the Grain tests will be skipped" ;;
+         log "grain could not be installed into .venv-tf: the Grain tests will be skipped"
+       # mypy, for the type check of the Keras, tf.data and Grain adapters (test_keras_tf.py).
+       .venv-tf/bin/python -c 'import mypy' 2>/dev/null ||
+         .venv-tf/bin/python -m pip install --disable-pip-version-check -q mypy >&2 ||
+         log "mypy could not be installed into .venv-tf: the adapters' type check will be skipped" ;;
     3) log "PyPI unreachable: no TensorFlow venv; the Keras and tf.data tests will be skipped" ;;
     *) log "TensorFlow could not be installed (setup_tf_venv.sh exit $rc); the Keras and tf.data tests will be skipped" ;;
   esac

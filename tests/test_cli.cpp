@@ -356,6 +356,17 @@ TEST_CASE("build --config reads options from a file, as cron jobs keep them", "[
     REQUIRE(ds.schema().layout == label_layout::index);
 }
 
+TEST_CASE("build --config with an unknown key names the file and the key", "[cli][config]") {
+    temp_dir dir("cfgkey");
+    make_samples(dir / "src", {"--count", "2", "--width", "16", "--height", "16"});
+    write_file(dir / "job.toml", "csv = \"" + (dir / "src/list.csv") + "\"\nclasses = \"" + (dir / "src/class_dict.csv") +
+                                     "\"\nout = \"" + (dir / "ds") + "\"\nbogus_key = 3\n");
+    const auto r = cli({"build", "--config", dir / "job.toml"});
+    REQUIRE(r.code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains(dir / "job.toml") && Catch::Contains("unknown key 'bogus_key'"));
+    REQUIRE_FALSE(fs::exists(dir / "ds"));
+}
+
 TEST_CASE("input list options: header, columns by name, --root", "[cli][input]") {
     temp_dir dir("cols");
     make_samples(dir / "src", {"--count", "3", "--width", "32", "--height", "32"});

@@ -48,12 +48,13 @@ run --name seg --dataset "$seg.ds" --batch 8 --epochs 1
 run --name seg-onehot --dataset "$seg.ds" --batch 8 --epochs 1 --label onehot
 "$py" - "$out" <<'PY'
 import json, sys
-print(f"{'run':12s} {'read_batch':>11s} {'(out=)':>9s} {'tf.dataset':>11s} {'x fresh':>8s} {'x out=':>7s} "
-      f"{'no prefetch':>12s} {'from_generator':>15s}   samples/s, medians")
+print(f"{'run':12s} {'read_batch':>10s} {'(out=)':>8s} {'tf.dataset':>10s} {'x fresh':>8s} {'x out=':>7s} "
+      f"{'CPU x':>6s} {'no prefetch':>11s} {'from_generator':>14s}   samples/s, medians; CPU x: CPU time per "
+      f"sample against read_batch's")
 for line in open(sys.argv[1]):
     r = json.loads(line)
     m, f, o = r["median"], r["ratio_to_read_batch"], r["ratio_to_read_batch_out"]
-    print(f"{r['name']:12s} {m['read_batch']:11.0f} {m['read_batch_out']:9.0f} {m['tf_dataset']:11.0f} "
-          f"{f['tf_dataset']:7.2f}x {o['tf_dataset']:6.2f}x {m['tf_dataset_noprefetch']:12.0f} "
-          f"{m['tf_from_generator']:15.0f}")
+    print(f"{r['name']:12s} {m['read_batch']:10.0f} {m['read_batch_out']:8.0f} {m['tf_dataset']:10.0f} "
+          f"{f['tf_dataset']:7.2f}x {o['tf_dataset']:6.2f}x {r['cpu_ratio_to_read_batch']['tf_dataset']:5.2f}x "
+          f"{m['tf_dataset_noprefetch']:11.0f} {m['tf_from_generator']:14.0f}")
 PY

@@ -16,8 +16,12 @@ median samples/s of each is reported with its ratio to the bare read_batch:
   tf_from_generator the adapter before #21: tf.data.Dataset.from_generator over read_batch,
                     prefetch(2) (kept here to show what the change gives)
 
+Besides samples/s (wall time, noisy on a shared machine) each way's CPU time (user + system, every
+thread of the process: TensorFlow's, the C++ reader's) per 1,000 samples is reported: the cost of
+a batch, steadier than its wall time when other jobs share the cores.
+
 Each tf.data dataset is made once and iterated for every round, as a training run iterates one
-dataset epoch after epoch (the adapter's buffers are made in its first passes and reused after).
+dataset epoch after epoch.
 --step sleeps that long per batch in every loop (a training step that releases the GIL, as a
 TensorFlow step does): prefetching overlaps the reading with it.
 Prints one line of JSON: {"tool":"tf_adapter_bench", ..., "rates": {way: [samples/s per round]},
@@ -26,6 +30,7 @@ Run it in the TensorFlow venv: .venv-tf/bin/python (scripts/python-env.sh --tf).
 import argparse
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -66,10 +71,15 @@ def main() -> None:
             order = shardpack.epoch_order(n, 0, e)
             yield e, [order[b * a.batch:(b + 1) * a.batch] for b in range(batches)]
 
+    def cpu_seconds():
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
     def timed(loop):
-        t0 = time.perf_counter()
+        """(samples/s, CPU seconds per 1,000 samples)."""
+        c0, t0 = cpu_seconds(), time.perf_counter()
         samples = loop()
-        return samples / (time.perf_counter() - t0)
+        return samples / (time.perf_counter() - t0), 1000 * (cpu_seconds() - c0) / samples
 
     def read_batch():
         samples = 0
@@ -129,10 +139,14 @@ def main() -> None:
     for run in ways.values():  # warm up: page cache, TensorFlow's first-use costs
         run()
     rates = {name: [] for name in ways}
+    cpu = {name: [] for name in ways}
     for _ in range(a.rounds):
         for name, run in ways.items():
-            rates[name].append(round(timed(run), 1))
+            rate, cost = timed(run)
+            rates[name].append(round(rate, 1))
+            cpu[name].append(round(cost, 4))
     median = {name: statistics.median(r) for name, r in rates.items()}
+    cpu_median = {name: statistics.median(c) for name, c in cpu.items()}
     print(json.dumps({
         "tool": "tf_adapter_bench", "name": a.name, "dataset": a.dataset, "records": n,
         "image_shape": ds.image_shape, "batch": a.batch, "epochs": a.epochs, "rounds": a.rounds,
@@ -140,6 +154,8 @@ def main() -> None:
         "tensorflow": tf.__version__, "rates": rates, "median": median,
         "ratio_to_read_batch": {name: round(m / median["read_batch"], 3) for name, m in median.items()},
         "ratio_to_read_batch_out": {name: round(m / median["read_batch_out"], 3) for name, m in median.items()},
+        "cpu_s_per_1000": cpu, "cpu_median": cpu_median,
+        "cpu_ratio_to_read_batch": {name: round(c / cpu_median["read_batch"], 3) for name, c in cpu_median.items()},
     }))
 
 

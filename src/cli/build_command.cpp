@@ -1,5 +1,7 @@
 #include "cli/build_command.hpp"
 
+#include <sys/stat.h>
+
 #include <spdlog/spdlog.h>
 
 #include <unistd.h>
@@ -204,9 +206,15 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
     if (!fs::is_directory(dir, ec)) throw usage_error("--report " + path + ": the folder " + dir.string() + " does not exist");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
         throw usage_error("--report " + path + ": cannot write in " + dir.string() + ": " + std::strerror(errno));
-    const auto st = fs::symlink_status(p, ec);
-    if (!ec && fs::exists(st) && !fs::is_regular_file(st))
-        throw usage_error("--report " + path + ": exists and is not a regular file");
+    // What output_folder::write_atomically will refuse to replace, refused before the build.
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (S_ISLNK(st.st_mode)) throw usage_error("--report " + path + ": is a symbolic link, which shardpack never writes through");
+        if (!S_ISREG(st.st_mode)) throw usage_error("--report " + path + ": exists and is not a regular file");
+        if (st.st_uid != ::geteuid())
+            throw usage_error("--report " + path + ": belongs to user " + std::to_string(st.st_uid) + ", not to this user; "
+                              "shardpack replaces only its own files");
+    }
 }
 }  // namespace
 
@@ -276,7 +284,7 @@ namespace {
 constexpr std::uint64_t max_config_bytes = std::uint64_t(1) << 20;
 }  // namespace
 
-std::vector<std::string> expand_build_config(const std::vector<std::string>& args) {
+std::vector<std::string> expand_build_config(const std::vector<std::string>& args, const CLI::App* build_command) {
     const auto build_at = std::find(args.begin(), args.end(), "build");
     if (build_at == args.end()) return args;
     std::string path;
@@ -298,7 +306,11 @@ std::vector<std::string> expand_build_config(const std::vector<std::string>& arg
     std::vector<std::string> out(args.begin(), args.end());
     for (const auto& item : items) {
         if (!(item.parents.empty() || (item.parents.size() == 1 && item.parents[0] == "build"))) continue;
-        if (item.name == "config" || item.name == "++" || item.name == "--" || given.count(item.name)) continue;
+        if (item.name == "config" || item.name == "++" || item.name == "--") continue;
+        if (build_command && !build_command->get_option_no_throw("--" + item.name))
+            throw usage_error("--config " + path + ": unknown key '" + item.name + "': not an option of shardpack build (the keys "
+                              "are long option names without the dashes, e.g. shard-size = \"256MiB\"; see shardpack build --help)");
+        if (given.count(item.name)) continue;
         if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
             if (item.inputs[0] == "true") out.push_back("--" + item.name);  // a flag
             continue;

@@ -52,7 +52,9 @@ CLI::Validator count_in_range(std::uint64_t max);
 // here, before parsing: each `key = value` of FILE (top level or a [build] section) becomes
 // `--key value`, unless the command line gives that option itself (the command line wins).
 // Throws usage_error for an unreadable or malformed file.
-std::vector<std::string> expand_build_config(const std::vector<std::string>& args);
+// build_command: the build subcommand, whose options are the keys a config may hold; a key
+// that is none of them is a usage_error naming the file and the key.
+std::vector<std::string> expand_build_config(const std::vector<std::string>& args, const CLI::App* build_command = nullptr);
 
 int run_build_command(const build_command_options& options, bool progress);
 

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     try {
         std::vector<std::string> args;
         try {
-            args = expand_build_config(std::vector<std::string>(argv + 1, argv + argc));
+            args = expand_build_config(std::vector<std::string>(argv + 1, argv + argc), build_cmd);
         } catch (const usage_error& e) {
             spdlog::error("{}", e.what());
             return 2;

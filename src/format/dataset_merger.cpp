@@ -312,23 +312,36 @@ merge_result merge_parts(const merge_options& o) {
             dataset_writer_options wo;
             wo.out_dir = o.out_dir;
             wo.folder = out_folder;
-            const json& m = ds.manifest();
-            wo.shard_size = m.at("build").at("shard_size").as_u64();
-            wo.schema = first.schema();
-            wo.classes = classes_of(first);
-            {  // the feature bits as the build set them, from its codec
-                const std::string& c = m.at("build").at("compression").as_string();
+            // The build options are the part's `build` object whose digest describe_part checked.
+            const std::string manifest_path = p.path + "/" + manifest_file_name;
+            const auto member = [&](const json& obj, const char* name) -> const json& {
+                const json* v = obj.find(name);
+                if (!v) throw input_error(part_name(p) + ": " + manifest_path + ": the member " + name + " is missing");
+                return *v;
+            };
+            try {
+                wo.shard_size = member(p.build, "shard_size").as_u64();
+                const std::string& c = member(p.build, "compression").as_string();  // the feature bits, from its codec
                 const record_codec codec = c == "none" ? record_codec::none : c == "auto" ? record_codec::automatic
                                          : c == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
                 wo.uses_zstd = uses_record_frames(codec);
                 wo.uses_bands = uses_band_frames(codec);
+                wo.libraries = member(ds.manifest(), "libraries");
+                skip_mode = member(p.build, "on_error").as_string() == "skip";
+            } catch (const input_error&) {
+                throw;
+            } catch (const std::exception& e) {
+                throw input_error(part_name(p) + ": " + manifest_path + ": the member build: " + e.what());
             }
-            wo.build = m.at("build");
-            wo.libraries = m.at("libraries");
+            if (wo.shard_size < 4096)
+                throw input_error(part_name(p) + ": " + manifest_path + ": build.shard_size " + std::to_string(wo.shard_size) +
+                                  " is below the 4096 bytes a shard needs");
+            wo.schema = first.schema();
+            wo.classes = classes_of(first);
+            wo.build = p.build;
             wo.input_digest = p.input_digest;
             wo.options_digest = p.records_digest;
             wo.adopt = o.copy ? dataset_writer_options::adopt_mode::copy : dataset_writer_options::adopt_mode::link;
-            skip_mode = m.at("build").at("on_error").as_string() == "skip";
             reference_schema = first.schema_bytes();
             reference_classes = first.classes();
             if (!o.check_only) writer = std::make_unique<dataset_writer>(std::move(wo));

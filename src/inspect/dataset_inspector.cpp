@@ -19,8 +19,21 @@ namespace {
 constexpr std::uint64_t max_report_bytes = std::uint64_t(64) << 20;
 }  // namespace
 
+namespace {
+json describe(const std::string& dir, const dataset& ds);
+}  // namespace
+
 json inspect_dataset(const std::string& dir) {
     const dataset ds = dataset::open(dir);
+    try {
+        return describe(dir, ds);
+    } catch (const shardpack::error& e) {  // a member the reader does not need, missing or mistyped
+        throw input_error(dir + "/manifest.json: " + e.what());
+    }
+}
+
+namespace {
+json describe(const std::string& dir, const dataset& ds) {
     const json& m = ds.manifest();
     json out = json::object();
     out.set("path", dir);
@@ -87,6 +100,7 @@ json inspect_dataset(const std::string& dir) {
     }
     return out;
 }
+}  // namespace
 
 namespace {
 std::string human_bytes(std::uint64_t n) {

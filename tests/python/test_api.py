@@ -2,8 +2,8 @@
 errors that are shardpack.Error and the matching built-in, indices checked for every integer
 type, out= arrays that overlap refused, threads capped, names that are not UTF-8, a huge crop,
 uint8 index labels, recycled fresh outputs, no nanobind leak report at exit, one version, the
-type stubs. About 20 s (the subprocess tests start Python and, one of them, PyTorch in a spawned
-worker: 12 s of it)."""
+type stubs, the allocation benchmark. About 25 s (the subprocess tests start Python; PyTorch in a
+spawned worker takes 12 s of it)."""
 import importlib.metadata
 import inspect
 import os
@@ -13,12 +13,13 @@ import shutil
 import subprocess
 import sys
 import warnings
+import zlib
 
 import numpy as np
 import pytest
 
 import shardpack
-from conftest import ROOT, run, tool
+from conftest import ROOT, cpp_dump, run, tool
 
 
 # -- argument errors: a shardpack.Error and the matching built-in
@@ -201,6 +202,12 @@ def test_a_huge_crop_is_an_error_naming_the_record_not_a_memory_error(built, tmp
     with pytest.raises(shardpack.ArgumentValueError, match="fixed image size"):
         mixed.read_batch([2, 5])
     assert mixed.read_batch([2, 5], crop=(8, 8))[0].shape == (2, 3, 8, 8)
+    # ds[i] of zstd records of different sizes (copied out of the context's buffer) are the
+    # C++ reader's records.
+    for i, w in enumerate(cpp_dump(str(out))):
+        img, label = mixed[i]
+        assert img.shape[:2] == (w["height"], w["width"]) and img.flags.writeable
+        assert zlib.crc32(img.tobytes()) == w["image_crc"] and zlib.crc32(label.tobytes()) == w["label_crc"]
 
 
 # -- uint8 delivery: normalize and index labels
@@ -381,3 +388,14 @@ def test_mypy_strict_passes_on_the_package_and_its_stub(tmp_path):
                         "-m", "shardpack", "-m", "shardpack._shardpack"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_allocation_benchmark_runs(tmp_path):
+    # scripts/bench/py_alloc_bench.py on 4 records, one round: every method and its figures.
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench" / "py_alloc_bench.py"), "--build-dir",
+                        os.path.dirname(tool("shardpack")), "--work", str(tmp_path), "--records", "4", "--batch", "2",
+                        "--rounds", "1", "--batches", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for method in ("fresh_pool", "fresh_plain", "fresh_no_checksum", "out", "numpy_index"):
+        assert r.stdout.count(f"\n{method} ") == 2, r.stdout
+    assert "ds[i] of zstd" in r.stdout

@@ -19,7 +19,8 @@ checks its own: every argument error is a shardpack.Error that is also a ValueEr
 extension checks only the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
-shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset).
+shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset),
+shardpack.grain (a Grain data source).
 """
 from __future__ import annotations
 

@@ -1,13 +1,11 @@
-"""What the Keras, tf.data and Grain adapters share: their argument checks, the epoch order and a
-pool of batch buffers that are refilled only once nothing else refers to them.
+"""What the Keras, tf.data and Grain adapters share: their argument checks and the epoch order.
 
 Private: the adapters' documentation is in their own modules and the README."""
 from __future__ import annotations
 
 import os
-import sys
 import threading
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Literal, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -95,22 +93,24 @@ class Options:
             raise ValueError_(f'crop_position must be "center" or "random", not {crop_position!r}')
         if crop is not None:
             try:
-                crop = tuple(integer(v, "crop", 1) for v in crop)
+                values = tuple(crop)
             except TypeError:
                 raise TypeError_(f"crop must be None or (height, width), not {crop!r}") from None
-            if len(crop) != 2:
+            if len(values) != 2:
                 raise ValueError_(f"crop must be None or (height, width), not {crop!r}")
+            crop = (integer(values[0], "crop height", 1), integer(values[1], "crop width", 1))
         self.seed = integer(seed, "seed", 0)
         self.threads = integer(threads, "threads", 0)
-        self.spec = dict(dtype=dtype, layout=layout, label=label, crop=crop)
-        self.read = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
+        self.spec: Dict[str, Any] = dict(dtype=dtype, layout=layout, label=label, crop=crop)
+        self.read: Dict[str, Any] = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                          crop_position=crop_position, hflip=probability(hflip, "hflip"),
                          vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
         if label_dtype is not None:  # read_batch's own check says what it takes
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
         if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
-            dataset.read_batch([], **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
+            dataset.read_batch(np.empty(0, dtype=np.int64),
+                               **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
 
 
 class Order:
@@ -133,21 +133,21 @@ class Order:
             raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
         if not isinstance(order, str) or order not in ("global", "blocks"):
             raise ValueError_(f'order must be "global" or "blocks" (the locality-aware shuffle), not {order!r}')
-        self.order = order
+        self.order = cast(Literal["global", "blocks"], order)
         self.block = None if block is None else integer(block, "block", 1)
         self.window = None if window is None else integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)
         self.per_rank = per_rank
         self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
-        self._cache: dict = {}
+        self._cache: Dict[int, np.ndarray] = {}
         self._lock = threading.Lock()
 
-    def __getstate__(self) -> dict:  # pickles (Grain's worker processes) without the lock and cache
+    def __getstate__(self) -> Dict[str, Any]:  # pickles (Grain's worker processes) without the lock and cache
         state = self.__dict__.copy()
         del state["_lock"], state["_cache"]
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._cache = {}
         self._lock = threading.Lock()
@@ -166,71 +166,3 @@ class Order:
     def batch(self, epoch: int, index: int) -> np.ndarray:
         """The record indices of batch `index` (0 <= index < self.batches) of `epoch`."""
         return self.epoch(epoch)[index * self.batch_size:(index + 1) * self.batch_size]
-
-
-def _aligned_owner(shape: Sequence[int], dtype: np.dtype, alignment: int) -> Tuple[np.ndarray, int]:
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    owner = np.empty(nbytes + alignment, dtype=np.uint8)
-    return owner, (-owner.ctypes.data) % alignment
-
-
-def _view(owner: np.ndarray, start: int, shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
-    return owner[start:start + nbytes].view(dtype).reshape(shape)  # its .base is `owner`
-
-
-def aligned_empty(shape: Sequence[int], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
-    """An uninitialised C-contiguous array whose data starts on an `alignment`-byte boundary
-    (TensorFlow takes a NumPy result of 64-byte alignment without copying it)."""
-    owner, start = _aligned_owner(shape, dtype, alignment)
-    return _view(owner, start, shape, dtype)
-
-
-class BufferPool:
-    """Batch buffers that are refilled only when nothing outside the pool refers to them.
-
-    A batch handed to TensorFlow (or any consumer) is referenced by it for as long as it uses the
-    memory: TensorFlow wraps a 64-byte-aligned NumPy result without copying and holds a reference
-    until its tensor is freed. Every array handed out is a view whose NumPy base is the buffer's
-    owning array (views of views, such as a short last batch, collapse to the same base), so the
-    owner's reference count says whether any batch over it is still alive. take() returns views of
-    a buffer whose owners nothing else refers to, made while the pool's lock is held (so two
-    threads never get the same buffer); when every buffer is in use it makes a new one (up to
-    `limit` buffers, then fresh arrays that the pool does not keep). A ring that refilled its
-    buffers in turn would overwrite a batch a consumer still holds (a prefetched batch, or one the
-    user kept); this pool never does."""
-
-    _ALIGNMENT = 64
-
-    def __init__(self, images: Tuple[tuple, np.dtype], labels: Tuple[tuple, np.dtype], limit: int) -> None:
-        self._specs = (images, labels)
-        self._limit = limit
-        self._buffers: list = []  # tuples (images owner, start, labels owner, start)
-        self._lock = threading.Lock()
-
-    def _new(self) -> tuple:
-        (ishape, idtype), (lshape, ldtype) = self._specs
-        images, istart = _aligned_owner(ishape, idtype, self._ALIGNMENT)
-        labels, lstart = _aligned_owner(lshape, ldtype, self._ALIGNMENT)
-        return images, istart, labels, lstart
-
-    def _views(self, buffer: tuple) -> Tuple[np.ndarray, np.ndarray]:
-        (ishape, idtype), (lshape, ldtype) = self._specs
-        return _view(buffer[0], buffer[1], ishape, idtype), _view(buffer[2], buffer[3], lshape, ldtype)
-
-    def take(self) -> Tuple[np.ndarray, np.ndarray]:
-        """(images, labels) of the full batch shape, over memory that no earlier batch still in
-        use shares."""
-        with self._lock:
-            for buffer in self._buffers:
-                # An owner nothing else refers to has 2 references here: the buffer tuple's and
-                # getrefcount's argument.
-                if sys.getrefcount(buffer[0]) == 2 and sys.getrefcount(buffer[2]) == 2:
-                    return self._views(buffer)
-            buffer = self._new()
-            if len(self._buffers) < self._limit:
-                self._buffers.append(buffer)
-            return self._views(buffer)
-
-    def __len__(self) -> int:
-        return len(self._buffers)

@@ -104,7 +104,7 @@ class DataSource:
         return f"shardpack.grain.DataSource({self.dataset.path!r}, {read}, epoch={self.epoch})"
 
 
-class _Batches(_grain.MapDataset):
+class _Batches(_grain.MapDataset):  # type: ignore[misc]  # grain has no type information
     """The batches of one rank in shardpack's order (see the module and dataset())."""
 
     def __init__(self, ds: Any, order: _adapt.Order, options: _adapt.Options, first_epoch: int,
@@ -128,7 +128,7 @@ class _Batches(_grain.MapDataset):
         epoch, batch = divmod(index, self._order.batches)
         return self._first_epoch + epoch, batch
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
             return self.slice(index)
         epoch, batch = self.epoch_and_batch(index)
@@ -138,7 +138,7 @@ class _Batches(_grain.MapDataset):
                         allow_nones: bool = False) -> _grain.IterDataset:
         return super().to_iter_dataset(read_options or _read_options(self._prefetch), allow_nones=allow_nones)
 
-    def __iter__(self):
+    def __iter__(self) -> Any:
         return self.to_iter_dataset().__iter__()
 
 
@@ -159,9 +159,9 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     of batches per epoch; element k is batch k % len of epoch `epoch` + k // len (see the
     module). prefetch: batches read ahead when it is iterated (read_options(prefetch))."""
     ds = _adapt.open_source(source, verify_checksums)
-    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
-                         world=world, order=order, block=block, window=window)
+    plan = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                        world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
                              label_dtype=label_dtype)
-    return _Batches(ds, order, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))
+    return _Batches(ds, plan, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))

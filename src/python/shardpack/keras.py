@@ -25,7 +25,7 @@ from shardpack import _adapt
 __all__ = ["PyDataset"]
 
 
-class PyDataset(_keras.utils.PyDataset):
+class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no type information
     """PyDataset(source, batch_size, *, shuffle=True, seed=0, epoch=0, drop_last=False, rank=0,
     world=1, order="global", block=None, window=None, dtype="float32", layout="NHWC",
     normalize="auto", label="onehot", label_dtype=None, crop=None, crop_position="center", hflip=0.0,

@@ -5,9 +5,10 @@
     model.fit(train, epochs=10)                                          # "3/3" steps: the cardinality is known
 
 The pipeline is a dataset of batch numbers mapped through tf.numpy_function: each element is one
-read_batch call (the GIL released, the batch split over C++ threads) that fills a buffer from a
-pool of 64-byte-aligned arrays, which TensorFlow wraps without copying; a buffer is refilled only
-once no tensor refers to it any more. Batches are prefetched (prefetch=2 by default).
+read_batch call (the GIL released, the batch split over C++ threads). Its arrays come from
+read_batch's allocator, recycled huge-page blocks, 64-byte aligned, which TensorFlow wraps
+without copying (a block is reused only once no tensor refers to it any more). Batches are
+prefetched (prefetch=2 by default).
 
 Epochs: the order of epoch e is shardpack.epoch_order(n, seed, e, shuffle, rank, world,
 drop_last), and random crops and flips are drawn from (seed, e, record index). The first pass over
@@ -22,7 +23,7 @@ that: Keras shows the steps and never runs out of data.
 from __future__ import annotations
 
 import threading as _threading
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as _np
 import tensorflow as _tf
@@ -60,52 +61,44 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
     shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
     ds = _adapt.open_source(source, verify_checksums)
-    order = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
-                         world=world, order=order, block=block, window=window)
+    plan = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
+                        world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
                              label_dtype=label_dtype)
     first_epoch = _adapt.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
         prefetch = _adapt.integer(prefetch, "prefetch", 0)
-    batch_size = order.batch_size
+    batch_size = plan.batch_size
     (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, **options.spec)
-    first = batch_size if order.drop_last else None
+    first = batch_size if plan.drop_last else None
     image_spec = _tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype])
     label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
-    # Buffers in use at once: the one being filled, the prefetched ones, the one the consumer
-    # holds, and a few that TensorFlow releases late; past the limit batches are fresh arrays.
-    pool = _adapt.BufferPool((ishape, idtype), (lshape, ldtype),
-                             limit=(prefetch if prefetch > 0 else 2) + 4)
     read = options.read
     counter = {"next": first_epoch}
     lock = _threading.Lock()
 
-    def next_epoch() -> _np.ndarray:
+    def next_epoch() -> _np.int64:
         with lock:
             e = counter["next"]
             counter["next"] += 1
         return _np.int64(e)
 
-    def read_batch(e: _np.ndarray, b: _np.ndarray) -> Tuple[_np.ndarray, _np.ndarray]:
-        e, b = int(e), int(b)
-        indices = order.batch(e, b)
-        images, labels = pool.take()
-        if len(indices) < batch_size:  # the short last batch: views of the front of a buffer
-            images, labels = images[:len(indices)], labels[:len(indices)]
-        return ds.read_batch(indices, out=(images, labels), epoch=e, **read)
+    def read_batch(epoch_number: _np.int64, batch_number: _np.int64) -> Tuple[Any, ...]:
+        e = int(epoch_number)
+        return ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
 
     def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[_tf.Tensor, _tf.Tensor]:
         # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
         # rewrites stateless maps): one read_batch already spreads over every core, and two at
-        # once ran slower (0.75x on 2 cores) and held more buffers.
+        # once ran slower (0.75x on 2 cores).
         images, labels = _tf.numpy_function(read_batch, [e, b], (image_spec.dtype, label_spec.dtype),
                                             stateful=True, name="shardpack_read_batch")
         images.set_shape(image_spec.shape)
         labels.set_shape(label_spec.shape)
         return images, labels
 
-    batches = order.batches
+    batches = plan.batches
     # One element per pass: the pass's epoch number, drawn when the pass starts (a new iterator,
     # or .repeat()'s next round), then that epoch's batch numbers.
     epochs = _tf.data.Dataset.range(1).map(
