@@ -10,7 +10,7 @@
 #   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
 #   ./scripts/bench.sh --remote         only the object-storage benchmark (SeaweedFS on 127.0.0.1;
 #                                       scripts/bench/remote_bench.sh; with --quick: small)
-#   ./scripts/bench.sh --cold           only the cold-storage benchmark (~3 minutes): first epochs
+#   ./scripts/bench.sh --cold           only the cold-storage benchmark (~4 minutes): first epochs
 #                                       from an evicted page cache and from a simulated disk
 #                                       (8 ms seeks, 150 MB/s) in each order, against the
 #                                       O_DIRECT floor, and a .npy preload; the order-quality

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# The main job end to end on a fresh Debian machine: installs what is missing, builds, makes a
+# The main job end to end on a fresh Debian machine: installs what is missing, builds the CLI
+# and the sample-data tool (only those: the tests and benchmarks are scripts/test.sh's), makes a
 # small sample dataset (street scenes with colour masks and a class dictionary), packs it,
-# verifies it, and shows the result. Everything goes under out/demo/.
+# verifies it, reads it from Python, and says where the CLI is and how to put it on the PATH.
+# Everything goes under out/demo/; the build under build/ (or $SHARDPACK_BUILD_DIR), where
+# scripts/test.sh goes on to build the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-./scripts/build.sh >/dev/null
 build_dir=${SHARDPACK_BUILD_DIR:-build}
 demo=out/demo
+
+echo "== 0. build the CLI and the sample-data tool into $build_dir/ (make's progress below)"
+t0=$(date +%s)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${SHARDPACK_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+cmake --build "$build_dir" -j"$(nproc)" --target shardpack make_sample_data
+echo "built $build_dir/shardpack and $build_dir/make_sample_data in $(( $(date +%s) - t0 )) s"
 rm -rf "$demo"
 mkdir -p "$demo"
+
+echo
 
 echo "== 1. sample data: 48 images 640x480 with colour masks (palette PNGs whose palette order differs from the dictionary's)"
 "$build_dir/make_sample_data" --out "$demo/src" --count 48 --width 640 --height 480 --palette-masks --spaces
@@ -46,8 +56,11 @@ for c in r["class_frequencies"]:
     print(f"  {c['class']:<12} {c['fraction']*100:6.2f} %")
 PY
 echo
-echo "== 7. read it from Python: pip install . into .venv/ (scripts/python-env.sh), then shardpack.open"
-./scripts/python-env.sh --minimal
+echo "== 7. read it from Python: pip install . into .venv/ (scripts/python-env.sh: the extension is built, the CLI taken from $build_dir/), then shardpack.open"
+# pip -v's output, shortened to the build's progress; all of it in $demo/python-env.log.
+SHARDPACK_BUILD_DIR=$build_dir SHARDPACK_PIP_VERBOSE=1 ./scripts/python-env.sh --minimal 2>&1 | tee "$demo/python-env.log" |
+  { grep --line-buffered -E '^python-env|Building|Linking|Installing|Successfully|rror|arning' || true; } ||
+  { echo "scripts/python-env.sh failed; its whole output is in $demo/python-env.log" >&2; exit 1; }
 .venv/bin/python - "$demo/dataset" <<'PY'
 import sys, time
 import numpy as np
@@ -68,5 +81,11 @@ while time.perf_counter() - t0 < 1.0:
         n += 16
 print(f"read_batch into the same arrays, shuffled batches of 16: {n / (time.perf_counter() - t0):.0f} samples/s")
 PY
+cli=$(realpath "$build_dir/shardpack")
 echo
-echo "demo done: dataset in $demo/dataset; from Python: .venv/bin/python -c \"import shardpack; print(len(shardpack.open('$demo/dataset')))\""
+echo "== demo done"
+echo "dataset:     $demo/dataset"
+echo "Python:      .venv/bin/python -c \"import shardpack; print(len(shardpack.open('$demo/dataset')))\""
+echo "the CLI:     $cli (and .venv/bin/shardpack, from pip install .)"
+echo "on the PATH: export PATH=\"$(dirname "$cli"):\$PATH\"     (this shell), or install it:"
+echo "             cmake --install $build_dir --prefix ~/.local    (then ~/.local/bin/shardpack; Debian's ~/.profile puts ~/.local/bin on the PATH at login)"

@@ -34,11 +34,20 @@ seconds_since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b 
 # The wheel is built once (pip wheel ., in .venv) and installed into each venv: both run
 # Debian's /usr/bin/python3, so one wheel fits both.
 wheel_dir=build-python/wheel
+# The wheel carries the CLI (cmake/wheel_cli.cmake): taken from the CMake build folder where
+# there is one (scripts/build.sh, scripts/demo.sh), instead of compiling the packer a second time.
+cli_build=${SHARDPACK_BUILD_DIR:-build}
+if grep -qs "^SHARDPACK_BUILD_TOOLS:BOOL=ON" "$cli_build/CMakeCache.txt"; then
+  export SKBUILD_CMAKE_DEFINE="SHARDPACK_WHEEL_CLI_BUILD_DIR=$(realpath "$cli_build")${SKBUILD_CMAKE_DEFINE:+;$SKBUILD_CMAKE_DEFINE}"
+fi
+# SHARDPACK_PIP_VERBOSE=1 shows the build's progress (pip -v), as scripts/demo.sh does.
+pip_quiet=-q
+[ "${SHARDPACK_PIP_VERBOSE:-0}" = 1 ] && pip_quiet=-v
 build_wheel() {
   local t0
   t0=$(date +%s.%N)
   rm -rf "$wheel_dir"
-  if ! .venv/bin/python -m pip wheel --disable-pip-version-check -q --no-deps -w "$wheel_dir" . >&2; then
+  if ! .venv/bin/python -m pip wheel --disable-pip-version-check $pip_quiet --no-deps -w "$wheel_dir" . >&2; then
     log "pip wheel . failed (the build needs scikit-build-core and nanobind from PyPI)"
     return 1
   fi

@@ -12,6 +12,7 @@
 #include "decode/jpeg_encoder.hpp"
 #include "decode/png_encoder.hpp"
 #include "shardpack/reader.hpp"
+#include "test_skip.hpp"
 #include "test_support.hpp"
 
 using namespace shardpack;
@@ -529,8 +530,7 @@ TEST_CASE("crop placement, --no-header, --task seg, --compression none and --lev
 
 TEST_CASE("a progress line with rate and ETA on a terminal, none otherwise", "[cli][progress]") {
     if (std::system("command -v script >/dev/null 2>&1") != 0) {
-        WARN("util-linux 'script' is missing; cannot give the CLI a terminal");
-        return;
+        SHARDPACK_SKIP("util-linux 'script' is missing; cannot give the CLI a terminal");
     }
     temp_dir dir("tty");
     make_samples(dir / "src", {"--count", "4", "--width", "32", "--height", "32"});

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -987,24 +986,6 @@ TEST_CASE("decoders keep no shared state between threads", "[robust]") {
         });
     for (auto& th : threads) th.join();
     CHECK(mismatches == 0);
-}
-
-// =============================================================================================
-// Timing only (hidden; run with "[.perf]"): a 1080p image through encode_png and the decoders.
-TEST_CASE("1080p decode timing", "[.perf]") {
-    const image_u8 img = synthetic_image(1920, 1080, 3, 7);
-    const bytes png = encode_png(img);
-    const bytes jpg = encode_jpeg_test(img.pixels.data(), img.width, img.height, 3, JCS_RGB);
-    auto time_ms = [](auto&& fn) {
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < 10; ++i) fn();
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 10;
-    };
-    const double png_ms = time_ms([&] { decode_png(png.data(), png.size(), request(pixel_layout::rgb)); });
-    const double jpg_ms = time_ms([&] { decode_jpeg(jpg.data(), jpg.size(), request(pixel_layout::rgb)); });
-    const double enc_ms = time_ms([&] { encode_png(img); });
-    WARN("1080p PNG (" << png.size() << " B) decode " << png_ms << " ms; JPEG (" << jpg.size() << " B) decode " << jpg_ms
-                       << " ms; PNG encode " << enc_ms << " ms");
 }
 
 TEST_CASE("the libdeflate fast path gives libpng's pixels, and takes the common PNGs", "[png][fast]") {

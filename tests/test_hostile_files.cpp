@@ -568,6 +568,20 @@ std::vector<cell> make_table() {
         t.push_back(c);
     }
     {
+        cell c{"merge", "part manifest.json", "a member removed (partition.records_digest)"};
+        c.names = "the member partition.records_digest is missing";
+        c.own = merge_own;
+        c.setup = [](const std::string& d, std::string&) {
+            std::string text = test::read_file(d + "/p1/manifest.json");
+            const auto at = text.find("\"records_digest\"");
+            REQUIRE(at != std::string::npos);
+            text.replace(at, 16, "\"records_digesX\"");
+            test::write_file(d + "/p1/manifest.json", text);
+            return merge_args(d);
+        };
+        t.push_back(c);
+    }
+    {
         cell c{"export", "--out", "FIFO at PREFIX.image.png"};
         c.names = "r.image.png";
         c.setup = [](const std::string& d, std::string&) {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <png.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -420,8 +421,9 @@ TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are
     const auto& warnings = report.at("warnings").as_array();
     REQUIRE(warnings.size() == 2);
     CHECK_THAT(warnings[0].as_string(), Catch::Contains("class 6 'bicycle' has 0 pixels"));
-    CHECK_THAT(warnings[1].as_string(), Catch::Contains("48 mask pixels had colours not in the dictionary") &&
-                                            Catch::Contains("(3,3,3): 24 pixels in 2 file(s), e.g. masks/img_0003.png (line 5)") &&
+    CHECK_THAT(warnings[1].as_string(), Catch::Contains("48 pixels of the whole masks had colours not in the dictionary") &&
+                                            Catch::Contains("(counted as `shardpack colors` counts them)") &&
+                                            Catch::Contains("(3,3,3): 24 pixels in 2 file(s), e.g. masks/img_0003.png (line 5) at pixel (") &&
                                             Catch::Contains("(250,10,250)") && Catch::Contains("nearest class '"));
     CHECK_THAT(r.err, Catch::Contains("warning: class 6 'bicycle' has 0 pixels") && Catch::Contains("(250,10,250): 24 pixels"));
     // a rebuild that takes every record back reports the same unknown colours
@@ -731,4 +733,189 @@ TEST_CASE("colors lists an unreadable mask and exits 1 and reads index masks wit
         total += e.at("pixels").as_u64();
     }
     CHECK(total == 2u * 32 * 24);
+}
+
+TEST_CASE("folder input pairs masks by a suffix and says what it left out and why", "[labels][folders]") {
+    // About a second: 6 small samples, a few builds and colors runs.
+    temp_dir dir("folders");
+    make_samples(dir / "src", {"--count", "6", "--width", "40", "--height", "30"});
+    const std::string dict = dir / "src/class_dict.csv";
+    // CamVid's names: images/img_0000.png, labels/img_0000_L.png
+    fs::create_directories(dir / "cam/images/sub");
+    fs::create_directories(dir / "cam/labels/sub");
+    for (int i = 0; i < 6; ++i) {
+        char stem[32];
+        std::snprintf(stem, sizeof stem, "img_%04d", i);
+        const std::string sub = i >= 4 ? "sub/" : "";
+        fs::copy_file(dir / ("src/images/" + std::string(stem) + ".png"), dir / ("cam/images/" + sub + stem + ".png"));
+        fs::copy_file(dir / ("src/masks/" + std::string(stem) + ".png"), dir / ("cam/labels/" + sub + stem + "_L.png"));
+    }
+    // without the suffix: refused, and the masks' names suggest it
+    auto r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--classes", dict, "--out", dir / "x"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("6 of 6 images in") && Catch::Contains("--mask-suffix _L") &&
+                          Catch::Contains("img_0000.png and img_0000_L.png"));
+    // with it: the same records as the CSV, keys relative to the images folder; nothing left out
+    r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict,
+             "--out", dir / "a"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains(": 6 images paired with masks; no file left out"));
+    r = cli({"build", "--csv", dir / "src/list.csv", "--classes", dict, "--out", dir / "b"});
+    REQUIRE(r.code == 0);
+    {
+        auto a = dataset::open(dir / "a");
+        auto b = dataset::open(dir / "b");
+        REQUIRE(a.size() == 6);
+        for (std::size_t i = 0; i < 6; ++i) {
+            const auto sa = a.at(i), sb = b.at(i);
+            const auto la = sa.label(), lb = sb.label();
+            CHECK(std::equal(la.begin(), la.end(), lb.begin(), lb.end()));
+        }
+        CHECK(std::string(a.at(4).key()) == "sub/img_0004.png");
+    }
+    // what is left out, by reason, with each file under -v: a GIF, a text file, a FIFO named .png,
+    // a mask without an image, a mask without the suffix
+    write_file(dir / "cam/images/anim.gif", "GIF89a");
+    write_file(dir / "cam/images/notes.txt", "x");
+    REQUIRE(::mkfifo((dir / "cam/images/pipe.png").c_str(), 0600) == 0);
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "cam/labels/extra_L.png");
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "cam/labels/img_0001.png");
+    r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict,
+             "--out", dir / "c"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out: 2 x not a .png, .jpg or .jpeg file, "
+                                      "1 x a FIFO, not a regular file, 1 x a mask whose name does not end with the --mask-suffix _L, "
+                                      "1 x a mask without an image (-v lists each)") &&
+                          Catch::Contains("5 file(s) of the folders left out"));
+    CHECK_THAT(r.err, !Catch::Contains("left out " + dir / "cam/images/anim.gif"));
+    r = cli({"build", "-v", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes",
+             dict, "--out", dir / "c"});
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("left out " + dir / "cam/images/anim.gif: not a .png, .jpg or .jpeg file") &&
+                          Catch::Contains("left out " + dir / "cam/images/pipe.png: a FIFO, not a regular file") &&
+                          Catch::Contains("left out " + dir / "cam/labels/extra_L.png: a mask without an image") &&
+                          Catch::Contains("left out " + dir / "cam/labels/img_0001.png: a mask whose name does not end"));
+    // colors takes the same options and says the same
+    r = cli({"colors", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out"));
+    CHECK_THAT(r.out, Catch::Contains("example at pixel") && !Catch::Contains("(line"));
+    // masks beside the images in one folder: the suffix tells them apart
+    fs::create_directories(dir / "one");
+    for (int i = 0; i < 3; ++i) {
+        fs::copy_file(dir / ("src/images/img_000" + std::to_string(i) + ".png"), dir / ("one/img_000" + std::to_string(i) + ".png"));
+        fs::copy_file(dir / ("src/masks/img_000" + std::to_string(i) + ".png"), dir / ("one/img_000" + std::to_string(i) + "_L.png"));
+    }
+    r = cli({"build", "--images", dir / "one", "--masks", dir / "one", "--mask-suffix", "_L", "--classes", dict, "--out", dir / "d"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(dataset::open(dir / "d").size() == 3);
+    r = cli({"build", "--images", dir / "one", "--masks", dir / "one", "--classes", dict, "--out", dir / "d2"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("is the --images folder: give --mask-suffix"));
+    // --image-suffix: Cityscapes' names (x_leftImg8bit.png with x_gtFine_color.png)
+    fs::create_directories(dir / "city/left");
+    fs::create_directories(dir / "city/fine");
+    for (int i = 0; i < 2; ++i) {
+        const std::string n = "aachen_00000" + std::to_string(i);
+        fs::copy_file(dir / ("src/images/img_000" + std::to_string(i) + ".png"), dir / ("city/left/" + n + "_leftImg8bit.png"));
+        fs::copy_file(dir / ("src/masks/img_000" + std::to_string(i) + ".png"), dir / ("city/fine/" + n + "_gtFine_color.png"));
+    }
+    r = cli({"build", "--images", dir / "city/left", "--masks", dir / "city/fine", "--image-suffix", "_leftImg8bit",
+             "--mask-suffix", "_gtFine_color", "--classes", dict, "--out", dir / "e"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(dataset::open(dir / "e").size() == 2);
+    // the suffix options need folders
+    CHECK(cli({"build", "--csv", dir / "src/list.csv", "--mask-suffix", "_L", "--classes", dict, "--out", dir / "f"}).code == 2);
+    CHECK(cli({"colors", "--csv", dir / "src/list.csv", "--mask-suffix", "_L"}).code == 2);
+}
+
+TEST_CASE("folder input refuses two masks for one image: names that differ only in case, or only in extension", "[labels][folders]") {
+    temp_dir dir("foldercase");
+    make_samples(dir / "src", {"--count", "2", "--width", "24", "--height", "16"});
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "src/masks/IMG_0000.png");
+    auto r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+                  "--out", dir / "a"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("two masks for one image: " + dir / "src/masks/IMG_0000.png and " +
+                                      dir / "src/masks/img_0000.png (names that differ only in case)"));
+    r = cli({"colors", "--images", dir / "src/images", "--masks", dir / "src/masks"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("names that differ only in case"));
+    fs::remove(dir / "src/masks/IMG_0000.png");
+    fs::copy_file(dir / "src/masks/img_0001.png", dir / "src/masks/img_0001.jpg");
+    r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+             "--out", dir / "a"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("img_0001.jpg and ") && Catch::Contains("(the same name, another extension)"));
+}
+
+TEST_CASE("colors and build count stray colours alike over whole masks, and say which pixels they counted", "[labels][colors]") {
+    // About a second: 14 small masks, two of them with stray colours (make_sample_data --stray-colors).
+    temp_dir dir("colcount");
+    make_samples(dir / "src", {"--count", "14", "--width", "64", "--height", "48", "--stray-colors"});
+    const std::string dict = dir / "src/class_dict.csv";
+    for (const bool folders : {false, true}) {
+        INFO("folders " << folders);
+        std::vector<std::string> input = folders ? std::vector<std::string>{"--images", dir / "src/images", "--masks", dir / "src/masks"}
+                                                 : std::vector<std::string>{"--csv", dir / "src/list.csv"};
+        std::vector<std::string> args = {"colors", "--classes", dict, "--json"};
+        args.insert(args.end(), input.begin(), input.end());
+        auto r = cli(args);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const auto census = detail::json::parse(r.out);
+        CHECK(census.at("pixels_counted").as_string() == "whole masks");
+        std::map<std::string, detail::json> strays;  // colour -> entry
+        for (const auto& e : census.at("colors").as_array())
+            if (e.at("match").as_string() == "unknown") strays[e.at("color").dump()] = e;
+        REQUIRE(strays.size() == 2);
+        const std::string out = dir / (folders ? "ds-folders" : "ds-csv");
+        args = {"build", "--classes", dict, "--out", out, "--unknown-label", "ignore", "--json", "--shuffle"};
+        args.insert(args.end(), input.begin(), input.end());
+        r = cli(args);
+        INFO(r.err);
+        REQUIRE(r.code == 0);
+        const auto report = detail::json::parse(r.out);
+        CHECK(report.at("unknown_pixels_counted").as_string() == "whole masks");
+        const auto& unknown = report.at("unknown_colours").as_array();
+        REQUIRE(unknown.size() == 2);
+        for (const auto& u : unknown) {  // the same counts and the same example, pixel included (shuffled or not)
+            const auto& c = strays.at(u.at("color").dump());
+            CHECK(u.at("pixels").as_u64() == c.at("pixels").as_u64());
+            CHECK(u.at("files").as_u64() == c.at("files").as_u64());
+            CHECK(u.at("example").dump() == c.at("example").dump());
+        }
+        // folder rows are named by file, not by a line of a list nobody wrote
+        const std::string example = unknown[0].at("example").at("mask").as_string();
+        if (folders) CHECK_THAT(r.err, Catch::Contains("e.g. " + example + " at pixel (") && !Catch::Contains("(line "));
+        else CHECK_THAT(r.err, Catch::Contains("e.g. " + example + " (line "));
+        // with --size the build counts its records' pixels, and says so
+        args = {"build", "--classes", dict, "--out", out + "-sized", "--unknown-label", "ignore", "--json", "--size", "32x32"};
+        args.insert(args.end(), input.begin(), input.end());
+        r = cli(args);
+        REQUIRE(r.code == 0);
+        const auto sized = detail::json::parse(r.out);
+        CHECK(sized.at("unknown_pixels_counted").as_string() == "records (32x32, after resizing and cropping)");
+        CHECK_THAT(r.err, Catch::Contains("pixels of the records (32x32, after resizing and cropping) had colours") &&
+                              Catch::Contains("`shardpack colors` counts the whole masks") &&
+                              Catch::Contains("at mask pixel (") && Catch::Contains("(the first the record shows)"));
+    }
+    // a folder entry that fails is named by its file, not "line N"
+    write_file(dir / "src/masks/img_0005.png", "not a png");
+    auto r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dict, "--out", dir / "bad",
+                  "--unknown-label", "ignore"});
+    CHECK(r.code == 1);
+    CHECK_THAT(r.err, Catch::Contains(dir / "src/images/img_0005.png: ") && !Catch::Contains("images:7"));
+    r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dict, "--out", dir / "bad",
+             "--unknown-label", "ignore", "--on-error", "skip"});
+    CHECK(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("skipped " + dir / "src/images/img_0005.png: "));
+    r = cli({"colors", "--images", dir / "src/images", "--masks", dir / "src/masks"});
+    CHECK(r.code == 1);
+    CHECK_THAT(r.out, Catch::Contains("unreadable: " + dir / "src/masks/img_0005.png: ") && !Catch::Contains("line "));
 }

@@ -20,6 +20,7 @@
 #include "inspect/dataset_verifier.hpp"
 #include "pipeline/partition.hpp"
 #include "shardpack/reader.hpp"
+#include "test_skip.hpp"
 #include "test_support.hpp"
 
 using namespace shardpack;
@@ -328,7 +329,8 @@ TEST_CASE("merge of a folder of parts - --link hard shares part 0's files - --li
         REQUIRE(dataset::open(elsewhere).content_hash() == dataset::open(f.dir / "merged-hard").content_hash());
         fs::remove_all(elsewhere);
     } else {
-        WARN("no second file system at /dev/shm: the cross-file-system fallback was not exercised");
+        SHARDPACK_SKIP("no second file system at /dev/shm: merge --link hard's fallback to copies across file "
+                       "systems was not exercised (the rest of this case passed)");
     }
 }
 

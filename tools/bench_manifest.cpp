@@ -1,4 +1,4 @@
-// bench_manifest: what a manifest.json costs at scale (for the 100M-image plan in the README).
+// bench_manifest: what a manifest.json costs at scale (for the 100M-image plan, scripts/bench/scaling.md).
 //
 //   bench_manifest [SHARDS...]      default: 1000 62000 400000
 //

@@ -19,8 +19,8 @@
 //   A reader that reads a window's blocks ahead as whole byte ranges (dataset::prefetch, the
 //   torch Loader does it) reads the disk in runs of a block instead of one record per seek. The
 //   price: records of one batch come from at most `window` blocks, so neighbours in the dataset
-//   stay near each other in the epoch (README, "Cold storage": how far records move and how
-//   much a class-sorted dataset's batches are correlated, measured).
+//   stay near each other in the epoch (scripts/bench/README.md, "Cold storage": how far
+//   records move and how much a class-sorted dataset's batches are correlated, measured).
 //
 // Both depend on (n, seed, epoch) and, for blocks, (block, window, shard_starts) only: the same
 // for any number of threads or DataLoader workers and on every platform (a splitmix64 stream

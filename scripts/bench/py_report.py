@@ -17,7 +17,7 @@ and, without a target, Loader against the .npy arrays in a DataLoader (npy_dl).
 shardpack's figure in a target is its faster way for that kind of record, named in the cell.
 A way that could not run says why instead of a number.
 
---markdown writes one table with a column group per job (README's "Python reading
+--markdown writes one table with a column group per job (scripts/bench/README.md, "Python reading
 performance")."""
 import argparse
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The measurements behind the README's "Scaling out" plan: per-core packing rates of the
+# The measurements behind the capacity plan, scripts/bench/scaling.md: per-core packing rates of the
 # benchmark's jobs (1 thread and 2 threads), and `shardpack merge` times for 4 and 64 parts.
 # Prints one line per measurement (medians of REPS runs) and writes them to OUT/scale.json.
 #

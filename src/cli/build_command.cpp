@@ -59,6 +59,15 @@ std::vector<std::uint16_t> parse_ignore_values(const std::string& text) {
     return out;
 }
 
+void add_mask_pairing_options(CLI::App& c, std::string& mask_suffix, std::string& image_suffix) {
+    c.add_option("--mask-suffix", mask_suffix,
+                 "With --masks: a mask's file name is the image's stem plus this, any extension (_L: img_0.png pairs with "
+                 "img_0_L.png); then --masks may be the --images folder itself");
+    c.add_option("--image-suffix", image_suffix,
+                 "With --masks: taken off the end of an image's stem before pairing (_leftImg8bit with --mask-suffix "
+                 "_gtFine_labelIds pairs Cityscapes' names)");
+}
+
 CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     CLI::App* b = app.add_subcommand("build", "Pack the images and labels a CSV lists into a dataset folder");
     b->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // a repeated option: the last wins
@@ -68,6 +77,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--csv", o.csv, "The input list: CSV of image path and label (mask path, class id or class name)");
     b->add_option("--images", o.images, "Instead of --csv: a folder with one subfolder per class, or with --masks the images");
     b->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
+    add_mask_pairing_options(*b, o.mask_suffix, o.image_suffix);
     b->add_option("--out", o.out, "The dataset folder to write: missing, empty, or a shardpack dataset (replaced atomically); "
                   "anything else is refused without --force")->required();
     b->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
@@ -234,7 +244,13 @@ build_options to_build_options(const build_command_options& o) {
     b.input.label_col = o.label_col;
     b.input.task = o.task == "seg" ? task_kind::segmentation : o.task == "cls" ? task_kind::classification : task_kind::automatic;
     b.input.classes_path = o.classes;
-    if (!o.images.empty()) list_image_folders(o.images, o.masks, b.input);
+    if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
+        throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
+    if (!o.images.empty()) {
+        const folder_listing listing = list_image_folders({o.images, o.masks, o.mask_suffix, o.image_suffix}, b.input);
+        log_folder_listing(listing);
+        b.input.files_left_out = listing.left_out.size();
+    }
     b.out_dir = o.out;
     b.color = o.color == "gray" ? pixel_layout::gray : o.color == "rgba" ? pixel_layout::rgba : pixel_layout::rgb;
 
@@ -334,11 +350,15 @@ int run_build_command(const build_command_options& o, bool progress) {
     }
     const auto& t = r.totals;
     spdlog::info("{}: {} records ({} decoded, {} unchanged) in {} shard(s) ({} rewritten), {} bytes (ratio {:.2f}), "
-                 "{} skipped, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
+                 "{} skipped{}, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
                  r.manifest.at("shards").as_array().size(), r.report.at("shards_written").as_u64(), manifest_bytes(r.manifest),
-                 r.report.at("compression_ratio").as_double(), t.rejected.size(), r.seconds,
+                 r.report.at("compression_ratio").as_double(), t.rejected.size(),
+                 b.input.files_left_out ? ", " + std::to_string(b.input.files_left_out) + " file(s) of the folders left out (see above)"
+                                        : std::string(), r.seconds,
                  r.report.at("samples_per_second").as_double());
-    for (const auto& row : t.rejected) spdlog::warn("skipped line {}: {}", row.csv_line, row.reason);
+    for (const auto& row : t.rejected)
+        spdlog::warn("skipped {}: {}", b.input.list_text.empty() ? "line " + std::to_string(row.csv_line)
+                                                                 : row_origin(b.input, row.csv_line, row.image), row.reason);
     if (o.json) std::cout << r.report.dump();
     return 0;
 }

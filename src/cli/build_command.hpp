@@ -32,6 +32,7 @@ struct build_command_options {
     unsigned color_tolerance = 0;
     std::string mask_values = "auto", ignore_values;
     std::string images, masks;  // --images DIR [--masks DIR] instead of --csv
+    std::string mask_suffix, image_suffix;  // how masks pair with images (--mask-suffix _L)
     bool force = false;
 };
 
@@ -39,6 +40,8 @@ struct build_command_options {
 std::vector<std::uint16_t> parse_ignore_values(const std::string& text);
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);
+// --mask-suffix and --image-suffix (build and colors): how --images pairs masks with images.
+void add_mask_pairing_options(CLI::App& command, std::string& mask_suffix, std::string& image_suffix);
 build_options to_build_options(const build_command_options& options);
 // Parses sizes such as 4096, 64KiB, 256MiB, 1GiB, 10MB: decimal digits only (no sign, no
 // spaces) and a unit. Throws usage_error naming `option` for anything else or a value that

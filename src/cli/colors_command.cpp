@@ -20,6 +20,7 @@ CLI::App* add_colors_command(CLI::App& app, colors_command_options& o) {
     c->add_option("--csv", o.csv, "The input list (as for build): image path and mask path");
     c->add_option("--images", o.images, "Instead of --csv: the images folder (with --masks)");
     c->add_option("--masks", o.masks, "With --images: the masks, paired with the images by path and file name");
+    add_mask_pairing_options(*c, o.mask_suffix, o.image_suffix);
     c->add_option("--classes", o.classes, "A class dictionary (name,r,g,b, or name,id for index masks) to match against");
     c->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     c->add_option("--image-col", o.image_col, "Image column: a header name or a 0-based index")->capture_default_str();
@@ -44,9 +45,11 @@ int run_colors_command(const colors_command_options& o) {
     co.input.label_col = o.label_col;
     co.input.classes_path = o.classes;
     if (o.images.empty() == o.csv.empty()) throw usage_error("give --csv LIST, or --images DIR --masks DIR");
+    if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
+        throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
     if (!o.images.empty()) {
         if (o.masks.empty()) throw usage_error("--images DIR needs --masks DIR here: colors reads masks");
-        list_image_folders(o.images, o.masks, co.input);
+        log_folder_listing(list_image_folders({o.images, o.masks, o.mask_suffix, o.image_suffix}, co.input));
     }
     co.mask_values = o.mask_values == "index" ? mask_value_kind::index
                    : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;

@@ -7,7 +7,7 @@
 namespace shardpack {
 
 struct colors_command_options {
-    std::string csv, images, masks, classes, root, image_col = "0", label_col = "1", mask_values = "auto", ignore_values, write_dict;
+    std::string csv, images, masks, mask_suffix, image_suffix, classes, root, image_col = "0", label_col = "1", mask_values = "auto", ignore_values, write_dict;
     unsigned tolerance = 0, threads = 0;
     bool json = false;
 };

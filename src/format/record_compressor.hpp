@@ -21,11 +21,11 @@ enum class record_codec {
 };
 
 // --compression auto keeps a band compressed only when zstd saves at least this fraction of its
-// bytes (frame <= (1 - saving) * band), else stores the band raw. Why 1/2: README, "Choosing the codec".
+// bytes (frame <= (1 - saving) * band), else stores the band raw. Why 1/2: scripts/bench/README.md, "Choosing the codec".
 inline constexpr std::uint64_t auto_min_saving_num = 1, auto_min_saving_den = 2;
 
 // Band height for codec 2 when none is asked for: as many rows as make about this many image
-// bytes (at least 1 row, at most the image). Measured in README, "Band frames".
+// bytes (at least 1 row, at most the image). Measured in scripts/bench/README.md, "Format 1.1: band frames".
 inline constexpr std::uint64_t default_band_bytes = 256 * 1024;
 
 // True when a writer with this codec declares the band-frame feature (and format 1.1).

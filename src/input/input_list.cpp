@@ -177,6 +177,11 @@ bool has_image_extension(std::string_view path) {
     return false;
 }
 
+// "FILE:LINE: " for a CSV row; for a row of --images folders, the image file ("DIR/cat/1.png: ").
+std::string where_row(const input_list& list, const input_options& o, const sample_row& r) {
+    return list.from_folders ? row_origin(o, r.csv_line, r.key) + ": " : where(o.csv_path, r.csv_line);
+}
+
 // Classification ids. With a names list, a label is a name in it or an id in [0, n). Without
 // one, labels are all ids (classes "0".."max") or all names (classes: the sorted unique names).
 std::vector<class_entry> assign_class_ids(input_list& list, const input_options& o) {
@@ -198,8 +203,10 @@ std::vector<class_entry> assign_class_ids(input_list& list, const input_options&
         const bool id_later = first_id->csv_line > first_name->csv_line;
         const sample_row& later = id_later ? *first_id : *first_name;
         const sample_row& earlier = id_later ? *first_name : *first_id;
-        throw input_error(where(csv, later.csv_line) + "label '" + std::string(later.label_key) + "' is a class " +
-                          (id_later ? "id" : "name") + " but line " + std::to_string(earlier.csv_line) + " has the class " +
+        throw input_error(where_row(list, o, later) + "label '" + std::string(later.label_key) + "' is a class " +
+                          (id_later ? "id" : "name") + " but " +
+                          (list.from_folders ? row_origin(o, earlier.csv_line, earlier.key) : "line " + std::to_string(earlier.csv_line)) +
+                          " has the class " +
                           (id_later ? "name" : "id") + " '" + std::string(earlier.label_key) +
                           "'; use ids or names throughout, or give --classes with the class names");
     }
@@ -225,18 +232,18 @@ std::vector<class_entry> assign_class_ids(input_list& list, const input_options&
         if (is_integer(label)) {
             id = integer_value(label);
             if (!id || *id < 0 || *id >= id_limit)
-                throw input_error(where(csv, row.csv_line) + "class id '" + label + "' is out of range 0.." +
+                throw input_error(where_row(list, o, row) + "class id '" + label + "' is out of range 0.." +
                                   std::to_string(id_limit - 1) +
                                   (from_file ? " (" + o.classes_path + " lists " + std::to_string(classes.size()) + " classes)" : ""));
             if (named != id_of.end() && named->second != *id)
-                throw input_error(where(csv, row.csv_line) + "label '" + label + "' is ambiguous: it is the class id " + label +
+                throw input_error(where_row(list, o, row) + "label '" + label + "' is ambiguous: it is the class id " + label +
                                   " and also the name of class " + std::to_string(named->second) + " in " + o.classes_path);
         } else if (named != id_of.end()) {
             id = named->second;
         } else {
             std::vector<std::string> known;
             for (const auto& c : classes) known.push_back(c.name);
-            throw input_error(where(csv, row.csv_line) + "label '" + label + "' is not a class in " + o.classes_path +
+            throw input_error(where_row(list, o, row) + "label '" + label + "' is not a class in " + o.classes_path +
                               " (classes: " + join(known, 20) + ")");
         }
         list.set_class_id(i, static_cast<std::int32_t>(*id));
@@ -278,6 +285,11 @@ void input_list::label_path(std::size_t i, std::string& out) const {
     else out.clear();
 }
 
+std::string row_origin(const input_options& o, std::size_t csv_line, std::string_view key) {
+    if (!o.list_text.empty()) return o.root + (!o.root.empty() && o.root.back() == '/' ? "" : "/") + std::string(key);
+    return std::filesystem::path(o.csv_path).filename().string() + ":" + std::to_string(csv_line);
+}
+
 void input_list::add_row(std::size_t csv_line, std::string_view key, std::string_view label_key) {
     if (csv_line > std::numeric_limits<std::uint32_t>::max())
         throw std::invalid_argument("input_list: line " + std::to_string(csv_line) + " does not fit 32 bits");
@@ -306,6 +318,7 @@ input_list load_input_list(const input_options& o) {
     const std::string base = o.root.empty() ? fs::path(csv).parent_path().string() : o.root;
 
     input_list list;
+    list.from_folders = !o.list_text.empty();
     list.base_dir = base;
 
     // The CSV is parsed as it is read, and each record is dropped once its two cells are in the

@@ -24,6 +24,7 @@ struct input_options {
     // When not empty: the list's CSV text itself (from --images/--masks); csv_path then only
     // names it in messages, and root must be given.
     std::string list_text;
+    std::size_t files_left_out = 0;  // with list_text: files in the folders not listed (folder_input.hpp)
     std::string list_source;  // with list_text: the options that made it ("--images A --masks B")  // seg without --classes is allowed (`shardpack colors`): no classes
 };
 
@@ -45,6 +46,7 @@ public:
     std::vector<class_entry> classes;
     std::uint64_t csv_digest = 0;  // XXH3-64 of the CSV file's bytes
     bool had_header = false;
+    bool from_folders = false;     // made from --images folders: rows are files, not CSV lines (row_origin)
     std::string base_dir;          // relative paths resolve against it: --root, or the CSV's folder (may be "")
 
     std::size_t size() const { return rows_.size(); }
@@ -75,6 +77,11 @@ private:
 
     void resolve(std::string_view cell, std::string& out) const;
 };
+
+// Where a row comes from, for messages: "list.csv:12" (the list's file name and line); for a
+// list made from --images folders (list_text), whose lines are no file's, the image file itself
+// ("DIR/a/b.png").
+std::string row_origin(const input_options& opts, std::size_t csv_line, std::string_view key);
 
 // Reads opts.csv_path and resolves every row (see input_list.cpp for the header, column and
 // task rules). Image and mask files are not opened: the pipeline reports a missing file per

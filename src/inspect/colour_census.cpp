@@ -16,6 +16,7 @@
 #include "errors.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/mask_mapper.hpp"
+#include "pipeline/value_totals.hpp"
 #include "transform/index_mask.hpp"
 #include "transform/label_map.hpp"
 
@@ -29,15 +30,9 @@ struct file_tally {
     std::uint32_t x = 0, y = 0;  // first occurrence
 };
 
-struct total_tally {
-    std::uint64_t pixels = 0, files = 0;
-    std::size_t row = SIZE_MAX;  // the earliest row holding it
-    std::uint32_t x = 0, y = 0;
-};
-
 // One thread's totals and its reusable buffers.
 struct census_worker {
-    std::unordered_map<std::uint32_t, total_tally> totals;
+    value_totals totals;  // rows are row indices
     std::unordered_map<std::uint32_t, file_tally> file;
     std::vector<std::uint8_t> bytes;
     image_u8 colours;
@@ -93,6 +88,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
         kind = mask_value_kind::color;
     }
     census.index_masks = kind == mask_value_kind::index;
+    census.from_folders = list.from_folders;
 
     tbb::enumerable_thread_specific<census_worker> workers;
     const unsigned threads = o.threads ? o.threads : unsigned(tbb::info::default_concurrency());
@@ -133,35 +129,17 @@ colour_census scan_mask_colours(const colour_census_options& o) {
                     continue;
                 }
                 ++w.masks;
-                for (const auto& [k, f] : w.file) {
-                    total_tally& t = w.totals[k];
-                    t.pixels += f.pixels;
-                    t.files += 1;
-                    if (i < t.row) {
-                        t.row = i;
-                        t.x = f.x;
-                        t.y = f.y;
-                    }
-                }
+                for (const auto& [k, f] : w.file) w.totals.add(k, f.pixels, i, f.x, f.y);
             }
         });
     });
 
-    std::unordered_map<std::uint32_t, total_tally> totals;
+    value_totals totals;
     for (auto& w : workers) {
         census.masks += w.masks;
         census.pixels += w.pixels;
         for (auto& u : w.unreadable) census.unreadable.push_back(std::move(u));
-        for (const auto& [k, t] : w.totals) {
-            total_tally& all = totals[k];
-            all.pixels += t.pixels;
-            all.files += t.files;
-            if (t.row < all.row) {
-                all.row = t.row;
-                all.x = t.x;
-                all.y = t.y;
-            }
-        }
+        totals.merge(w.totals);
     }
     std::sort(census.unreadable.begin(), census.unreadable.end(), [](const auto& a, const auto& b) { return a.line < b.line; });
 
@@ -179,7 +157,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
         colours.emplace(c, o.tolerance);
     }
     std::vector<bool> used(list.classes.size(), false);
-    for (const auto& [k, t] : totals) {
+    for (const auto& [k, t] : totals.values()) {
         census_entry e;
         e.value = k;
         e.pixels = t.pixels;
@@ -251,6 +229,7 @@ json census_to_json(const colour_census& c) {
     out.set("mask_values", c.index_masks ? "index" : "color");
     out.set("masks", c.masks);
     out.set("pixels", c.pixels);
+    out.set("pixels_counted", "whole masks");
     out.set("seconds", c.seconds);
     if (!c.index_masks) out.set("color_tolerance", c.tolerance);
     json entries = json::array();
@@ -302,12 +281,15 @@ json census_to_json(const colour_census& c) {
 std::string format_census(const colour_census& c, std::size_t max_rows) {
     std::string out;
     char buf[512];
-    std::snprintf(buf, sizeof buf, "%llu masks, %llu pixels, %zu distinct %s (%.2f s)\n", (unsigned long long)c.masks,
-                  (unsigned long long)c.pixels, c.entries.size(), c.index_masks ? "values" : "colours", c.seconds);
+    std::snprintf(buf, sizeof buf,
+                  "%llu masks, %llu pixels (the whole masks, at their own size; a build with --size counts its records' "
+                  "pixels), %zu distinct %s (%.2f s)\n",
+                  (unsigned long long)c.masks, (unsigned long long)c.pixels, c.entries.size(),
+                  c.index_masks ? "values" : "colours", c.seconds);
     out += buf;
     const bool table = !c.classes.empty();
     std::snprintf(buf, sizeof buf, "%-15s %12s %7s %6s  %-30s%s\n", c.index_masks ? "value" : "colour", "pixels", "share",
-                  "files", "example (line) at pixel", table ? "  class" : "");
+                  "files", c.from_folders ? "example at pixel" : "example (line) at pixel", table ? "  class" : "");
     out += buf;
     std::size_t shown = 0;
     for (const auto& e : c.entries) {
@@ -315,8 +297,8 @@ std::string format_census(const colour_census& c, std::size_t max_rows) {
             out += "... " + std::to_string(c.entries.size() - max_rows) + " more (--json lists all)\n";
             break;
         }
-        const std::string example = e.example + " (" + std::to_string(e.example_line) + ") at (" + std::to_string(e.x) + "," +
-                                    std::to_string(e.y) + ")";
+        const std::string example = e.example + (c.from_folders ? std::string() : " (" + std::to_string(e.example_line) + ")") +
+                                    " at (" + std::to_string(e.x) + "," + std::to_string(e.y) + ")";
         std::string cls;
         if (table) {
             if (e.match == colour_match::exact) cls = "  " + c.classes[std::size_t(e.class_id)].name;
@@ -352,7 +334,9 @@ std::string format_census(const colour_census& c, std::size_t max_rows) {
             out += std::to_string(unknown) + (c.index_masks ? " value(s)" : " colour(s)") + " not in the class table" +
                    (c.index_masks ? "" : " (within the tolerance " + std::to_string(c.tolerance) + ")") + "\n";
     }
-    for (const auto& u : c.unreadable) out += "unreadable: line " + std::to_string(u.line) + ": " + u.mask + ": " + u.reason + "\n";
+    for (const auto& u : c.unreadable)
+        out += "unreadable: " + (c.from_folders ? std::string() : "line " + std::to_string(u.line) + ": ") + u.mask + ": " +
+               u.reason + "\n";
     return out;
 }
 

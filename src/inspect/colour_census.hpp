@@ -43,6 +43,7 @@ struct unreadable_mask {
 
 struct colour_census {
     bool index_masks = false;
+    bool from_folders = false;  // --images/--masks: examples are named by file, without a list line
     unsigned tolerance = 0;
     std::vector<class_entry> classes;
     std::vector<census_entry> entries;  // most pixels first (ties: smaller value first)

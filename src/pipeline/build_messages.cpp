@@ -22,11 +22,20 @@ std::string shell_word(const std::string& s) {
     return q + "'";
 }
 
-std::vector<std::pair<std::uint32_t, const build_totals::unknown_total*>> by_pixels(const build_totals& t) {
-    std::vector<std::pair<std::uint32_t, const build_totals::unknown_total*>> v;
-    for (const auto& [value, total] : t.unknown_values) v.emplace_back(value, &total);
-    std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second->pixels > b.second->pixels; });
+// Most pixels first; ties: the smaller value first (as `colors` sorts).
+std::vector<std::pair<std::uint32_t, const value_total*>> by_pixels(const build_totals& t) {
+    std::vector<std::pair<std::uint32_t, const value_total*>> v;
+    for (const auto& [value, total] : t.unknown_values.values()) v.emplace_back(value, &total);
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+        return a.second->pixels != b.second->pixels ? a.second->pixels > b.second->pixels : a.first < b.first;
+    });
     return v;
+}
+
+const std::string& example_of(const build_totals& t, std::uint32_t value) {
+    static const std::string none;
+    const auto it = t.unknown_examples.find(value);
+    return it == t.unknown_examples.end() ? none : it->second;
 }
 
 std::string nearest_class_text(const std::vector<class_entry>& classes, std::uint32_t rgb) {
@@ -57,7 +66,14 @@ std::string colors_command_hint(const build_options& o) {
     return hint;
 }
 
-std::vector<std::string> build_warnings(const input_list& input, const build_totals& t, bool index_masks) {
+std::string unknown_pixels_counted(const build_options& o) {
+    if (o.geometry.width == 0 && o.geometry.height == 0) return "whole masks";
+    return "records (" + std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height) +
+           ", after resizing and cropping)";
+}
+
+std::vector<std::string> build_warnings(const input_list& input, const build_totals& t, bool index_masks,
+                                        const build_options& options) {
     std::vector<std::string> out;
     const bool seg = input.task == task_kind::segmentation;
     for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
@@ -89,9 +105,14 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
     }
     if (seg && t.unknown_pixels) {
         const auto sorted = by_pixels(t);
-        std::string text = std::to_string(t.unknown_pixels) + " mask pixels had " +
+        const std::string counted = unknown_pixels_counted(options);
+        const bool whole = counted == "whole masks";
+        std::string text = std::to_string(t.unknown_pixels) + " pixels of the " + counted + " had " +
                            (index_masks ? "values not in the class table" : "colours not in the dictionary") +
-                           " and were mapped to the ignore value; " + std::to_string(t.unknown_values.size()) +
+                           " and were mapped to the ignore value" +
+                           (whole ? " (counted as `shardpack colors` counts them)"
+                                  : " (`shardpack colors` counts the whole masks: other counts, and maybe another first pixel)") +
+                           "; " + std::to_string(t.unknown_values.size()) +
                            (t.unknown_values.size() >= build_totals::max_unknown_listed ? "+" : "") + " distinct:";
         std::size_t shown = 0;
         for (const auto& [value, u] : sorted) {
@@ -101,8 +122,10 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
             }
             text += (shown > 1 ? ";" : "") + std::string(" ") + (index_masks ? "value " + std::to_string(value) : colour_text(value)) +
                     ": " + std::to_string(u->pixels) + " pixels in " + std::to_string(u->files) + " file(s), e.g. " +
-                    u->example + " (line " + std::to_string(u->line) + ") at (" + std::to_string(u->x) + "," +
-                    std::to_string(u->y) + ")" + (index_masks ? std::string() : nearest_class_text(input.classes, value));
+                    example_of(t, value) + (input.from_folders ? std::string() : " (line " + std::to_string(u->row) + ")") +
+                    (whole ? " at pixel (" : " at mask pixel (") + std::to_string(u->x) + "," + std::to_string(u->y) + ")" +
+                    (whole ? std::string() : " (the first the record shows)") +
+                    (index_masks ? std::string() : nearest_class_text(input.classes, value));
         }
         out.push_back(text);
     }
@@ -159,8 +182,8 @@ json unknown_values_json(const build_totals& t, bool index_masks) {
         e.set("pixels", u->pixels);
         e.set("files", u->files);
         json ex = json::object();
-        ex.set("mask", u->example);
-        ex.set("line", u->line);
+        ex.set("mask", example_of(t, value));
+        ex.set("line", u->row);
         ex.set("x", u->x);
         ex.set("y", u->y);
         e.set("example", ex);

@@ -17,8 +17,16 @@ std::string colors_command_hint(const build_options& options);
 
 // One line each: every class with 0 pixels (segmentation) or 0 samples (classification); and,
 // when pixels were mapped to the ignore value as unknown, each unknown colour or value with its
-// pixel and file counts, an example and (colours) the nearest class.
-std::vector<std::string> build_warnings(const input_list& input, const build_totals& totals, bool index_masks);
+// pixel and file counts, an example and (colours) the nearest class, saying which pixels were
+// counted (unknown_pixels_counted).
+std::vector<std::string> build_warnings(const input_list& input, const build_totals& totals, bool index_masks,
+                                        const build_options& options);
+
+// What the build's unknown-pixel counts cover, for its messages and report: without --size the
+// whole masks, as `shardpack colors` counts them (then both give the same counts and examples);
+// with --size the pixels of the records, after resizing and cropping, so `colors`, which counts
+// whole masks, gives other counts and may give another first pixel.
+std::string unknown_pixels_counted(const build_options& options);
 
 // Classification: the id -> name -> count table, one line per class, for the log.
 std::vector<std::string> class_id_table(const input_list& input, const build_totals& totals);

@@ -152,8 +152,9 @@ json make_report(const build_options& o, const input_list& input, const build_to
     r.set("class_frequencies", freq);
     if (seg) r.set("unknown_colour_pixels", t.unknown_pixels);
     if (seg) r.set(index_masks ? "unknown_values" : "unknown_colours", unknown_values_json(t, index_masks));
+    if (seg) r.set("unknown_pixels_counted", unknown_pixels_counted(o));
     json warnings = json::array();
-    for (const auto& w : build_warnings(input, t, index_masks)) warnings.push(w);
+    for (const auto& w : build_warnings(input, t, index_masks, o)) warnings.push(w);
     r.set("warnings", warnings);
     return r;
 }
@@ -224,15 +225,14 @@ void refuse_inputs_in_output(const output_claim& claim, const build_options& o, 
             if (!in.empty() && std::filesystem::equivalent(o.report_path, in, ec))
                 throw usage_error("--report " + o.report_path + " is the input " + in + "; the report would overwrite it");
     }
-    const std::string csv_name = std::filesystem::path(o.input.csv_path).filename().string();
     std::string path;
     for (std::size_t i = 0; i < input.size(); ++i) {
         input.image_path(i, path);
         if (may_be_dataset_file(path))
-            refuse_input_in_output(claim, path, csv_name + ":" + std::to_string(input.row(i).csv_line) + ": image " + path);
+            refuse_input_in_output(claim, path, row_origin(o.input, input.row(i).csv_line, input.row(i).key) + ": image " + path);
         input.label_path(i, path);
         if (!path.empty() && may_be_dataset_file(path))
-            refuse_input_in_output(claim, path, csv_name + ":" + std::to_string(input.row(i).csv_line) + ": mask " + path);
+            refuse_input_in_output(claim, path, row_origin(o.input, input.row(i).csv_line, input.row(i).key) + ": mask " + path);
     }
 }
 
@@ -365,8 +365,7 @@ build_result run_build(const build_options& options) {
                                          memory.per_row, &build_interrupt_signal);
     tbb::enumerable_thread_specific<transform_scratch> scratch;
     tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level, schema, options.band_rows);
-    const std::string csv_name = std::filesystem::path(options.input.csv_path).filename().string();
-    record_sink sink(writer, options, csv_name, input.classes.size());
+    record_sink sink(writer, options, input.classes.size());
 
     build_result result;
     // With --on-error skip, a build that packs nothing, or that --max-errors stops, still leaves
@@ -472,7 +471,7 @@ build_result run_build(const build_options& options) {
     }
     if (input.task == task_kind::classification)
         for (const auto& line : class_id_table(input, result.totals)) spdlog::info("{}", line);
-    for (const auto& w : build_warnings(input, result.totals, index_masks)) spdlog::warn("{}", w);
+    for (const auto& w : build_warnings(input, result.totals, index_masks, options)) spdlog::warn("{}", w);
     for (const auto& w : id_changes) spdlog::warn("{}", w);
     const std::string report_text = result.report.dump();
     claim.folder->write_atomically("report.json", report_text);

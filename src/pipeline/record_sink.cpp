@@ -4,8 +4,8 @@
 
 namespace shardpack {
 
-record_sink::record_sink(dataset_writer& writer, const build_options& options, std::string csv_name, std::size_t classes)
-    : writer_(writer), options_(options), csv_name_(std::move(csv_name)) {
+record_sink::record_sink(dataset_writer& writer, const build_options& options, std::size_t classes)
+    : writer_(writer), options_(options) {
     totals_.class_counts.assign(classes, 0);
     totals_.tolerance_counts.assign(classes, 0);
 }
@@ -13,7 +13,7 @@ record_sink::record_sink(dataset_writer& writer, const build_options& options, s
 void record_sink::operator()(const sample_job& job) {
     ++totals_.rows;
     if (!job.ok()) {
-        const std::string where = csv_name_ + ":" + std::to_string(job.row.csv_line) + ": ";
+        const std::string where = row_origin(options_.input, job.row.csv_line, job.row.key) + ": ";
         if (options_.on_error == error_policy::fail) throw build_stopped(where + job.error);
         totals_.rejected.push_back({job.row.csv_line, std::string(job.row.key), std::string(job.row.label_key), job.error});
         if (options_.max_errors && totals_.rejected.size() >= options_.max_errors)
@@ -34,19 +34,9 @@ void record_sink::operator()(const sample_job& job) {
         if (c < totals_.class_counts.size()) totals_.class_counts[c] += n;
     for (const auto& [c, n] : fp.tolerance_counts)
         if (c < totals_.tolerance_counts.size()) totals_.tolerance_counts[c] += n;
-    for (const auto& u : fp.unknown_values) {
-        auto it = totals_.unknown_values.find(u.value);
-        if (it == totals_.unknown_values.end()) {
-            if (totals_.unknown_values.size() >= build_totals::max_unknown_listed) continue;
-            it = totals_.unknown_values.emplace(u.value, build_totals::unknown_total{}).first;
-            it->second.example = std::string(job.row.label_key);
-            it->second.line = job.row.csv_line;
-            it->second.x = u.x;
-            it->second.y = u.y;
-        }
-        it->second.pixels += u.pixels;
-        it->second.files += 1;
-    }
+    for (const auto& u : fp.unknown_values)
+        if (totals_.unknown_values.add(u.value, u.pixels, job.row.csv_line, u.x, u.y, build_totals::max_unknown_listed))
+            totals_.unknown_examples[u.value] = std::string(job.row.label_key);
 }
 
 }  // namespace shardpack

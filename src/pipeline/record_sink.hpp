@@ -2,7 +2,7 @@
 // rows. Kept trivial: the work was done by the parallel stages.
 #pragma once
 #include <cstdint>
-#include <map>
+#include <unordered_map>
 #include <string>
 #include <vector>
 
@@ -10,6 +10,7 @@
 #include "format/dataset_writer.hpp"
 #include "pipeline/build_options.hpp"
 #include "pipeline/sample_job.hpp"
+#include "pipeline/value_totals.hpp"
 
 namespace shardpack {
 
@@ -28,15 +29,11 @@ struct build_totals {
     std::uint64_t unknown_pixels = 0;
     std::vector<std::uint64_t> class_counts;
     std::vector<std::uint64_t> tolerance_counts;  // of class_counts, mapped by --color-tolerance
-    // Unknown colours (packed 0xRRGGBB) or index-mask values mapped to the ignore value, with
-    // the records they are in and the first such record's mask cell, line and source pixel.
-    struct unknown_total {
-        std::uint64_t pixels = 0, files = 0;
-        std::string example;
-        std::size_t line = 0;
-        std::uint32_t x = 0, y = 0;
-    };
-    std::map<std::uint32_t, unknown_total> unknown_values;  // at most max_unknown_listed entries
+    // Unknown colours (packed 0xRRGGBB) or index-mask values mapped to the ignore value: the
+    // pixels of the records that hold them, the records, and the earliest such row (its CSV line
+    // as value_total::row, its mask cell in unknown_examples) with its first source pixel there.
+    value_totals unknown_values;  // at most max_unknown_listed entries
+    std::unordered_map<std::uint32_t, std::string> unknown_examples;
     static constexpr std::size_t max_unknown_listed = 10000;
     std::vector<rejected_row> rejected;
 };
@@ -48,14 +45,13 @@ struct build_stopped : input_error {
 
 class record_sink {
 public:
-    record_sink(dataset_writer& writer, const build_options& options, std::string csv_name, std::size_t classes);
+    record_sink(dataset_writer& writer, const build_options& options, std::size_t classes);
     void operator()(const sample_job& job);
     const build_totals& totals() const { return totals_; }
 
 private:
     dataset_writer& writer_;
     const build_options& options_;
-    std::string csv_name_;
     build_totals totals_;
 };
 

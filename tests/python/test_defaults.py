@@ -1,4 +1,4 @@
-"""The README's defaults table (Python section, #21 item 3) says what every adapter's signature
+"""The defaults table of the Python guide (src/python/README.md, #21 item 3) says what every adapter's signature
 says: shuffle, drop_last, seed and the first epoch, row by row.
 
 Each row is checked where its framework imports: the torch rows in .venv, the Keras, tf.data and
@@ -17,7 +17,7 @@ ROW = re.compile(r"^\| `shardpack\.(\w+)\.(\w+)` \|(.*)\|\s*$")
 
 def table():
     """{(module, name): {"shuffle": cell, "drop_last": cell, "seed": cell, "epoch": cell}}."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "src" / "python" / "README.md").read_text(encoding="utf-8")
     start = text.index("**Defaults, the same in every adapter**")
     rows = {}
     for line in text[start:].splitlines()[2:]:

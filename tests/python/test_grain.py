@@ -120,7 +120,7 @@ def test_defaults_and_errors():
     with pytest.raises(TypeError):
         shardpack.grain.dataset("x", 4, True)
     from test_defaults import check_rows
-    assert check_rows({"grain"}) == 2  # the README's defaults table
+    assert check_rows({"grain"}) == 2  # the Python guide's defaults table
 
 
 def test_bad_options_are_value_errors(built):

@@ -244,7 +244,7 @@ def test_bad_options_are_value_and_type_errors(built, make):
 
 
 def test_the_defaults_agree():
-    """The defaults table of the README's Python section (#21): shuffle on, drop_last off,
+    """The defaults table of the Python guide, src/python/README.md (#21): shuffle on, drop_last off,
     seed 0, first epoch 0, in every training iterator; the table's rows match."""
     from test_defaults import check_rows
     want = {"shuffle": True, "drop_last": False, "seed": 0, "epoch": 0}

@@ -289,10 +289,10 @@ def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle
     gives up: a batch draws from at most `window` blocks, so records that are neighbours in the
     dataset stay near each other in the epoch; on a dataset stored sorted by class a batch sees
     few classes. Use it when the data is read from a disk or network file system colder than
-    the page cache and the dataset was written shuffled (shardpack build's default --order);
-    keep "global" when the data fits in RAM or the records are stored sorted by label. README,
-    "Cold storage", has the measurements. Defaults: block = about 4 MiB of records for a
-    Dataset, else 64 records; window = 16 blocks.
+    the page cache and the dataset was written shuffled (shardpack build --shuffle);
+    keep "global" when the data fits in RAM or the records are stored sorted by label.
+    scripts/bench/README.md, "Cold storage", has the measurements. Defaults: block = about
+    4 MiB of records for a Dataset, else 64 records; window = 16 blocks.
 
     Both are functions of (n, seed, epoch) (and block, window, shard_starts) only: the same for
     any number of DataLoader workers and in C++ (include/shardpack/order.hpp, which computes

@@ -1,6 +1,6 @@
 """What the Keras, tf.data and Grain adapters share: their argument checks and the epoch order.
 
-Private: the adapters' documentation is in their own modules and the README."""
+Private: the adapters' documentation is in their own modules and src/python/README.md."""
 from __future__ import annotations
 
 import os
