@@ -303,6 +303,7 @@ int main(int argc, char** argv) {
         // The stored frames for the zstd modes, in place: a mapping whatever --io says.
         shardpack::open_options mapped;
         mapped.io = shardpack::io_mode::mmap;
+        mapped.max_open_shards = shardpack::open_options::all_shards;  // holds pointers into every shard
         const auto ds_frames = shardpack::dataset::open(o.dataset, mapped);
         const auto ds_check = shardpack::dataset::open(o.dataset, with_check);
         const auto ds_nocheck = shardpack::dataset::open(o.dataset, without_check);

@@ -192,15 +192,15 @@ inline std::vector<std::uint64_t> epoch_order(std::uint64_t n, std::uint64_t see
 }
 
 // The first record of every shard of a shardpack::dataset (or anything with shard_count() and
-// shard(k).record_count()), for order_options::shard_starts.
+// shard_records(k)), for order_options::shard_starts; from the shard table, opening no shard.
 template <class Dataset>
 std::vector<std::uint64_t> shard_starts_of(const Dataset& ds) {
     std::vector<std::uint64_t> starts;
     std::uint64_t first = 0;
     for (std::size_t k = 0; k < ds.shard_count(); ++k) {
-        if (ds.shard(k).record_count() == 0) continue;  // an empty shard starts no block
+        if (ds.shard_records(k) == 0) continue;  // an empty shard starts no block
         starts.push_back(first);
-        first += ds.shard(k).record_count();
+        first += ds.shard_records(k);
     }
     return starts;
 }

@@ -38,12 +38,28 @@
 //                     a raw record is a zero-copy view into the page cache;
 //     io_mode::pread  records are read with one pread each into the reader's buffers (at()
 //                     copies); the file stays open;
-//     io_mode::automatic (the default): mmap.
+//     io_mode::automatic (the default): mmap. Measured with tools/bench_cold_io (cold = every
+//                     file evicted with posix_fadvise DONTNEED, then one epoch of read_batch):
+//                     warm, mmap is as fast or faster (no copy of raw records); cold, on this
+//                     project's virtual disk neither mode won consistently. Use pread where
+//                     page faults are costly (network file systems), or to keep RSS free of
+//                     mapped pages.
 //   read_batch first gathers the byte ranges its records need, per shard, merges neighbours
 //   (gaps under 128 KiB) and announces them (posix_fadvise / madvise WILLNEED), so a cold disk
 //   serves them as large requests in the order it prefers; dataset::prefetch does the same for
 //   a batch to come. open_options::storage takes any other storage (object storage, ...): it
 //   implements shardpack::storage and shardpack::byte_source outside this header.
+//
+// MANY SHARDS
+//   A dataset of at most open_options::max_open_shards shards (automatic: 4096, or with pread
+//   half the open-file limit if lower) opens and checks every shard at open(). A larger one
+//   reads the manifest's shard table at open, opens shard 0 (the schema), and opens every other
+//   shard when first read, checking it then; at most max_open_shards stay open (least recently
+//   used closed first; a shard in use by a read or a sample stays open until released), so the
+//   process stays under vm.max_map_count and the open-file limit. Measured (tools/bench_open,
+//   one-record shards from tools/make_many_shards): 1,000 shards open in 0.04-0.09 s, 9 MB RSS;
+//   100,000 in 0.76-1.1 s, 90 MB RSS after open (the parsed manifest.json: ~0.8 KB a shard).
+//   manifest.json is limited to 64 MiB (about 300,000 shards).
 //
 // LIMITS
 //   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
@@ -54,7 +70,8 @@
 //   Every failure throws shardpack::error (a std::runtime_error). Messages name the dataset
 //   folder, the shard file and the record (its number in the shard and in the dataset). open()
 //   checks the manifest, every shard's header, trailer, index and their checksum, so a
-//   truncated or half-written dataset is refused at open. Records are checked when read: the
+//   truncated or half-written dataset is refused at open (with more shards than
+//   max_open_shards: shard 0 at open, each other shard at its first read). Records are checked when read: the
 //   XXH3-64 of the stored bytes (unless open_options::verify_checksums is false), the
 //   decompressed size (first against what the zstd frame's block headers can hold, before any
 //   allocation, then exactly), and the record's own header against the schema. A reader never
@@ -62,7 +79,8 @@
 //
 // THREAD SAFETY
 //   A dataset is immutable after open(); all its const members may be called from any number
-//   of threads at once. at() keeps one zstd context per thread (thread_local). A read_context
+//   of threads at once (lazily opened shards: a shard is opened by one thread while the others
+//   that need it wait; opening runs outside the cache's lock). at() keeps one zstd context per thread (thread_local). A read_context
 //   belongs to one thread at a time; use one per thread.
 //
 // LIFETIMES
@@ -76,9 +94,12 @@
 // REBUILDS
 //   A rebuild replaces manifest.json atomically and keeps the shards of the manifest it
 //   replaced until the next build, so a reader that read the previous manifest still opens its
-//   shards. open() maps every shard it opens (a mapped shard stays readable after a rebuild
-//   removes its name); if opening fails and manifest.json was replaced meanwhile, it reads the
-//   new manifest and tries again (up to 8 attempts, each one after a replaced manifest).
+//   shards. An open shard (mapped, or an open file with pread) stays readable after a rebuild
+//   removes its name; if opening fails and manifest.json was replaced meanwhile, open() reads
+//   the new manifest and tries again (up to 8 attempts, each one after a replaced manifest).
+//   With more shards than max_open_shards, a shard first opened (or reopened after being
+//   closed) after two rebuilds may be gone: the read then fails with a message that says the
+//   manifest was replaced and to open the dataset again.
 //
 // FORMAT
 //   formats/shardpack-v1.md describes every byte. This reader accepts major version 1, any
@@ -93,11 +114,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <condition_variable>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <sys/resource.h>
 #include <type_traits>
 #include <vector>
 
@@ -150,6 +174,13 @@ struct open_options {
     // of shardpack::storage (detail/storage.hpp), such as an object-storage client. The
     // folder argument of open() then only names the dataset in messages.
     std::shared_ptr<const shardpack::storage> storage;
+    // At most this many shards open (mapped, or with a descriptor) at once; 0: automatic (see
+    // "MANY SHARDS" above). A dataset of no more shards than this opens and checks every shard
+    // at open(); a larger one opens shards when first read and closes the least recently used.
+    std::size_t max_open_shards = 0;
+    // max_open_shards value that opens (and maps) every shard at open(), for tools that hold
+    // on to shard bytes (merge, incremental builds).
+    static constexpr std::size_t all_shards = ~std::size_t(0);
 };
 
 // A read-only view of a dense row-major tensor of rank 3 (HWC).
@@ -255,21 +286,182 @@ struct dctx_deleter {
     void operator()(ZSTD_DCtx* c) const { ZSTD_freeDCtx(c); }
 };
 
+// The open shards of a dataset: all of them (eager), or at most `limit` at once, opened on
+// first use and closed least recently used first (lazy). Thread-safe: a shard being opened by
+// one thread is waited for by the others that need it; opening runs outside the lock.
+class shard_cache {
+public:
+    using file_ptr = std::shared_ptr<const shard_file>;
+
+    void init(std::size_t count, std::size_t limit, bool eager) {
+        slots_.assign(count, nullptr);
+        eager_ = eager;
+        limit_ = limit;
+        if (!eager) {
+            opening_.assign(count, 0);
+            prev_.assign(count + 1, std::uint32_t(count));  // count: the list's head/tail sentinel
+            next_.assign(count + 1, std::uint32_t(count));
+        }
+    }
+    bool eager() const { return eager_; }
+    std::size_t limit() const { return limit_; }
+    // Eager caches only: the shard, open since open().
+    const shard_file* eager_at(std::size_t k) const { return slots_[k].get(); }
+    const file_ptr& eager_ptr(std::size_t k) const { return slots_[k]; }
+    void set_eager(std::size_t k, file_ptr f) { slots_[k] = std::move(f); }
+
+    std::size_t open_count() const {
+        if (eager_) return slots_.size();
+        std::lock_guard<std::mutex> lock(mutex_);
+        return open_;
+    }
+
+    // The shard k, opened with open(k) when it is not open.
+    template <class Open>
+    file_ptr get(std::size_t k, Open&& open) const {
+        if (eager_) return slots_[k];
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            if (slots_[k]) {
+                unlink(k);
+                push_front(k);
+                return slots_[k];
+            }
+            if (!opening_[k]) break;
+            opened_.wait(lock);
+        }
+        opening_[k] = 1;
+        lock.unlock();
+        file_ptr f;
+        try {
+            f = open(k);
+        } catch (...) {
+            lock.lock();
+            opening_[k] = 0;
+            opened_.notify_all();
+            throw;
+        }
+        std::vector<file_ptr> closing;  // closed (unmapped) after the lock is released
+        lock.lock();
+        slots_[k] = f;
+        opening_[k] = 0;
+        push_front(k);
+        ++open_;
+        while (open_ > limit_) {
+            const std::uint32_t last = prev_[slots_.size()];
+            unlink(last);
+            closing.push_back(std::move(slots_[last]));
+            slots_[last] = nullptr;
+            --open_;
+        }
+        opened_.notify_all();
+        lock.unlock();
+        return f;  // `closing` is destroyed here, without the lock
+    }
+
+private:
+    // Both lists are indexed by shard; the entry at slots_.size() is the sentinel.
+    void unlink(std::size_t k) const {
+        next_[prev_[k]] = next_[k];
+        prev_[next_[k]] = prev_[k];
+    }
+    void push_front(std::size_t k) const {
+        const std::size_t head = slots_.size();
+        next_[k] = next_[head];
+        prev_[k] = std::uint32_t(head);
+        prev_[next_[head]] = std::uint32_t(k);
+        next_[head] = std::uint32_t(k);
+    }
+
+    mutable std::vector<file_ptr> slots_;
+    bool eager_ = true;
+    std::size_t limit_ = 0;
+    mutable std::mutex mutex_;
+    mutable std::condition_variable opened_;
+    mutable std::vector<unsigned char> opening_;
+    mutable std::vector<std::uint32_t> prev_, next_;  // most recently used first
+    mutable std::size_t open_ = 0;
+};
+
+// A shard in use: `file` stays valid while the pin lives (a lazy cache may close the shard
+// meanwhile; the pin's reference keeps it open).
+struct shard_pin {
+    std::shared_ptr<const shard_file> hold;  // empty for an eager cache: the dataset keeps it
+    const shard_file* file = nullptr;
+    const shard_file* operator->() const { return file; }
+    const shard_file& operator*() const { return *file; }
+};
+
 struct dataset_state {
     std::string path;
     std::shared_ptr<const shardpack::storage> store;
-    std::vector<std::unique_ptr<shard_file>> shards;
+    std::string manifest_version;  // storage::version_of(manifest.json) at open
+    // The shard table, from the manifest: every shard's name, size and first record.
+    std::string names;                        // the names, one after the other
+    std::vector<std::uint64_t> name_end;      // per shard: where its name ends in `names`
+    std::vector<std::uint64_t> shard_bytes;   // per shard
     std::vector<std::uint64_t> first_record;  // per shard, plus the total at the end
+    std::string schema_bytes;                 // shard 0's schema and classes sections
+    shard_cache shards;
     schema_record schema;
     schema_info info;
     std::vector<class_info> classes;
     json manifest;
     bool verify = true;
 
+    std::size_t shard_count() const { return shard_bytes.size(); }
+    std::string name(std::size_t k) const {
+        const std::uint64_t begin = k ? name_end[k - 1] : 0;
+        return names.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(name_end[k] - begin));
+    }
     std::string where(std::size_t shard, std::size_t local) const {
-        return path + ": " + shards[shard]->name() + ": record " + std::to_string(local) + " (dataset index " +
+        return path + ": " + name(shard) + ": record " + std::to_string(local) + " (dataset index " +
                std::to_string(first_record[shard] + local) + ")";
     }
+
+    // Opens shard k and checks it against the shard table and shard 0's schema. Errors name
+    // the shard (not the folder: the caller adds it).
+    std::shared_ptr<const shard_file> open_shard(std::size_t k) const {
+        const std::string n = name(k);
+        auto shard = std::make_shared<shard_file>(store->open(n), n);
+        if (shard->size() != shard_bytes[k])
+            throw error(n + ": is " + std::to_string(shard->size()) + " bytes, the manifest says " +
+                        std::to_string(shard_bytes[k]));
+        const std::uint64_t records = first_record[k + 1] - first_record[k];
+        if (shard->record_count() != records)
+            throw error(n + ": holds " + std::to_string(shard->record_count()) + " records, the manifest says " +
+                        std::to_string(records));
+        if (shard->header().shard_number != k || shard->header().first_record != first_record[k])
+            throw error(n + ": is shard " + std::to_string(shard->header().shard_number) + " starting at record " +
+                        std::to_string(shard->header().first_record) + ", but the manifest lists it as shard " +
+                        std::to_string(k) + " starting at record " + std::to_string(first_record[k]));
+        if (k > 0 && shard->schema_bytes() != schema_bytes)
+            throw error(n + ": its schema or classes differ from " + name(0));
+        // Training reads records in a random order: no read-ahead around each one (the reader
+        // asks for what a batch needs itself, see read_batch).
+        shard->source()->advise(access_pattern::random);
+        return shard;
+    }
+
+    // Shard k, open (for a lazy cache: opened now when it is not open).
+    shard_pin pin(std::size_t k) const {
+        if (shards.eager()) return {nullptr, shards.eager_at(k)};
+        shard_pin p;
+        p.hold = shards.get(k, [this](std::size_t j) {
+            try {
+                return open_shard(j);
+            } catch (const error& e) {
+                const std::string now = store->version_of(manifest_file_name_for_messages());
+                throw error(path + ": " + e.what() +
+                            (now != manifest_version ? " (manifest.json was replaced since this dataset was opened: a "
+                                                       "rebuild removed the shard; open the dataset again)"
+                                                     : ""));
+            }
+        });
+        p.file = p.hold.get();
+        return p;
+    }
+    static const char* manifest_file_name_for_messages() { return "manifest.json"; }
 };
 
 // A manifest's text is read whole and parsed into a tree of about 40 bytes per value; these
@@ -317,6 +509,7 @@ private:
     std::vector<unsigned char> buffer_;
     std::vector<unsigned char> stored_;  // a record's stored bytes, when its shard is not mapped
     std::vector<byte_range> ranges_;     // a batch's byte ranges, for read-ahead
+    detail::shard_pin pin_;              // keeps the last read's shard open (its sample may point into it)
     std::vector<unsigned char> window_;  // a cropped, flipped record for augmented reads
 };
 
@@ -381,6 +574,29 @@ private:
     std::size_t begin_, count_, total_;
 };
 
+// One shard of a dataset, kept open while this handle lives (see dataset::shard).
+class shard_ref {
+public:
+    explicit shard_ref(std::shared_ptr<const detail::shard_file> f) : f_(std::move(f)) {}
+    const detail::shard_file& operator*() const { return *f_; }
+    const detail::shard_file* operator->() const { return f_.get(); }
+    const std::string& name() const { return f_->name(); }
+    const detail::shard_header& header() const { return f_->header(); }
+    const detail::schema_record& schema() const { return f_->schema(); }
+    const std::vector<detail::class_record>& classes() const { return f_->classes(); }
+    const std::string& schema_bytes() const { return f_->schema_bytes(); }
+    std::size_t record_count() const { return f_->record_count(); }
+    detail::index_entry entry(std::size_t i) const { return f_->entry(i); }
+    // The whole file when mapped (io_mode::mmap), else null.
+    const unsigned char* bytes() const { return f_->bytes(); }
+    std::size_t size() const { return f_->size(); }
+    const std::shared_ptr<byte_source>& source() const { return f_->source(); }
+    std::uint64_t index_offset() const { return f_->index_offset(); }
+
+private:
+    std::shared_ptr<const detail::shard_file> f_;
+};
+
 class dataset {
 public:
     static dataset open(const std::string& folder, const open_options& options = {});
@@ -391,8 +607,19 @@ public:
     // The parsed manifest.json (build options, versions, hashes).
     const detail::json& manifest() const { return s_->manifest; }
     const std::string& content_hash() const { return s_->manifest.at("content_hash").as_string(); }
-    std::size_t shard_count() const { return s_->shards.size(); }
-    const detail::shard_file& shard(std::size_t k) const { return *s_->shards.at(k); }
+    std::size_t shard_count() const { return s_->shard_count(); }
+    // Shard k, opened now if it is not open; it stays open while the handle lives.
+    shard_ref shard(std::size_t k) const;
+    // From the manifest's shard table, without opening the shard:
+    std::string shard_name(std::size_t k) const { return s_->name(checked_shard(k)); }
+    std::uint64_t shard_first_record(std::size_t k) const { return s_->first_record[checked_shard(k)]; }
+    std::uint64_t shard_records(std::size_t k) const {
+        return s_->first_record[checked_shard(k) + 1] - s_->first_record[k];
+    }
+    std::uint64_t shard_bytes(std::size_t k) const { return s_->shard_bytes[checked_shard(k)]; }
+    // How many shards are open now, and at most (open_options::max_open_shards, resolved).
+    std::size_t open_shard_count() const { return s_->shards.open_count(); }
+    std::size_t max_open_shards() const { return s_->shards.limit(); }
 
     // O(1) random access; the sample owns its bytes (or, for a raw record of a mapped shard,
     // keeps the mapping alive and points into it). Thread-safe.
@@ -420,7 +647,15 @@ private:
     friend class sample;
     std::shared_ptr<const detail::dataset_state> s_;
 
-    static dataset open_once(const std::string& folder, const open_options& options);
+    // `manifest_version`: storage::version_of(manifest.json) before this attempt.
+    static dataset open_once(const std::string& folder, const open_options& options, const std::string& manifest_version);
+    static std::size_t resolve_max_open_shards(const open_options& options);
+    std::size_t checked_shard(std::size_t k) const {
+        if (k >= s_->shard_count())
+            throw error(s_->path + ": shard " + std::to_string(k) + " is out of range (" +
+                        std::to_string(s_->shard_count()) + " shards)");
+        return k;
+    }
 
     void locate(std::size_t i, std::size_t& shard, std::size_t& local) const {
         if (i >= size())
@@ -432,8 +667,10 @@ private:
     // Finds, checks and (if compressed) decompresses record i. Returns the decoded bytes: in the
     // mapping for raw records, else in `buffer`.
     // `stored` holds the stored bytes of a record whose shard is not mapped.
+    // `pinned` keeps the record's shard open while the result is used.
     const unsigned char* load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
-                              std::vector<unsigned char>& stored, detail::record_layout& layout) const;
+                              std::vector<unsigned char>& stored, detail::record_layout& layout,
+                              detail::shard_pin& pinned) const;
     static void fill(const sample& s, const sample_buffers& out, std::size_t slot);
     // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
     // buffers where the layout allows, and augmented reads only the bands their window needs.
@@ -496,7 +733,7 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
     std::string before = store.version_of(manifest_file_name);
     for (int attempt = 1;; ++attempt) {
         try {
-            return open_once(folder, resolved);
+            return open_once(folder, resolved, before);
         } catch (const error&) {
             const std::string after = store.version_of(manifest_file_name);
             if (attempt == max_attempts || after.empty() || after == before) throw;
@@ -505,13 +742,15 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
     }
 }
 
-inline dataset dataset::open_once(const std::string& folder, const open_options& options) {
+inline dataset dataset::open_once(const std::string& folder, const open_options& options,
+                                  const std::string& manifest_version) {
     using namespace detail;
     auto st = std::make_shared<dataset_state>();
     st->path = folder;
     st->store = options.storage;
     st->verify = options.verify_checksums;
     const storage& store = *st->store;
+    st->manifest_version = manifest_version;
     const std::string manifest_path = folder + "/" + manifest_file_name;
     const std::string manifest_text = store.read_small_file(manifest_file_name, manifest_max_bytes);  // its errors name the file
     try {
@@ -529,53 +768,89 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
         const auto& list = m.at("shards").as_array();
         if (list.empty()) throw error("lists no shards");
         std::uint64_t total = 0;
+        st->name_end.reserve(list.size());
+        st->shard_bytes.reserve(list.size());
+        st->first_record.reserve(list.size() + 1);
         for (std::size_t k = 0; k < list.size(); ++k) {
             const json& e = list[k];
             const std::string& name = e.at("file").as_string();
             if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
                 throw error("shard name \"" + name + "\" is not a plain file name");
-            auto shard = std::make_unique<shard_file>(store.open(name), name);
-            if (shard->size() != e.at("bytes").as_u64())
-                throw error(name + ": is " + std::to_string(shard->size()) + " bytes, the manifest says " +
-                            std::to_string(e.at("bytes").as_u64()));
-            if (shard->record_count() != e.at("records").as_u64())
-                throw error(name + ": holds " + std::to_string(shard->record_count()) + " records, the manifest says " +
-                            std::to_string(e.at("records").as_u64()));
-            if (shard->header().shard_number != k || shard->header().first_record != total ||
-                e.at("first_record").as_u64() != total)
-                throw error(name + ": is shard " + std::to_string(shard->header().shard_number) + " starting at record " +
-                            std::to_string(shard->header().first_record) + ", but the manifest lists it as shard " +
-                            std::to_string(k) + " starting at record " + std::to_string(total));
-            if (k > 0 && shard->schema_bytes() != st->shards[0]->schema_bytes())
-                throw error(name + ": its schema or classes differ from " + st->shards[0]->name());
+            const std::uint64_t records = e.at("records").as_u64();
+            if (e.at("first_record").as_u64() != total)
+                throw error(name + ": the manifest lists it as starting at record " +
+                            std::to_string(e.at("first_record").as_u64()) + ", after " + std::to_string(total) +
+                            " records in the shards before it");
+            st->names += name;
+            st->name_end.push_back(st->names.size());
+            st->shard_bytes.push_back(e.at("bytes").as_u64());
             st->first_record.push_back(total);
-            total += shard->record_count();
-            st->shards.push_back(std::move(shard));
+            if (records > ~std::uint64_t(0) - total) throw error("lists more records than 2^64");
+            total += records;
         }
         st->first_record.push_back(total);
         if (total != m.at("records").as_u64())
             throw error("the shards hold " + std::to_string(total) + " records, the manifest says " +
                         std::to_string(m.at("records").as_u64()));
+        // Shard 0 gives the schema; with no more shards than may be open at once, every shard
+        // is opened and checked now (a damaged dataset is refused at open); else each is opened
+        // and checked when first read.
+        const std::size_t count = st->shard_count();
+        const std::size_t limit = resolve_max_open_shards(options);
+        st->shards.init(count, limit, count <= limit);
+        auto first = st->open_shard(0);
+        st->schema_bytes = first->schema_bytes();
+        if (st->shards.eager()) {
+            st->shards.set_eager(0, first);
+            for (std::size_t k = 1; k < count; ++k) st->shards.set_eager(k, st->open_shard(k));
+        } else {
+            st->shards.get(0, [&first](std::size_t) { return first; });
+        }
+        st->schema = first->schema();
+        st->info = to_info(st->schema);
+        for (const auto& c : first->classes()) st->classes.push_back({c.name, c.has_colour, c.r, c.g, c.b});
     } catch (const error& e) {
         throw error(folder + ": " + e.what());
     }
-    st->schema = st->shards[0]->schema();
-    st->info = to_info(st->schema);
-    for (const auto& c : st->shards[0]->classes()) st->classes.push_back({c.name, c.has_colour, c.r, c.g, c.b});
-    // Training reads records in a random order: no read-ahead around each one (the reader asks
-    // for what a batch needs itself, see read_batch).
-    for (const auto& s : st->shards) s->source()->advise(access_pattern::random);
     dataset ds;
     ds.s_ = std::move(st);
     return ds;
 }
 
+inline shard_ref dataset::shard(std::size_t k) const {
+    checked_shard(k);
+    if (s_->shards.eager()) return shard_ref(s_->shards.eager_ptr(k));
+    return shard_ref(s_->pin(k).hold);
+}
+
+namespace detail {
+// The automatic bound on open shards: mappings count against vm.max_map_count (65,530 by
+// default, shared with the rest of the process), descriptors against the open-file limit
+// (often 1,024), so pread keeps at most half of the latter.
+inline std::size_t automatic_max_open_shards(io_mode mode) {
+    constexpr std::size_t mapped_limit = 4096;
+    if (mode != io_mode::pread) return mapped_limit;
+    struct rlimit rl {};
+    std::size_t files = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) files = static_cast<std::size_t>(rl.rlim_cur);
+    return std::max<std::size_t>(16, std::min(mapped_limit, files / 2));
+}
+}  // namespace detail
+
+inline std::size_t dataset::resolve_max_open_shards(const open_options& options) {
+    if (options.max_open_shards) return options.max_open_shards;
+    const auto* local = dynamic_cast<const detail::local_storage*>(options.storage.get());
+    return detail::automatic_max_open_shards(local ? local->mode() : io_mode::mmap);
+}
+
 inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
-                                          std::vector<unsigned char>& stored_copy, detail::record_layout& layout) const {
+                                          std::vector<unsigned char>& stored_copy, detail::record_layout& layout,
+                                          detail::shard_pin& pinned) const {
     using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
-    const shard_file& shard = *s_->shards[k];
+    pinned = s_->pin(k);
+    const shard_file& shard = *pinned;
     const index_entry e = shard.entry(local);
     const unsigned char* stored = shard.bytes() + e.offset;
     if (!shard.bytes()) {
@@ -642,15 +917,16 @@ inline sample dataset::at(std::size_t i) const {
     sample s;
     s.state_ = s_;
     s.index_ = i;
-    const detail::shard_file& shard = *s_->shards[k];
+    detail::shard_pin pinned = s_->pin(k);
+    const detail::shard_file& shard = *pinned;
     if (shard.bytes() && shard.entry(local).codec == detail::codec_raw) {
         // A raw record of a mapped shard: a view into the mapping, which the sample keeps.
         std::vector<unsigned char> unused;
-        s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_);
-        s.keep_ = shard.source();
+        s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_, pinned);
+        s.keep_ = pinned->source();
     } else {
         auto owned = std::make_shared<std::vector<unsigned char>>();
-        s.rec_ = load(i, dctx.get(), *owned, stored_copy, s.layout_);
+        s.rec_ = load(i, dctx.get(), *owned, stored_copy, s.layout_, pinned);
         s.keep_ = std::move(owned);
     }
     return s;
@@ -659,15 +935,15 @@ inline sample dataset::at(std::size_t i) const {
 inline bool dataset::zero_copy(std::size_t i) const {
     std::size_t k = 0, local = 0;
     locate(i, k, local);
-    const detail::shard_file& shard = *s_->shards[k];
-    return shard.bytes() && shard.entry(local).codec == detail::codec_raw;
+    const detail::shard_pin pinned = s_->pin(k);
+    return pinned->bytes() && pinned->entry(local).codec == detail::codec_raw;
 }
 
 inline sample dataset::read(std::size_t i, read_context& ctx) const {
     sample s;
     s.state_ = s_;
     s.index_ = i;
-    s.rec_ = load(i, ctx.dctx_.get(), ctx.buffer_, ctx.stored_, s.layout_);
+    s.rec_ = load(i, ctx.dctx_.get(), ctx.buffer_, ctx.stored_, s.layout_, ctx.pin_);
     return s;
 }
 
@@ -952,7 +1228,8 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
-    const shard_file& shard = *s_->shards[k];
+    const shard_pin pinned = s_->pin(k);
+    const shard_file& shard = *pinned;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
     if (e.codec != codec_zstd_bands) {
@@ -1077,7 +1354,7 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
         if (indices[j] >= size()) continue;  // read_slot reports it
         std::size_t k = 0, local = 0;
         locate(indices[j], k, local);
-        const detail::index_entry e = s_->shards[k]->entry(local);
+        const detail::index_entry e = s_->pin(k)->entry(local);
         wants.push_back({k, {e.offset, e.stored_size}});
     }
     std::sort(wants.begin(), wants.end(), [](const wanted& a, const wanted& b) { return a.shard < b.shard; });
@@ -1086,7 +1363,7 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
         ranges.clear();
         while (b < wants.size() && wants[b].shard == wants[a].shard) ranges.push_back(wants[b++].range);
         detail::merge_ranges(ranges, merge_gap);
-        s_->shards[wants[a].shard]->source()->prefetch(ranges.data(), ranges.size());
+        s_->pin(wants[a].shard)->source()->prefetch(ranges.data(), ranges.size());
         a = b;
     }
 }

@@ -301,12 +301,15 @@ merge_result merge_parts(const merge_options& o) {
     for (const auto& p : parts) {
         dataset ds = [&] {
             try {
-                return dataset::open(p.path);
+                open_options every_shard_mapped;  // the merge copies bytes straight from the mappings
+                every_shard_mapped.io = io_mode::mmap;
+                every_shard_mapped.max_open_shards = open_options::all_shards;
+                return dataset::open(p.path, every_shard_mapped);
             } catch (const std::exception& e) {
                 throw input_error(part_name(p) + ": " + e.what());
             }
         }();
-        const detail::shard_file& first = ds.shard(0);
+        const detail::shard_file& first = *ds.shard(0);
         if (first_part) {
             first_part = false;
             dataset_writer_options wo;
@@ -371,7 +374,7 @@ merge_result merge_parts(const merge_options& o) {
         fingerprint_group group;
         bool added = false;
         for (std::size_t k = 0; k < ds.shard_count(); ++k) {
-            const detail::shard_file& shard = ds.shard(k);
+            const detail::shard_file& shard = *ds.shard(k);
             const std::string shard_path = p.path + "/" + shard.name();
             try {
                 if (!list->next(group, shard.record_count()))

@@ -175,7 +175,9 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     };
     dataset ds;
     try {
-        ds = dataset::open(dir);
+        open_options mapped;  // whole-file hashes read the mappings
+        mapped.io = io_mode::mmap;
+        ds = dataset::open(dir, mapped);
     } catch (const std::exception& e) {
         problem(e.what());
         return r;
@@ -240,8 +242,8 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
             const std::string why = label_problem(s, ds.schema());
             if (!why.empty()) {
                 std::size_t k = 0;
-                while (k + 1 < ds.shard_count() && ds.shard(k + 1).header().first_record <= i) ++k;
-                problem(dir + ": " + ds.shard(k).name() + ": record " + std::to_string(i - ds.shard(k).header().first_record) +
+                while (k + 1 < ds.shard_count() && ds.shard_first_record(k + 1) <= i) ++k;
+                problem(dir + ": " + ds.shard_name(k) + ": record " + std::to_string(i - ds.shard_first_record(k)) +
                         " (dataset index " + std::to_string(i) + "): " + why);
             }
         } catch (const std::exception& e) {
@@ -255,7 +257,7 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         shard.source()->advise(access_pattern::sequential);
         std::uint64_t h = 0;
         try {
-            h = hash_shard(shard, [&](std::size_t local) { check_record(std::size_t(shard.header().first_record) + local); });
+            h = hash_shard(*shard, [&](std::size_t local) { check_record(std::size_t(shard.header().first_record) + local); });
         } catch (const std::exception& e) {
             problem(dir + ": " + shard.name() + ": cannot be read to the end: " + e.what());
         }

@@ -36,7 +36,10 @@ std::unique_ptr<previous_build> previous_build::load(const std::string& dir, con
         const auto folder = output_folder::open(dir, false, true);
         auto list = load_fingerprints(*folder, dataset_writer::fingerprints_file, max_list_bytes);
         if (list && list->options_digest == options_digest) {
-            dataset ds = dataset::open(dir);
+            open_options every_shard_mapped;  // records are copied from the mappings later
+            every_shard_mapped.io = io_mode::mmap;
+            every_shard_mapped.max_open_shards = open_options::all_shards;
+            dataset ds = dataset::open(dir, every_shard_mapped);
             bool matches = list->content_hash == ds.content_hash() && list->groups.size() == ds.shard_count();
             for (std::size_t k = 0; matches && k < ds.shard_count(); ++k)
                 matches = list->groups[k].shard == ds.shard(k).name() &&
@@ -45,7 +48,7 @@ std::unique_ptr<previous_build> previous_build::load(const std::string& dir, con
                 p->published_ = ds;
                 p->lists_.push_back(std::move(*list));
                 for (std::size_t k = 0; k < ds.shard_count(); ++k)
-                    p->index_group(p->lists_.back().groups[k], ds.shard(k), dir + "/" + ds.shard(k).name());
+                    p->index_group(p->lists_.back().groups[k], *ds.shard(k), dir + "/" + ds.shard(k).name());
             } else {
                 spdlog::debug("{}: fingerprints do not match the dataset; nothing is reused from it", dir);
             }

@@ -432,17 +432,18 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
 class reader {
 public:
     // path: the folder as bytes (os.fsencode), so that any name the file system holds opens.
-    reader(nb::bytes path, bool verify_checksums) : path_(path.c_str(), path.size()) {
+    // io: "auto", "mmap" or "pread" (checked in Python); max_open_shards: 0 is automatic.
+    reader(nb::bytes path, bool verify_checksums, const std::string& io, std::size_t max_open_shards)
+        : path_(path.c_str(), path.size()) {
         shardpack::open_options o;
         o.verify_checksums = verify_checksums;
+        o.io = io == "mmap" ? shardpack::io_mode::mmap : io == "pread" ? shardpack::io_mode::pread : shardpack::io_mode::automatic;
+        o.max_open_shards = max_open_shards;
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
-        std::size_t first = 0;
-        for (std::size_t k = 0; k < ds_.shard_count(); ++k) {
-            first_record_.push_back(first);
-            first += ds_.shard(k).record_count();
-        }
     }
+    std::size_t open_shards() const { return ds_.open_shard_count(); }
+    std::size_t max_open_shards() const { return ds_.max_open_shards(); }
 
     std::size_t size() const { return ds_.size(); }
     nb::str path() const { return text(path_); }
@@ -475,7 +476,7 @@ public:
     // The bytes of all shards (the dataset's size on disk, without manifest.json).
     std::uint64_t data_bytes() const {
         std::uint64_t bytes = 0;
-        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard(k).size();
+        for (std::size_t k = 0; k < ds_.shard_count(); ++k) bytes += ds_.shard_bytes(k);
         return bytes;
     }
 
@@ -755,13 +756,8 @@ private:
         }
     }
 
-    std::vector<std::size_t> first_record_;  // per shard, for record_is_raw
-
-    bool record_is_raw(std::size_t i) const {
-        const auto shard = static_cast<std::size_t>(
-            std::upper_bound(first_record_.begin(), first_record_.end(), i) - first_record_.begin() - 1);
-        return ds_.shard(shard).entry(i - first_record_[shard]).codec == shardpack::detail::codec_raw;
-    }
+    // Whether at(i) points into a mapping (a raw record of a mapped shard), not a copy.
+    bool record_is_raw(std::size_t i) const { return ds_.zero_copy(i); }
 
     // get() of a zstd record of a dataset of one size: decoded straight into a block of fresh
     // output memory (the reader's band frames decompress into the image and a stored one-hot or
@@ -895,7 +891,10 @@ NB_MODULE(_shardpack, m) {
                   "-> numpy.typing.NDArray[numpy.int64]"));
 
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
-        .def(nb::init<nb::bytes, bool>(), "path"_a, "verify_checksums"_a = true)
+        .def(nb::init<nb::bytes, bool, const std::string&, std::size_t>(), "path"_a, "verify_checksums"_a = true,
+             "io"_a = "auto", "max_open_shards"_a = 0)
+        .def_prop_ro("open_shards", &reader::open_shards)
+        .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)
         .def_prop_ro("task", &reader::task)

@@ -54,15 +54,23 @@ Normalize = Union[None, Literal["auto", "imagenet"],
                   Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
 CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
+IO = Literal["auto", "mmap", "pread"]
 Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_np.dtype[Any]"]]
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
     _cls.__module__ = "shardpack"
 
 
-def open(path: PathLike, *, verify_checksums: bool = True) -> "Dataset":
-    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset."""
-    return Dataset(path, verify_checksums=verify_checksums)
+def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0) -> "Dataset":
+    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset.
+
+    io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
+    (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
+    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in
+    include/shardpack/README.md).
+    max_open_shards: at most this many shards open at once (0: automatic, 4096, or with pread half
+    the open-file limit if lower); a dataset of more shards opens each when first read."""
+    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
 
 
 # -- argument checks: the one place (the extension trusts what these return)
@@ -363,10 +371,15 @@ class Dataset:
     changed since. The record index stays in C++: no Python object per record.
     """
 
-    def __init__(self, path: PathLike, *, verify_checksums: bool = True) -> None:
+    def __init__(self, path: PathLike, *, verify_checksums: bool = True, io: IO = "auto",
+                 max_open_shards: int = 0) -> None:
         path = _os.fspath(path)
         self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
+        self._io = _choice(io, "io", ("auto", "mmap", "pread"))
+        self._max_open = _integer(max_open_shards, "max_open_shards")
+        if self._max_open < 0:
+            raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
         self._content_hash: Optional[str] = None
         self._reader_: Optional[_Reader] = None
         self._reader  # open now, so that a missing or damaged dataset is reported here
@@ -376,7 +389,7 @@ class Dataset:
     def _reader(self) -> _Reader:
         r = self._reader_
         if r is None:
-            r = _Reader(_os.fsencode(self._path), self._verify)
+            r = _Reader(_os.fsencode(self._path), self._verify, self._io, self._max_open)
             if self._content_hash is not None and r.content_hash != self._content_hash:
                 raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
                             f"(content hash {r.content_hash}, was {self._content_hash})")
@@ -386,11 +399,14 @@ class Dataset:
         return r
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"path": self._path, "verify_checksums": self._verify, "content_hash": self._content_hash}
+        return {"path": self._path, "verify_checksums": self._verify, "io": self._io,
+                "max_open_shards": self._max_open, "content_hash": self._content_hash}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._path = state["path"]
         self._verify = state["verify_checksums"]
+        self._io = state.get("io", "auto")
+        self._max_open = state.get("max_open_shards", 0)
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
 
@@ -406,6 +422,20 @@ class Dataset:
     @property
     def verify_checksums(self) -> bool:
         return self._verify
+
+    @property
+    def io(self) -> str:
+        """How shards are read: "auto", "mmap" or "pread" (as given to open)."""
+        return self._io
+
+    @property
+    def open_shards(self) -> int:
+        """How many shards are open now (at most max_open_shards)."""
+        return int(self._reader.open_shards)
+
+    @property
+    def max_open_shards(self) -> int:
+        return int(self._reader.max_open_shards)
 
     def __len__(self) -> int:
         return len(self._reader)
