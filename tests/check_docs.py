@@ -13,7 +13,9 @@ not a git checkout):
   slugs: lower case, punctuation dropped, spaces to hyphens, -1, -2 for repeats);
 - in README.md's code blocks: every `./scripts/X` (or `scripts/X`) exists and is executable,
   every other path under a folder of the repository (src/, tests/, tools/, include/, formats/,
-  scripts/) exists, and every `shardpack SUBCOMMAND` is a subcommand src/cli/ declares.
+  scripts/) exists, and every `shardpack SUBCOMMAND --option ...` (lines continued with a
+  backslash included) names a subcommand and options src/cli/ declares; that last check also
+  in the code blocks of every other Markdown file (the CLI reference's examples).
 Links to other sites (http:, https:, mailto:) are not fetched: the check runs offline."""
 import os
 import re
@@ -130,43 +132,55 @@ def check_links(root, rel, problems):
                                 f"{os.path.relpath(dest, root)}")
 
 
-def cli_subcommands(root):
-    names = set()
+def cli_names(root):
+    """(subcommands, long options) that src/cli/ declares: add_subcommand("x", ...), and every
+    --word inside a string literal there (add_option/add_flag names such as "-q,--quiet")."""
+    names, options = set(), {"--help"}
     cli = os.path.join(root, "src", "cli")
     for d, _, files in os.walk(cli):
         for name in files:
-            if name.endswith(".cpp"):
+            if name.endswith((".cpp", ".hpp")):
                 with open(os.path.join(d, name), encoding="utf-8") as f:
-                    names |= set(re.findall(r"add_subcommand\(\s*\"([a-z-]+)\"", f.read()))
-    return names
+                    text = f.read()
+                names |= set(re.findall(r"add_subcommand\(\s*\"([a-z-]+)\"", text))
+                for literal in re.findall(r'"((?:[^"\\\n]|\\.)*)"', text):
+                    options |= set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", literal))
+    return names, options
 
 
 PATH_TOKEN = re.compile(r"(?<![\w/.-])(\./)?((?:%s)/[\w./-]*[\w/])" % "|".join(REPO_FOLDERS))
 
 
-def check_readme_commands(root, problems):
-    readme = os.path.join(root, "README.md")
-    if not os.path.isfile(readme):
-        problems.append("README.md is missing")
-        return
-    with open(readme, encoding="utf-8") as f:
+def check_commands(root, rel, problems, names):
+    """README.md: paths, scripts and shardpack commands; other files: shardpack commands."""
+    with open(os.path.join(root, rel), encoding="utf-8") as f:
         text = f.read()
-    subcommands = cli_subcommands(root)
+    subcommands, options = names
+    joined = []  # shell lines continued with a trailing backslash are one command
     for n, line in code_blocks(text):
         code = line.split("#", 1)[0] if not line.lstrip().startswith("#include") else line
-        for m in PATH_TOKEN.finditer(code):
-            rel = m.group(2)
-            dest = os.path.join(root, rel)
+        if joined and joined[-1][1].rstrip().endswith("\\"):
+            joined[-1] = (joined[-1][0], joined[-1][1].rstrip()[:-1] + " " + code)
+        else:
+            joined.append((n, code))
+    for n, code in joined:
+        for m in PATH_TOKEN.finditer(code if rel == "README.md" else ""):
+            path = m.group(2)
+            dest = os.path.join(root, path)
             if not os.path.exists(dest):
-                problems.append(f"README.md:{n}: {rel} does not exist")
-            elif rel.startswith("scripts/") and os.path.isfile(dest) and rel.endswith(".sh") \
+                problems.append(f"README.md:{n}: {path} does not exist")
+            elif path.startswith("scripts/") and os.path.isfile(dest) and path.endswith(".sh") \
                     and not os.access(dest, os.X_OK):
-                problems.append(f"README.md:{n}: {rel} is not executable")
-        for m in re.finditer(r"(?:^|[;&|]\s*|\s)shardpack\s+([a-z][a-z-]*)", code):
+                problems.append(f"README.md:{n}: {path} is not executable")
+        for m in re.finditer(r"(?:^|[;&|]\s*|\s)shardpack\s+([a-z][a-z-]*)([^;&|]*)", code):
             word = m.group(1)
             if subcommands and word not in subcommands:
-                problems.append(f"README.md:{n}: `shardpack {word}`: src/cli/ declares no such "
+                problems.append(f"{rel}:{n}: `shardpack {word}`: src/cli/ declares no such "
                                 f"subcommand (it has {', '.join(sorted(subcommands))})")
+            for opt in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", m.group(2)):
+                if subcommands and opt not in options:
+                    problems.append(f"{rel}:{n}: `shardpack {word} ... {opt}`: src/cli/ declares "
+                                    f"no option {opt}")
 
 
 def check(root):
@@ -174,9 +188,12 @@ def check(root):
     files = markdown_files(root)
     if not files:
         problems.append(f"no Markdown files found under {root}")
+    names = cli_names(root)
     for rel in files:
         check_links(root, rel, problems)
-    check_readme_commands(root, problems)
+        check_commands(root, rel, problems, names)
+    if "README.md" not in files:
+        problems.append("README.md is missing")
     return files, problems
 
 
@@ -187,7 +204,7 @@ def self_test():
         os.makedirs(os.path.join(root, "src", "cli"))
         os.makedirs(os.path.join(root, "docs"))
         with open(os.path.join(root, "src", "cli", "main.cpp"), "w") as f:
-            f.write('app.add_subcommand("build", "x");\n')
+            f.write('app.add_subcommand("build", "x");\nb->add_option("--csv", csv, "List");\n')
         script = os.path.join(root, "scripts", "demo.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\n")
@@ -210,6 +227,8 @@ def self_test():
             "a missing script": ("```sh\n./scripts/missing.sh\n```", "scripts/missing.sh does not exist"),
             "a file a command names": ("```sh\npython3 tests/nothing.py\n```", "tests/nothing.py does not exist"),
             "an unknown subcommand": ("```sh\nshardpack frobnicate x\n```", "no such subcommand"),
+            "an unknown option on a continued line": ("```sh\nshardpack build --csv x.csv \\\n    --sise 3\n```",
+                                                     "no option --sise"),
         }
         failed = 0
         for what, (snippet, expected) in faults.items():
@@ -245,7 +264,8 @@ def main(argv):
     if problems:
         print(f"{len(problems)} problem(s) in the documentation ({len(files)} Markdown files)")
         return 1
-    print(f"{len(files)} Markdown files: every relative link resolves; README's commands name real files")
+    print(f"{len(files)} Markdown files: every relative link resolves; the commands name real files, "
+          "subcommands and options")
     return 0
 
 

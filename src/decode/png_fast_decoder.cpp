@@ -9,6 +9,9 @@
 #include <vector>
 
 #include "decode/color_convert.hpp"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #endif
 
 namespace shardpack {
@@ -53,6 +56,66 @@ inline std::uint8_t paeth(int a, int b, int c) {
     return std::uint8_t(pc < pab ? c : ab);
 }
 
+#if defined(__SSE2__)
+// Average and Paeth for 3- and 4-byte pixels, a pixel at a time in SSE2 lanes (the per-byte
+// loops below carry a dependency from byte to byte); exact integer arithmetic, the same bytes.
+// The algorithm of libpng's filter_sse2_intrinsics.c.
+// Loads 4 bytes whatever Bpp is (one plain load: a 3-byte copy through memory would stall on
+// store forwarding); a 3-byte pixel's 4th lane is never stored and no lane affects another.
+// Rows are followed by at least one readable byte (the next row's filter byte, or the padding
+// after the last row; the zero row is larger than any row).
+inline __m128i load_pixel(const std::uint8_t* p) {
+    std::uint32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm_cvtsi32_si128(static_cast<int>(v));
+}
+template <int Bpp>
+inline void store_pixel(std::uint8_t* p, __m128i v) {
+    const auto x = static_cast<std::uint32_t>(_mm_cvtsi128_si32(v));
+    std::memcpy(p, &x, Bpp);
+}
+
+template <int Bpp>
+void unfilter_average_sse2(std::uint8_t* row, const std::uint8_t* prior, std::size_t n) {
+    const __m128i one = _mm_set1_epi8(1);
+    __m128i a = _mm_setzero_si128();
+    for (std::size_t i = 0; i + Bpp <= n; i += Bpp) {
+        const __m128i b = load_pixel(prior + i);
+        // floor((a + b) / 2): _mm_avg_epu8 rounds up, minus 1 where a + b is odd.
+        const __m128i avg = _mm_sub_epi8(_mm_avg_epu8(a, b), _mm_and_si128(_mm_xor_si128(a, b), one));
+        a = _mm_add_epi8(load_pixel(row + i), avg);
+        store_pixel<Bpp>(row + i, a);
+    }
+}
+
+inline __m128i abs_i16(__m128i x) {
+    const __m128i negative = _mm_cmplt_epi16(x, _mm_setzero_si128());
+    return _mm_sub_epi16(_mm_xor_si128(x, negative), negative);
+}
+inline __m128i select(__m128i c, __m128i t, __m128i e) { return _mm_or_si128(_mm_and_si128(c, t), _mm_andnot_si128(c, e)); }
+
+template <int Bpp>
+void unfilter_paeth_sse2(std::uint8_t* row, const std::uint8_t* prior, std::size_t n) {
+    const __m128i zero = _mm_setzero_si128();
+    __m128i a = zero, b = zero, c = zero;  // left, up, up-left: 16-bit lanes
+    for (std::size_t i = 0; i + Bpp <= n; i += Bpp) {
+        c = b;
+        b = _mm_unpacklo_epi8(load_pixel(prior + i), zero);
+        __m128i d = _mm_unpacklo_epi8(load_pixel(row + i), zero);
+        __m128i pa = _mm_sub_epi16(b, c), pb = _mm_sub_epi16(a, c);
+        __m128i pc = _mm_add_epi16(pa, pb);
+        pa = abs_i16(pa);
+        pb = abs_i16(pb);
+        pc = abs_i16(pc);
+        const __m128i smallest = _mm_min_epi16(pc, _mm_min_epi16(pa, pb));
+        const __m128i nearest = select(_mm_cmpeq_epi16(pa, smallest), a, select(_mm_cmpeq_epi16(pb, smallest), b, c));
+        d = _mm_add_epi8(d, nearest);  // modulo 256 in the low byte; the high byte stays 0
+        store_pixel<Bpp>(row + i, _mm_packus_epi16(d, d));
+        a = d;
+    }
+}
+#endif
+
 // Undoes the row's filter in place; `prior` is the previous unfiltered row (zeros for row 0).
 bool unfilter(std::uint8_t type, std::uint8_t* row, const std::uint8_t* prior, std::size_t n, std::size_t bpp) {
     switch (type) {
@@ -64,10 +127,18 @@ bool unfilter(std::uint8_t type, std::uint8_t* row, const std::uint8_t* prior, s
             for (std::size_t i = 0; i < n; ++i) row[i] = std::uint8_t(row[i] + prior[i]);
             return true;
         case 3:
+#if defined(__SSE2__)
+            if (bpp == 3) return unfilter_average_sse2<3>(row, prior, n), true;
+            if (bpp == 4) return unfilter_average_sse2<4>(row, prior, n), true;
+#endif
             for (std::size_t i = 0; i < bpp; ++i) row[i] = std::uint8_t(row[i] + (prior[i] >> 1));
             for (std::size_t i = bpp; i < n; ++i) row[i] = std::uint8_t(row[i] + ((row[i - bpp] + prior[i]) >> 1));
             return true;
         case 4:
+#if defined(__SSE2__)
+            if (bpp == 3) return unfilter_paeth_sse2<3>(row, prior, n), true;
+            if (bpp == 4) return unfilter_paeth_sse2<4>(row, prior, n), true;
+#endif
             for (std::size_t i = 0; i < bpp; ++i) row[i] = std::uint8_t(row[i] + prior[i]);
             for (std::size_t i = bpp; i < n; ++i) row[i] = std::uint8_t(row[i] + paeth(row[i - bpp], prior[i], prior[i - bpp]));
             return true;
@@ -79,6 +150,14 @@ bool unfilter(std::uint8_t type, std::uint8_t* row, const std::uint8_t* prior, s
 bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst, std::uint32_t want,
                  std::vector<std::uint8_t>& rgba) {
     const std::size_t w = in.width;
+    if (in.colour_type == 3 && want == 3) {  // palette straight to RGB (alpha would be dropped)
+        for (std::size_t x = 0; x < w; ++x, dst += 3) {
+            const std::size_t i = src[x];
+            if (i >= in.palette_entries) return false;
+            std::memcpy(dst, in.palette + 3 * i, 3);
+        }
+        return true;
+    }
     if (in.colour_type == 3) {  // palette: expand to RGBA first
         rgba.resize(w * 4);
         for (std::size_t x = 0; x < w; ++x) {
@@ -91,6 +170,16 @@ bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst,
     }
     const unsigned sc = in.colour_type == 3 ? 4 : in.source_channels;
     const bool grey_source = in.colour_type == 0 || in.colour_type == 4;
+    // The row already has the wanted layout (RGB as RGB, RGBA as RGBA, gray as gray): one
+    // memcpy instead of a per-pixel loop (the common case of colour masks and photos).
+    if (in.colour_type != 3 && sc == want && (grey_source == (want == 1))) {
+        std::memcpy(dst, src, w * want);
+        return true;
+    }
+    if (!grey_source && sc == 4 && want == 3) {  // RGBA -> RGB: alpha dropped
+        for (std::size_t x = 0; x < w; ++x, src += 4, dst += 3) dst[0] = src[0], dst[1] = src[1], dst[2] = src[2];
+        return true;
+    }
     for (std::size_t x = 0; x < w; ++x) {
         const std::uint8_t* s = src + x * sc;
         std::uint8_t* d = dst + x * want;
@@ -174,10 +263,11 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
     // limit, libpng's path refuses it with the usual message, before anything is allocated.
     const std::uint32_t rows = (req.max_rows == 0 || req.max_rows >= in.height) ? in.height : req.max_rows;
     if (std::uint64_t(in.width) * rows * want > max_decoded_bytes) return false;
-    scratch.raw.resize(static_cast<std::size_t>(raw_size));
+    // + 4: the SIMD unfilter reads a pixel's 4 bytes, one past the last row's end.
+    scratch.raw.resize(static_cast<std::size_t>(raw_size) + 4);
     std::size_t produced = 0, consumed = 0;
     if (libdeflate_zlib_decompress_ex(scratch.inflater.get(), scratch.idat.data(), scratch.idat.size(), scratch.raw.data(),
-                                      scratch.raw.size(), &consumed, &produced) != LIBDEFLATE_SUCCESS ||
+                                      static_cast<std::size_t>(raw_size), &consumed, &produced) != LIBDEFLATE_SUCCESS ||
         produced != raw_size)
         return false;
     // Much data after the zlib stream: libpng's path decides (it bounds such data), so that both

@@ -436,7 +436,7 @@ class _Slot:
     arrays of it included) is freed. So the array's reference count says whether anything
     outside the ring can still see the memory. (Tensors made with torch.empty would not tell:
     a view holds the storage, not the tensor object one could count.)"""
-    __slots__ = ("images", "labels", "state", "events", "__weakref__")
+    __slots__ = ("images", "labels", "state", "events", "seq", "__weakref__")
 
     # state: "free" (may be written: new, or released by the consumer), "producer" (being
     # filled or queued: not handed out yet), "delivered" (handed out, maybe still in use).
@@ -444,6 +444,7 @@ class _Slot:
     def __init__(self, images: _np.ndarray, labels: _np.ndarray):
         self.images, self.labels = images, labels
         self.state = "producer"
+        self.seq = 0  # when it was handed out (the ring's count of deliveries)
         self.events: list = []  # CUDA events to wait for before the slot is written again
 
     def referenced(self) -> bool:
@@ -458,31 +459,38 @@ _slots_lock = _threading.Lock()
 
 
 class _Ring:
-    """prefetch + 3 slots: the one being filled, `prefetch` queued, and two handed out (the loop's
-    current batch, and the previous one, which `for images, labels in loader` still holds when
-    it asks for the next). So a plain loop reuses the same slots forever; a slot whose memory is
-    still referenced when its turn comes is left to whoever holds it and replaced by a new one."""
+    """At most prefetch + 3 slots: the one being filled, `prefetch` queued, and two handed out
+    (the loop's current batch, and the previous one, which `for images, labels in loader` still
+    holds when it asks for the next). The producer takes the first free slot, so a plain loop
+    reuses the same few slots forever; when none is free and the ring is full, the slot handed
+    out longest ago (still referenced) is left to whoever holds it and replaced by a new one."""
 
     def __init__(self, size: int, allocate):
         self.size = size
         self._allocate = allocate  # () -> (images, labels) NumPy arrays of a full batch
         self._slots: list = [None] * size
-        self._next = 0
+        self._deliveries = 0
         self._lock = _threading.Lock()
         self.allocations = 0
 
     def acquire(self) -> _Slot:
-        """A slot the producer may write (waits for its CUDA events first)."""
+        """A slot the producer may write (waits for its CUDA events first): the first free one,
+        so that a loop reuses as few buffers as it needs (their memory stays faulted in and
+        warm); a new one only when none is free."""
         with self._lock:
-            k = self._next
-            self._next = (k + 1) % self.size
-            slot = self._slots[k]
-            if slot is not None and slot.state == "free":
+            slots = self._slots
+            k = next((j for j, s in enumerate(slots) if s is not None and s.state == "free"), None)
+            if k is not None:
+                slot = slots[k]
                 slot.state = "producer"
                 events, slot.events = slot.events, []
             else:
-                # Never written (None), or still in use outside the ring ("delivered": the
-                # consumer holds it): a new slot; the old memory stays with whoever holds it.
+                # None free: an empty place, else the place of the batch handed out longest ago
+                # that is still in use outside the ring (the consumer keeps it); the old memory
+                # stays with whoever holds it.
+                k = next((j for j, s in enumerate(slots) if s is None), None)
+                if k is None:
+                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq)
                 slot = _Slot(*self._allocate())
                 self._slots[k] = slot
                 self.allocations += 1
@@ -501,6 +509,8 @@ class _Ring:
                 slot.state = "free"
 
     def delivered(self, slot: _Slot) -> None:
+        self._deliveries += 1
+        slot.seq = self._deliveries
         slot.state = "delivered"
 
     def release_unreferenced(self, record_event) -> None:
