@@ -8,6 +8,8 @@
 #   ./scripts/bench.sh --csv LIST --job seg|cls [--classes DICT] [--size N] [--resize none|shorter]
 #                                       the packing and reading jobs on your own CSV
 #   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
+#   ./scripts/bench.sh --remote         only the object-storage benchmark (SeaweedFS on 127.0.0.1;
+#                                       scripts/bench/remote_bench.sh; with --quick: small)
 #   ./scripts/bench.sh --cold           only the cold-storage benchmark (~4 minutes): first epochs
 #                                       from an evicted page cache and from a simulated disk
 #                                       (8 ms seeks, 150 MB/s) in each order, against the
@@ -18,7 +20,8 @@
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
 #            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
 #            --no-python (leave the Python reading benchmark out of the full run; --quick
-#            leaves it out unless --python is given)
+#            leaves it out unless --python is given), --no-remote (leave the object-storage
+#            benchmark out of the full run)
 #
 # Prints one table and writes it, with every raw measurement, to WORK/bench.json; the Python
 # reading benchmark's table to WORK/python.json and WORK/python.md.
@@ -27,7 +30,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0 cold_only=0
-tf_adapter_only=0
+tf_adapter_only=0 remote=1 remote_only=0
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -45,8 +48,10 @@ while [ $# -gt 0 ]; do
     --python) python=1 python_only=1 ;;
     --tf-adapter) tf_adapter_only=1 ;;
     --no-python) python=0 ;;
+    --remote) remote_only=1 ;;
+    --no-remote) remote=0 ;;
     --cold) cold_only=1 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -223,6 +228,17 @@ python_part() {
   done
 }
 
+# Object storage (issue 17): shardpack from SeaweedFS on 127.0.0.1 against local disk and the
+# peers (scripts/bench/remote_bench.sh; its table in WORK/remote/remote.md).
+remote_part() {
+  scripts/bench/setup_py_venv.sh "$work/py-venv" "$root" >"$work/py-setup.json" || true
+  scripts/bench/remote_bench.sh "$bin" "$work" $([ $quick = 1 ] && echo --quick) >&2
+}
+if [ $remote_only = 1 ]; then
+  remote_part
+  exit 0
+fi
+
 if [ $python_only = 1 ]; then
   python_part
   "$py" scripts/bench/py_report.py "$results" --json "$work/python.json" --markdown "$work/python.md" \
@@ -286,6 +302,7 @@ else
   fi
 fi
 
+[ $remote = 1 ] && [ $quick = 0 ] && [ -z "$user_csv" ] && remote_part
 "$py" scripts/bench/report.py "$results" --json "$work/bench.json" --threads "$threads"
 if [ $python = 1 ]; then
   python_part

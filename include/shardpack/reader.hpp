@@ -704,8 +704,24 @@ inline file_identity identify_file(const std::string& path) {
 // shards of the manifest before the previous one). The failure then concerns a dataset that is
 // no longer current: when manifest.json has been replaced since the attempt began, it opens the
 // current one (up to 8 attempts in all).
+namespace detail {
+// The storage of an s3:// URL, when a remote library registered one (src/remote/s3_storage.cpp,
+// shardpack::remote::enable_s3_urls()): this header itself reads only local folders.
+using url_storage_opener = std::shared_ptr<const storage> (*)(const std::string& url);
+inline url_storage_opener& s3_storage_opener() {
+    static url_storage_opener opener = nullptr;
+    return opener;
+}
+}  // namespace detail
+
 inline dataset dataset::open(const std::string& folder, const open_options& options) {
     open_options resolved = options;
+    if (!resolved.storage && folder.rfind("s3://", 0) == 0) {
+        if (!detail::s3_storage_opener())
+            throw error(folder + ": s3:// URLs are read by shardpack's remote library (src/remote/, libcurl): link it and "
+                                 "call shardpack::remote::enable_s3_urls(), or pass open_options::storage");
+        resolved.storage = detail::s3_storage_opener()(folder);
+    }
     if (!resolved.storage)
         resolved.storage = std::make_shared<detail::local_storage>(
             folder, options.io == io_mode::pread ? io_mode::pread : io_mode::mmap);

@@ -17,6 +17,8 @@
 #include "cli/build_command.hpp"
 #include "cli/colors_command.hpp"
 #include "cli/merge_command.hpp"
+#include "cli/push_command.hpp"
+#include "remote/s3_storage.hpp"
 #include "cli/log_sanitizer.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "errors.hpp"
@@ -71,6 +73,8 @@ void add_help_examples(CLI::App& app) {
                    "  shardpack colors --csv list.csv --write-dict class_dict.csv"},
         {"inspect", "  shardpack inspect data/train\n  shardpack inspect data/train --json"},
         {"verify", "  shardpack verify data/train\n  shardpack verify data/train --json"},
+        {"push", "  shardpack push data/train s3://my-bucket/datasets/train\n"
+                 "  AWS_ENDPOINT_URL=http://127.0.0.1:8333 shardpack push data/train s3://local/train --json"},
         {"export", "  shardpack export data/train --index 0 --out /tmp/sample0\n"
                    "  shardpack export data/train --index 41 --out check/s41"},
     };
@@ -82,6 +86,7 @@ void add_help_examples(CLI::App& app) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    remote::enable_s3_urls();  // inspect, verify and export take s3://BUCKET/PREFIX too
     auto logger = spdlog::stderr_color_mt("shardpack");
     logger->set_formatter(make_sanitizing_formatter("%^%l%$: %v"));  // control characters escaped, long paths cut
     spdlog::set_default_logger(logger);
@@ -103,14 +108,17 @@ int main(int argc, char** argv) {
     merge_command_options merge;
     CLI::App* merge_cmd = add_merge_command(app, merge);
 
+    push_command_options push;
+    CLI::App* push_cmd = add_push_command(app, push);
+
     std::string dir;
     bool as_json = false;
     CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show a dataset's schema, classes, counts, sizes and shards");
-    inspect_cmd->add_option("dir", dir, "Dataset folder")->required();
+    inspect_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
     inspect_cmd->add_flag("--json", as_json, "Print JSON to stdout");
 
     CLI::App* verify_cmd = app.add_subcommand("verify", "Check every checksum, decode every record, check the manifest");
-    verify_cmd->add_option("dir", dir, "Dataset folder")->required();
+    verify_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
     verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
 
     std::vector<std::size_t> export_indices;
@@ -163,6 +171,7 @@ int main(int argc, char** argv) {
             std::signal(SIGTERM, on_signal);
             return run_merge_command(merge);
         }
+        if (*push_cmd) return run_push_command(push);
         if (*inspect_cmd) return run_inspect(dir, as_json);
         if (*verify_cmd) return run_verify(dir, as_json);
         if (*export_cmd) {

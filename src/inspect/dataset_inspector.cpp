@@ -82,7 +82,10 @@ json describe(const std::string& dir, const dataset& ds) {
     try {
         // Our own file read back: bounded, a regular file, never through a link; a FIFO or a
         // huge file there is refused (and reported), not waited on or read whole.
-        if (const auto text = output_folder::open(dir, false, true)->read_own_if_present("report.json", max_report_bytes)) {
+        // (An s3:// dataset has none: push sends the shards and the manifest.)
+        if (const auto text = dir.rfind("s3://", 0) == 0
+                                  ? std::nullopt
+                                  : output_folder::open(dir, false, true)->read_own_if_present("report.json", max_report_bytes)) {
             const json report = json::parse(*text);
             if (report.at("content_hash").as_string() == ds.content_hash()) {
                 out.set("class_frequencies", report.at("class_frequencies"));

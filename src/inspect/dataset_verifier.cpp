@@ -6,6 +6,7 @@
 #include "format/dataset_names.hpp"
 #include "format/dataset_writer.hpp"
 #include "format/folder_ledger.hpp"
+#include "remote/s3_client.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -119,6 +120,47 @@ std::vector<std::string> schema_copy_contradictions(const dataset& ds) {
 }
 
 namespace {
+// The XXH3-64 of a whole shard. A shard that is not mapped (read from object storage) is read
+// in windows of whole records, each window fetched at once (byte_source::prefetch, merged into
+// large concurrent GETs), and each_record(local index) is called for the records of a window
+// while its bytes are still in the source's buffers: verify fetches every byte once.
+template <class F>
+std::uint64_t hash_shard(const detail::shard_file& shard, F&& each_record) {
+    if (shard.bytes()) return XXH3_64bits(shard.bytes(), shard.size());
+    constexpr std::uint64_t window = std::uint64_t(64) << 20, piece = std::uint64_t(8) << 20;
+    const byte_source& src = *shard.source();
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    std::vector<unsigned char> buffer;
+    std::uint64_t pos = 0;
+    auto hash_to = [&](std::uint64_t end) {
+        std::vector<byte_range> ranges;
+        for (std::uint64_t at = pos; at < end; at += piece) ranges.push_back({at, std::min(piece, end - at)});
+        if (!ranges.empty()) src.prefetch(ranges.data(), ranges.size());
+        while (pos < end) {
+            const std::size_t n = static_cast<std::size_t>(std::min(piece, end - pos));
+            buffer.resize(n);
+            src.read_at(pos, n, buffer.data());
+            XXH3_64bits_update(&state, buffer.data(), n);
+            pos += n;
+        }
+    };
+    const std::size_t count = shard.record_count();
+    for (std::size_t i = 0; i < count;) {
+        std::size_t j = i;
+        std::uint64_t end = pos;
+        do {
+            const auto e = shard.entry(j++);
+            end = e.offset + e.stored_size;
+        } while (j < count && shard.entry(j).offset + shard.entry(j).stored_size - pos <= window);
+        hash_to(end);
+        for (std::size_t k = i; k < j; ++k) each_record(k);
+        i = j;
+    }
+    hash_to(shard.size());
+    return XXH3_64bits_digest(&state);
+}
+
 template <class Report>
 void check_schema_copies(const dataset& ds, const std::string& dir, Report& problem) {
     for (const auto& c : schema_copy_contradictions(ds))
@@ -146,12 +188,27 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     // The folder must hold exactly the shards the manifest names, besides those shardpack's
     // ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
     // that read it, and those a publish moved in before it was interrupted. Both are warnings.
+    // An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
     std::set<std::string> names;
     for (const auto& s : listed) names.insert(s.at("file").as_string());
-    const folder_ledger ledger = folder_ledger::load(dir).value_or(folder_ledger{});
-    for (const auto& entry : fs::directory_iterator(dir)) {
-        const std::string name = entry.path().filename().string();
-        if (name.rfind("shard-", 0) == 0 && entry.path().extension() == ".spk" && !names.count(name)) {
+    std::vector<std::pair<std::string, std::string>> entries;  // name, local path ("" remotely)
+    folder_ledger ledger;
+    if (remote::is_s3_url(dir)) {
+        const remote::s3_location where = remote::parse_s3_url(dir);
+        auto client = remote::shared_client();
+        const std::string prefix = where.prefix.empty() ? "" : where.prefix + "/";
+        for (const auto& o : client->list_objects(where.bucket, prefix))
+            if (o.key.find('/', prefix.size()) == std::string::npos) entries.push_back({o.key.substr(prefix.size()), ""});
+        bool found = false;
+        const auto text = client->get_object(where.bucket, where.key(folder_ledger::file_name), 64 << 20, &found);
+        if (found) ledger = folder_ledger::parse(std::string(text.begin(), text.end())).value_or(folder_ledger{});
+    } else {
+        ledger = folder_ledger::load(dir).value_or(folder_ledger{});
+        for (const auto& entry : fs::directory_iterator(dir))
+            entries.push_back({entry.path().filename().string(), entry.path().string()});
+    }
+    for (const auto& [name, path] : entries) {
+        if (name.rfind("shard-", 0) == 0 && fs::path(name).extension() == ".spk" && !names.count(name)) {
             if (ledger.retained.count(name))
                 r.warnings.push_back(dir + ": shard " + name +
                                      " is kept from the previous build for readers that opened its manifest; the next build removes it");
@@ -161,7 +218,10 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
             // Unlisted: a build of an older shardpack killed just before its manifest rename
             // leaves shards whose bytes hash to their own names; the manifest's dataset is whole.
             // A shard whose name does not match its bytes came from somewhere else: damage.
-            else if (names_its_own_hash(entry.path().string(), name))
+            else if (path.empty())
+                r.warnings.push_back(dir + ": extra shard " + name +
+                                     " is named by neither the manifest nor the ledger; push leaves it alone");
+            else if (names_its_own_hash(path, name))
                 r.warnings.push_back(dir + ": extra shard " + name +
                                      " is not named by the manifest; its bytes match its name (an interrupted build?), but no "
                                      "ledger lists it, so no build removes it");
@@ -174,10 +234,33 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
 
     // Whole-file hashes: these also cover the zero padding between records.
     std::vector<unsigned char> shard_hashes;
+    read_context ctx;
+    std::vector<char> record_checked(ds.size(), 0);
+    auto check_record = [&](std::size_t i) {
+        try {
+            const sample s = ds.read(i, ctx);
+            const std::string why = label_problem(s, ds.schema());
+            if (!why.empty()) {
+                std::size_t k = 0;
+                while (k + 1 < ds.shard_count() && ds.shard_first_record(k + 1) <= i) ++k;
+                problem(dir + ": " + ds.shard_name(k) + ": record " + std::to_string(i - ds.shard_first_record(k)) +
+                        " (dataset index " + std::to_string(i) + "): " + why);
+            }
+        } catch (const std::exception& e) {
+            problem(e.what());
+        }
+        record_checked[i] = 1;
+        ++r.records_checked;
+    };
     for (std::size_t k = 0; k < ds.shard_count(); ++k) {
         const auto& shard = ds.shard(k);
         shard.source()->advise(access_pattern::sequential);
-        const std::uint64_t h = XXH3_64bits(shard.bytes(), shard.size());
+        std::uint64_t h = 0;
+        try {
+            h = hash_shard(*shard, [&](std::size_t local) { check_record(std::size_t(shard.header().first_record) + local); });
+        } catch (const std::exception& e) {
+            problem(dir + ": " + shard.name() + ": cannot be read to the end: " + e.what());
+        }
         // The reader does not use these members; a manifest without them is damage to report,
         // not a reason to stop checking the records.
         if (const std::string* want = manifest_string(listed[k], "xxh3", dir + ": manifest.json: shard " + shard.name(), problem)) {
@@ -196,22 +279,8 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     if (const std::string* want = manifest_string(manifest, "content_hash", dir + ": manifest.json", problem))
         if (content_hash != *want) problem(dir + ": content hash " + content_hash + " differs from the manifest's " + *want);
 
-    read_context ctx;
-    for (std::size_t i = 0; i < ds.size(); ++i) {
-        try {
-            const sample s = ds.read(i, ctx);
-            const std::string why = label_problem(s, ds.schema());
-            if (!why.empty()) {
-                std::size_t k = 0;
-                while (k + 1 < ds.shard_count() && ds.shard_first_record(k + 1) <= i) ++k;
-                problem(dir + ": " + ds.shard_name(k) + ": record " + std::to_string(i - ds.shard_first_record(k)) +
-                        " (dataset index " + std::to_string(i) + "): " + why);
-            }
-        } catch (const std::exception& e) {
-            problem(e.what());
-        }
-        ++r.records_checked;
-    }
+    for (std::size_t i = 0; i < ds.size(); ++i)
+        if (!record_checked[i]) check_record(i);  // mapped shards: after all hashes, as before
     return r;
 }
 

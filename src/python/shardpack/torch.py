@@ -366,14 +366,14 @@ class Sampler(_data.Sampler):
                                block=self.block, window=self.window)
 
     def read_ahead(self, dataset, order, batch_size):
-        """A shardpack._readahead.ReadAhead for reading `order` (this sampler's) from dataset: with
-        the blocks order, whole blocks one window ahead; else the records of the next two batches."""
-        if self.shuffle and self.order == "blocks":
-            source = self.n if self._order_source is None else self._order_source
-            starts, window = _sp._block_starts(source, self.block, self.window)
-            records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
-            return _ReadAhead(dataset, order, records_per_window, block_starts=starts)
-        return _ReadAhead(dataset, order, 2 * batch_size)
+        """With the blocks order, a shardpack._readahead.ReadAhead that fetches `order`'s blocks
+        (this sampler's) whole, one window ahead; else None (read_batch announces each batch)."""
+        if not (self.shuffle and self.order == "blocks"):
+            return None
+        source = self.n if self._order_source is None else self._order_source
+        starts, window = _sp._block_starts(source, self.block, self.window)
+        records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
+        return _ReadAhead(dataset, order, records_per_window, starts)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -675,7 +675,8 @@ class Loader:
                 idx = order[start:start + b]
                 if len(idx) < b and self.drop_last:
                     break
-                ahead.before(start)
+                if ahead is not None:
+                    ahead.before(start)
                 if self._ring is not None:
                     slot = self._ring.acquire()
                     item = (*self._into_slot(slot, idx, seed, epoch), len(idx), slot)

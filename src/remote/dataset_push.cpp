@@ -1,0 +1,180 @@
+#include "remote/dataset_push.hpp"
+
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "format/dataset_names.hpp"
+#include "format/folder_ledger.hpp"
+#include "inspect/dataset_verifier.hpp"
+#include "io/input_file.hpp"
+#include "shardpack/detail/error.hpp"
+#include "shardpack/reader.hpp"
+
+namespace shardpack::remote {
+
+namespace {
+
+constexpr std::uint64_t ledger_max_bytes = std::uint64_t(64) << 20;
+
+std::vector<unsigned char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+detail::json push_result::report() const {
+    detail::json j = detail::json::object();
+    j.set("url", url);
+    j.set("content_hash", content_hash);
+    j.set("records", records);
+    j.set("shards", shards);
+    j.set("shards_uploaded", shards_uploaded);
+    j.set("bytes_uploaded", bytes_uploaded);
+    j.set("shards_present", shards_present);
+    j.set("shards_removed", shards_removed);
+    j.set("shards_retained", shards_retained);
+    j.set("unknown_objects", unknown_objects);
+    j.set("manifest_unchanged", manifest_unchanged);
+    j.set("seconds", seconds);
+    return j;
+}
+
+push_result push_dataset(const std::string& dir, const std::string& url, s3_client& client,
+                         const std::function<void(const std::string&)>& log) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const s3_location where = parse_s3_url(url);
+    push_result r;
+    r.url = where.url();
+    const std::string manifest_path = dir + "/" + manifest_file_name;
+
+    // 1. The local dataset, verified in full, and its manifest as it was verified.
+    auto read_manifest = [&] { return input_file(manifest_path).read_all(detail::manifest_max_bytes); };
+    const std::string manifest_text = read_manifest();
+    const verify_result v = verify_dataset(dir);
+    if (!v.ok()) {
+        std::string first = v.problems.front();
+        throw error(dir + ": not pushed: verification found " + std::to_string(v.problems.size()) + " problem(s); the first: " +
+                    first);
+    }
+    if (read_manifest() != manifest_text)
+        throw error(dir + ": not pushed: manifest.json was replaced while it was verified (a rebuild?); push again");
+    const detail::json manifest = detail::json::parse(manifest_text, detail::manifest_max_values);
+    r.content_hash = manifest.at("content_hash").as_string();
+    r.records = manifest.at("records").as_u64();
+    std::map<std::string, std::uint64_t> local;  // name -> bytes
+    std::vector<std::string> order;
+    for (const auto& s : manifest.at("shards").as_array()) {
+        const std::string& name = s.at("file").as_string();
+        if (!is_shard_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard name");
+        local[name] = s.at("bytes").as_u64();
+        order.push_back(name);
+    }
+    r.shards = order.size();
+
+    // 2. What the prefix holds.
+    bool found = false;
+    const auto old_bytes = client.get_object(where.bucket, where.key(manifest_file_name), detail::manifest_max_bytes, &found);
+    std::set<std::string> old_names;
+    std::string old_text(old_bytes.begin(), old_bytes.end());
+    if (found) {
+        try {
+            const detail::json old = detail::json::parse(old_text, detail::manifest_max_values);
+            for (const auto& s : old.at("shards").as_array()) {
+                const std::string& name = s.at("file").as_string();
+                if (is_shard_name(name)) old_names.insert(name);
+            }
+        } catch (const error& e) {
+            throw error(where.url(manifest_file_name) + ": not a shardpack manifest (" + e.what() +
+                        "); not pushing over it (remove it, or push to another prefix)");
+        }
+    }
+    folder_ledger ledger;
+    const auto ledger_bytes = client.get_object(where.bucket, where.key(folder_ledger::file_name), ledger_max_bytes, &found);
+    if (found) {
+        const auto parsed = folder_ledger::parse(std::string(ledger_bytes.begin(), ledger_bytes.end()));
+        if (!parsed) throw error(where.url(folder_ledger::file_name) + ": not a shardpack ledger; not pushing over it");
+        ledger = *parsed;
+    }
+    const std::string list_prefix = where.prefix.empty() ? "" : where.prefix + "/";
+    std::map<std::string, std::uint64_t> remote;  // plain names directly under the prefix
+    for (const auto& o : client.list_objects(where.bucket, list_prefix)) {
+        const std::string name = o.key.substr(list_prefix.size());
+        if (name.find('/') == std::string::npos) remote[name] = o.size;
+    }
+
+    // 3. The shards it lacks, announced in the ledger first.
+    std::vector<std::string> send;
+    for (const auto& name : order) {
+        const auto it = remote.find(name);
+        if (it != remote.end() && it->second == local[name]) ++r.shards_present;
+        else send.push_back(name);
+    }
+    if (!send.empty()) {
+        folder_ledger announce = ledger;
+        for (const auto& n : send) announce.pending.insert(n);
+        client.put_object(where.bucket, where.key(folder_ledger::file_name), bytes_of(announce.text()));
+        log("uploading " + std::to_string(send.size()) + " shard(s) to " + where.url());
+        std::vector<s3_pending> puts;
+        for (const auto& n : send) puts.push_back(client.put_file_async(where.bucket, where.key(n), dir + "/" + n));
+        std::string failure;
+        for (auto& p : puts) {
+            try {
+                p.wait();
+            } catch (const error& e) {
+                if (failure.empty()) failure = e.what();
+            }
+        }
+        if (!failure.empty()) throw error("not published (the remote manifest is unchanged): " + failure);
+        std::map<std::string, std::uint64_t> after;
+        for (const auto& o : client.list_objects(where.bucket, list_prefix)) after[o.key.substr(list_prefix.size())] = o.size;
+        for (const auto& n : send) {
+            const auto it = after.find(n);
+            if (it == after.end() || it->second != local[n])
+                throw error(where.url(n) + ": after the upload the server lists " +
+                            (it == after.end() ? std::string("no such object") : std::to_string(it->second) + " bytes") +
+                            ", " + std::to_string(local[n]) + " were sent; not published (the remote manifest is unchanged)");
+            r.bytes_uploaded += local[n];
+        }
+        r.shards_uploaded = send.size();
+        ledger = announce;
+    }
+
+    // 4. The manifest, last.
+    if (old_text == manifest_text) {
+        r.manifest_unchanged = true;
+    } else {
+        client.put_object(where.bucket, where.key(manifest_file_name), bytes_of(manifest_text));
+        const auto back = client.get_object(where.bucket, where.key(manifest_file_name), detail::manifest_max_bytes, &found);
+        if (!found || std::string(back.begin(), back.end()) != manifest_text)
+            throw error(where.url(manifest_file_name) + ": reads back different from what was written (another push at the same time?)");
+    }
+
+    // 5. The grace rule: keep the replaced manifest's shards until the next push.
+    std::set<std::string> keep(order.begin(), order.end());
+    if (!r.manifest_unchanged) keep.insert(old_names.begin(), old_names.end());
+    std::set<std::string> candidates = ledger.retained;
+    candidates.insert(ledger.pending.begin(), ledger.pending.end());
+    folder_ledger next;
+    for (const auto& n : keep)
+        if (!local.count(n)) next.retained.insert(n);
+    // A manifest left unchanged keeps its ledger's retained shards: they are still the grace
+    // of the push before.
+    if (r.manifest_unchanged)
+        for (const auto& n : ledger.retained)
+            if (!local.count(n)) next.retained.insert(n);
+    for (const auto& n : candidates) {
+        if (keep.count(n) || next.retained.count(n)) continue;
+        client.delete_object(where.bucket, where.key(n));
+        ++r.shards_removed;
+    }
+    client.put_object(where.bucket, where.key(folder_ledger::file_name), bytes_of(next.text()));
+    r.shards_retained = next.retained.size();
+    for (const auto& [name, size] : remote) {
+        (void)size;
+        if (!keep.count(name) && !candidates.count(name) && name != manifest_file_name && name != folder_ledger::file_name)
+            ++r.unknown_objects;
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return r;
+}
+
+}  // namespace shardpack::remote

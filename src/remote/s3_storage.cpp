@@ -1,0 +1,619 @@
+#include "remote/s3_storage.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "shardpack/detail/endian.hpp"
+#include "shardpack/detail/format.hpp"
+#include "shardpack/detail/json.hpp"
+#include "shardpack/detail/xxhash.hpp"
+#include "shardpack/reader.hpp"
+
+namespace shardpack::remote {
+
+namespace {
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string();
+}
+
+std::uint64_t env_bytes(const char* name, std::uint64_t fallback) {
+    const std::string v = env(name);
+    if (v.empty()) return fallback;
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    std::uint64_t scale = 1;
+    if (end && (*end == 'K' || *end == 'k')) scale = 1ull << 10, ++end;
+    else if (end && (*end == 'M' || *end == 'm')) scale = 1ull << 20, ++end;
+    else if (end && (*end == 'G' || *end == 'g')) scale = 1ull << 30, ++end;
+    if (!end || *end || v[0] == '-' || end == v.c_str())
+        throw error(std::string(name) + "=" + v + ": expected a byte count (a whole number, optionally with K, M or G)");
+    return std::uint64_t(n) * scale;
+}
+
+std::string hex64(std::uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    std::string s(16, '0');
+    for (int i = 15; i >= 0; --i, v >>= 4) s[std::size_t(i)] = digits[v & 15];
+    return s;
+}
+
+// The XXH3-64 a shard's name carries (shard-NNNNN-<16 hex>.spk), or "".
+std::string hash_in_name(const std::string& name) {
+    const auto dash = name.rfind('-');
+    const auto dot = name.rfind('.');
+    if (dash == std::string::npos || dot == std::string::npos || dot < dash || dot - dash - 1 != 16) return {};
+    return name.substr(dash + 1, 16);
+}
+
+bool make_dirs(const std::string& path) {
+    std::string at;
+    for (std::size_t i = 0; i <= path.size(); ++i) {
+        if (i == path.size() || path[i] == '/') {
+            if (!at.empty()) {
+                if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return false;
+            }
+        }
+        if (i < path.size()) at += path[i];
+    }
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Writes bytes to dir/name through a temporary and a rename (never through a link: O_EXCL on
+// a fresh name). A cache that cannot be written is not an error: false.
+bool write_cache_file(const std::string& dir, const std::string& name, const unsigned char* a, std::size_t na,
+                      const unsigned char* b = nullptr, std::size_t nb = 0) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + hex64(rng());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    bool ok = true;
+    for (auto [p, n] : {std::pair<const unsigned char*, std::size_t>{a, na}, {b, nb}}) {
+        std::size_t done = 0;
+        while (ok && done < n) {
+            const ssize_t w = ::write(fd, p + done, n - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) ok = false;
+            else done += std::size_t(w);
+        }
+    }
+    if (::close(fd) != 0) ok = false;
+    if (ok && ::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) ok = false;
+    if (!ok) ::unlink(tmp.c_str());
+    return ok;
+}
+
+}  // namespace
+
+remote_options remote_options::from_environment() {
+    remote_options o;
+    o.cache_dir = env("SHARDPACK_CACHE_DIR");
+    o.shard_cache_bytes = env_bytes("SHARDPACK_SHARD_CACHE_BYTES", o.shard_cache_bytes);
+    o.merge_gap = env_bytes("SHARDPACK_S3_MERGE_GAP", o.merge_gap);
+    o.max_request = std::max<std::uint64_t>(env_bytes("SHARDPACK_S3_MAX_REQUEST", o.max_request), 4096);
+    o.buffer_bytes = std::max<std::uint64_t>(env_bytes("SHARDPACK_S3_BUFFER_BYTES", o.buffer_bytes), 1 << 20);
+    return o;
+}
+
+class s3_source;
+
+struct chunk {
+    std::uint64_t offset = 0, length = 0;
+    s3_pending pending;  // reset when evicted
+    bool metadata = false;
+};
+
+struct s3_storage::impl {
+    std::shared_ptr<s3_client> client;
+    s3_location where;
+    remote_options opts;
+    std::string meta_dir, shard_dir;  // empty: no disk cache
+
+    mutable std::mutex m;
+    std::map<std::string, std::uint64_t> sizes;                 // from the last manifest read
+    std::map<std::string, std::shared_ptr<s3_source>> preopened;  // metadata prefetched, not yet opened
+    std::vector<std::pair<std::string, std::uint64_t>> order;     // the manifest's shards, in order
+    std::size_t next_meta = 0, opened = 0;                        // metadata prefetched up to; shards opened
+    static constexpr std::size_t meta_lookahead = 128;           // shards whose heads are fetched ahead of open
+    std::deque<std::shared_ptr<chunk>> fifo;                    // every chunk holding memory, oldest first
+    std::uint64_t held = 0;
+    remote_stats stats;
+    std::mutex shard_cache_m;  // one whole-shard download or eviction at a time
+
+    // Adds c to the memory budget, evicting the oldest chunks beyond it. Caller holds m.
+    void account(const std::shared_ptr<chunk>& c) {
+        fifo.push_back(c);
+        held += c->length;
+        while (held > opts.buffer_bytes && fifo.size() > 1) {
+            auto& old = fifo.front();
+            held -= old->length;
+            old->pending = s3_pending();
+            fifo.pop_front();
+        }
+    }
+};
+
+class s3_source final : public byte_source {
+public:
+    s3_source(std::shared_ptr<s3_storage::impl> st, std::string name, std::uint64_t size)
+        : st_(std::move(st)), name_(std::move(name)), key_(st_->where.key(name_)), size_(size) {}
+    ~s3_source() override {
+        if (cache_fd_ >= 0) ::close(cache_fd_);
+    }
+
+    std::uint64_t size() const override { return size_; }
+    std::string describe() const override { return st_->where.url(name_); }
+
+    void read_at(std::uint64_t offset, std::size_t length, void* dst) const override {
+        if (offset > size_ || length > size_ - offset)
+            throw error(describe() + ": read of " + std::to_string(length) + " bytes at " + std::to_string(offset) +
+                        " runs past the end (" + std::to_string(size_) + " bytes)");
+        if (length == 0) return;
+        if (local_copy(offset, length, dst)) return;
+        // The chunks that hold the range, possibly several side by side.
+        std::vector<std::pair<s3_pending, std::uint64_t>> parts;  // pending, chunk offset
+        std::vector<std::shared_ptr<chunk>> used;
+        {
+            std::lock_guard<std::mutex> lock(st_->m);
+            st_->stats.bytes_delivered += length;
+            std::vector<std::shared_ptr<chunk>> over;
+            for (std::size_t i = 0; i < chunks_.size();) {
+                const auto& c = chunks_[i];
+                if (!c->pending.valid()) {  // evicted
+                    chunks_.erase(chunks_.begin() + std::ptrdiff_t(i));
+                    continue;
+                }
+                if (c->offset < offset + length && c->offset + c->length > offset) over.push_back(c);
+                ++i;
+            }
+            std::sort(over.begin(), over.end(), [](const auto& a, const auto& b) { return a->offset < b->offset; });
+            std::uint64_t at = offset;
+            for (const auto& c : over) {
+                if (at >= offset + length) break;
+                if (c->offset > at || c->offset + c->length <= at) continue;
+                parts.push_back({c->pending, c->offset});
+                used.push_back(c);
+                at = c->offset + c->length;
+            }
+            if (at < offset + length) parts.clear();  // a hole: fetched below, whole
+        }
+        const bool meta = is_metadata(offset, length);
+        if (!parts.empty()) {
+            std::uint64_t at = offset;
+            auto* out = static_cast<unsigned char*>(dst);
+            for (auto& [p, base] : parts) {
+                const auto& body = p.wait();
+                const std::uint64_t n = std::min<std::uint64_t>(base + body.size(), offset + length) - at;
+                std::memcpy(out + (at - offset), body.data() + (at - base), static_cast<std::size_t>(n));
+                at += n;
+            }
+            if (meta) {
+                learn(offset, out, length);
+                store_metadata(offset, length, out);
+                release_metadata_chunks(used);
+            }
+            return;
+        }
+        if (meta && load_metadata(offset, length, static_cast<unsigned char*>(dst))) {
+            learn(offset, static_cast<unsigned char*>(dst), length);
+            return;
+        }
+        const auto body = st_->client->get_range(st_->where.bucket, key_, offset, length, size_);
+        {
+            std::lock_guard<std::mutex> lock(st_->m);
+            if (meta) ++st_->stats.metadata_gets;
+            else ++st_->stats.range_gets, st_->stats.range_bytes += length;
+        }
+        std::memcpy(dst, body.data(), length);
+        if (meta) {
+            learn(offset, body.data(), length);
+            store_metadata(offset, length, body.data());
+        }
+    }
+
+    void prefetch(const byte_range* ranges, std::size_t count) const override {
+        if (count == 0) return;
+        if (whole_shard_wanted()) {
+            start_download();
+            return;
+        }
+        std::vector<byte_range> merged;
+        {
+            // Ranges a fetched (or fetching) range already holds are not asked for again: with
+            // the blocks order the next batches of a window read what the first one brought.
+            // (The reader merged its ranges already: only the parts no chunk holds remain.)
+            std::lock_guard<std::mutex> lock(st_->m);
+            std::vector<byte_range> held;
+            for (const auto& c : chunks_)
+                if (c->pending.valid()) held.push_back({c->offset, c->length});
+            std::sort(held.begin(), held.end(), [](const byte_range& a, const byte_range& b) { return a.offset < b.offset; });
+            for (std::size_t i = 0; i < count; ++i) {
+                std::uint64_t at = ranges[i].offset;
+                const std::uint64_t end = ranges[i].offset + ranges[i].length;
+                for (const byte_range& h : held) {
+                    if (h.offset + h.length <= at) continue;
+                    if (h.offset >= end) break;
+                    if (h.offset > at) merged.push_back({at, h.offset - at});
+                    at = std::max(at, h.offset + h.length);
+                    if (at >= end) break;
+                }
+                if (at < end) merged.push_back({at, end - at});
+            }
+        }
+        std::sort(merged.begin(), merged.end(), [](const byte_range& a, const byte_range& b) { return a.offset < b.offset; });
+        // Merge ranges closer than merge_gap, up to max_request bytes per GET.
+        std::vector<byte_range> gets;
+        for (const byte_range& r : merged) {
+            if (r.length == 0 || r.offset >= size_) continue;
+            const std::uint64_t end = std::min(r.offset + r.length, size_);
+            if (!gets.empty()) {
+                byte_range& last = gets.back();
+                const std::uint64_t last_end = last.offset + last.length;
+                if (r.offset <= last_end + st_->opts.merge_gap && std::max(end, last_end) - last.offset <= st_->opts.max_request) {
+                    last.length = std::max(end, last_end) - last.offset;
+                    continue;
+                }
+            }
+            gets.push_back({r.offset, end - r.offset});
+        }
+        std::lock_guard<std::mutex> lock(st_->m);
+        for (const byte_range& g : gets) {
+            bool covered = false;
+            for (const auto& c : chunks_)
+                if (c->pending.valid() && g.offset >= c->offset && g.offset + g.length <= c->offset + c->length) covered = true;
+            if (covered) continue;
+            add_chunk(g.offset, g.length, false);
+        }
+    }
+
+    // Metadata GETs (head and tail) at manifest time, unless the disk cache has them.
+    void prefetch_metadata(std::uint64_t speculative) {
+        const std::uint64_t n = std::min(speculative, size_);
+        if (n == 0) return;
+        std::vector<unsigned char> probe;
+        std::lock_guard<std::mutex> lock(st_->m);
+        for (std::uint64_t off : {std::uint64_t(0), size_ - n}) {
+            if (!cache_path(off, n).empty() && ::access(cache_path(off, n).c_str(), R_OK) == 0) continue;
+            add_chunk(off, n, true);
+            if (n == size_) break;
+        }
+    }
+
+private:
+    std::shared_ptr<s3_storage::impl> st_;
+    std::string name_, key_;
+    std::uint64_t size_;
+    mutable std::vector<std::shared_ptr<chunk>> chunks_;  // guarded by st_->m
+    mutable std::uint64_t index_offset_ = UINT64_MAX;      // from the trailer, once seen (guarded by st_->m)
+    // Whole-shard cache (guarded by dl_m_):
+    mutable std::mutex dl_m_;
+    mutable std::vector<s3_pending> parts_;
+    mutable bool download_failed_ = false;
+    mutable int cache_fd_ = -1;
+
+    // Heads and tails are read once by the shard's parse (and kept by it, and on disk): their
+    // memory goes back to the budget at once.
+    void release_metadata_chunks(const std::vector<std::shared_ptr<chunk>>& used) const {
+        std::lock_guard<std::mutex> lock(st_->m);
+        for (auto& c : used)
+            if (c->metadata && c->pending.valid()) {
+                c->pending = s3_pending();
+                st_->held -= std::min(st_->held, c->length);
+                c->length = 0;
+            }
+    }
+
+    // Caller holds st_->m.
+    void add_chunk(std::uint64_t off, std::uint64_t len, bool metadata) const {
+        auto c = std::make_shared<chunk>();
+        c->offset = off;
+        c->length = len;
+        c->metadata = metadata;
+        c->pending = st_->client->get_range_async(st_->where.bucket, key_, off, len, size_);
+        if (metadata) ++st_->stats.metadata_gets;
+        else ++st_->stats.range_gets, st_->stats.range_bytes += len;
+        chunks_.push_back(c);
+        st_->account(c);
+    }
+
+    bool is_metadata(std::uint64_t offset, std::uint64_t length) const {
+        std::lock_guard<std::mutex> lock(st_->m);
+        return offset == 0 || offset + length == size_ || (index_offset_ != UINT64_MAX && offset >= index_offset_);
+    }
+
+    // Learns where the index starts from a read that holds the trailer.
+    void learn(std::uint64_t offset, const unsigned char* bytes, std::uint64_t length) const {
+        if (offset + length != size_ || length < detail::trailer_size) return;
+        const unsigned char* t = bytes + length - detail::trailer_size;
+        if (std::memcmp(t + 32, detail::trailer_magic, 8) != 0) return;
+        std::lock_guard<std::mutex> lock(st_->m);
+        index_offset_ = detail::load_u64(t);
+    }
+
+    std::string cache_path(std::uint64_t offset, std::uint64_t length) const {
+        if (st_->meta_dir.empty()) return {};
+        return st_->meta_dir + "/" + name_ + "." + std::to_string(offset) + "-" + std::to_string(length);
+    }
+
+    bool load_metadata(std::uint64_t offset, std::uint64_t length, unsigned char* dst) const {
+        const std::string path = cache_path(offset, length);
+        if (path.empty()) return false;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd < 0) return false;
+        struct stat st {};
+        bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == length + 8;
+        unsigned char sum[8];
+        if (ok) ok = ::pread(fd, dst, length, 0) == ssize_t(length) && ::pread(fd, sum, 8, off_t(length)) == 8;
+        ::close(fd);
+        // A damaged cache file is ignored (and replaced by the next fetch).
+        if (ok && detail::load_u64(sum) != XXH3_64bits(dst, length)) ok = false;
+        if (ok) {
+            std::lock_guard<std::mutex> lock(st_->m);
+            ++st_->stats.metadata_cache_hits;
+        }
+        return ok;
+    }
+
+    void store_metadata(std::uint64_t offset, std::uint64_t length, const unsigned char* bytes) const {
+        if (st_->meta_dir.empty() || hash_in_name(name_).empty()) return;  // only content-named shards
+        const std::string path = cache_path(offset, length);
+        if (::access(path.c_str(), F_OK) == 0) return;
+        unsigned char sum[8];
+        const std::uint64_t h = XXH3_64bits(bytes, length);
+        for (int i = 0; i < 8; ++i) sum[i] = static_cast<unsigned char>(h >> (8 * i));
+        write_cache_file(st_->meta_dir, path.substr(st_->meta_dir.size() + 1), bytes, length, sum, 8);
+    }
+
+    // ---- whole-shard cache
+    bool whole_shard_wanted() const {
+        return !st_->shard_dir.empty() && st_->opts.shard_cache_bytes >= size_ && !hash_in_name(name_).empty();
+    }
+
+    void start_download() const {
+        std::lock_guard<std::mutex> lock(dl_m_);
+        if (cache_fd_ >= 0 || !parts_.empty() || download_failed_) return;
+        const std::string path = st_->shard_dir + "/" + name_;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            struct stat sb {};
+            if (::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && std::uint64_t(sb.st_size) == size_) {
+                cache_fd_ = fd;
+                ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used
+                std::lock_guard<std::mutex> l2(st_->m);
+                ++st_->stats.shard_cache_hits;
+                return;
+            }
+            ::close(fd);
+        }
+        for (std::uint64_t off = 0; off < size_; off += st_->opts.max_request)
+            parts_.push_back(st_->client->get_range_async(st_->where.bucket, key_, off,
+                                                          std::min(st_->opts.max_request, size_ - off), size_));
+        std::lock_guard<std::mutex> l2(st_->m);
+        ++st_->stats.shard_downloads;
+        st_->stats.range_gets += parts_.size();
+        st_->stats.range_bytes += size_;
+    }
+
+    // Waits for the download (if any), checks the whole object against its name's hash and
+    // keeps it on disk. True when the bytes can be read from the local copy.
+    bool local_copy(std::uint64_t offset, std::size_t length, void* dst) const {
+        if (!whole_shard_wanted() || is_metadata(offset, length)) return false;
+        start_download();
+        std::lock_guard<std::mutex> lock(dl_m_);
+        if (download_failed_) return false;
+        if (cache_fd_ < 0) {
+            std::vector<std::vector<unsigned char>> bodies;
+            try {
+                for (auto& p : parts_) bodies.push_back(p.wait());
+            } catch (const error&) {
+                parts_.clear();
+                download_failed_ = true;  // reads go range by range, and report their own errors
+                return false;
+            }
+            parts_.clear();
+            XXH3_state_t h;
+            XXH3_64bits_reset(&h);
+            for (const auto& b : bodies) XXH3_64bits_update(&h, b.data(), b.size());
+            if (hex64(XXH3_64bits_digest(&h)) != hash_in_name(name_))
+                throw error(describe() + ": the object's bytes do not hash to the XXH3 in its name: it is damaged on the server");
+            std::vector<unsigned char> whole;
+            whole.reserve(static_cast<std::size_t>(size_));
+            for (auto& b : bodies) whole.insert(whole.end(), b.begin(), b.end());
+            bodies.clear();
+            {
+                std::lock_guard<std::mutex> l2(st_->shard_cache_m);
+                make_room(size_);
+                write_cache_file(st_->shard_dir, name_, whole.data(), whole.size());
+            }
+            cache_fd_ = ::open((st_->shard_dir + "/" + name_).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            if (cache_fd_ < 0) {  // the cache could not be written: serve this read from memory
+                std::memcpy(dst, whole.data() + offset, length);
+                download_failed_ = true;
+                return true;
+            }
+        }
+        std::size_t done = 0;
+        while (done < length) {
+            const ssize_t got = ::pread(cache_fd_, static_cast<char*>(dst) + done, length - done, off_t(offset + done));
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) throw error(st_->shard_dir + "/" + name_ + ": cannot read the cached shard");
+            done += std::size_t(got);
+        }
+        std::lock_guard<std::mutex> l2(st_->m);
+        st_->stats.bytes_delivered += length;
+        return true;
+    }
+
+    // Removes the least recently used cached shards until `incoming` more bytes fit the limit.
+    void make_room(std::uint64_t incoming) const {
+        DIR* d = ::opendir(st_->shard_dir.c_str());
+        if (!d) return;
+        struct entry {
+            std::string name;
+            std::uint64_t size;
+            std::int64_t used;
+        };
+        std::vector<entry> files;
+        std::uint64_t total = 0;
+        while (dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n == "." || n == "..") continue;
+            struct stat sb {};
+            if (::fstatat(::dirfd(d), n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
+            files.push_back({n, std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec) * 1000000000 + sb.st_mtim.tv_nsec});
+            total += std::uint64_t(sb.st_size);
+        }
+        std::sort(files.begin(), files.end(), [](const entry& a, const entry& b) { return a.used < b.used; });
+        for (const auto& f : files) {
+            if (total + incoming <= st_->opts.shard_cache_bytes) break;
+            if (::unlinkat(::dirfd(d), f.name.c_str(), 0) == 0) total -= f.size;
+        }
+        ::closedir(d);
+    }
+};
+
+s3_storage::s3_storage(std::shared_ptr<s3_client> client, s3_location where, remote_options options)
+    : impl_(std::make_shared<impl>()) {
+    impl_->client = std::move(client);
+    impl_->where = std::move(where);
+    impl_->opts = options;
+    std::string dir = options.cache_dir;
+    if (dir.empty()) {
+        if (!env("XDG_CACHE_HOME").empty()) dir = env("XDG_CACHE_HOME") + "/shardpack";
+        else if (!env("HOME").empty()) dir = env("HOME") + "/.cache/shardpack";
+    }
+    if (!dir.empty() && dir != "off") {
+        if (make_dirs(dir + "/meta")) impl_->meta_dir = dir + "/meta";
+        if (options.shard_cache_bytes > 0 && make_dirs(dir + "/shards")) impl_->shard_dir = dir + "/shards";
+    }
+}
+
+s3_storage::~s3_storage() {
+    std::lock_guard<std::mutex> lock(impl_->m);
+    impl_->preopened.clear();  // they hold the impl
+}
+
+// The heads and tails of the next shards in manifest order, at most meta_lookahead shards ahead
+// of those opened: all in flight at once, without holding the heads of thousands of shards.
+void s3_storage::pump_metadata() const {
+    std::vector<std::shared_ptr<s3_source>> todo;
+    {
+        std::lock_guard<std::mutex> lock(impl_->m);
+        while (impl_->next_meta < impl_->order.size() && impl_->next_meta < impl_->opened + impl::meta_lookahead) {
+            const auto& [file, bytes] = impl_->order[impl_->next_meta++];
+            auto src = std::make_shared<s3_source>(impl_, file, bytes);
+            impl_->preopened[file] = src;
+            todo.push_back(src);
+        }
+    }
+    for (auto& src : todo) src->prefetch_metadata(64 * 1024);
+}
+
+std::string s3_storage::read_small_file(const std::string& name, std::uint64_t max_bytes) const {
+    bool found = false;
+    std::vector<unsigned char> body;
+    body = impl_->client->get_object(impl_->where.bucket, impl_->where.key(name), max_bytes, &found);
+    if (!found) throw error(impl_->where.url(name) + ": no such object");
+    std::string text(body.begin(), body.end());
+    if (name != manifest_file_name) return text;
+    // The shards' sizes, so that opening one needs no request; and their heads and tails,
+    // fetched now, all at once, unless the disk cache holds them.
+    try {
+        const detail::json m = detail::json::parse(text, detail::manifest_max_values);
+        const auto& list = m.at("shards").as_array();
+        std::lock_guard<std::mutex> lock(impl_->m);
+        impl_->sizes.clear();
+        impl_->preopened.clear();
+        impl_->order.clear();
+        impl_->next_meta = impl_->opened = 0;
+        for (const auto& e : list) {
+            const std::string& file = e.at("file").as_string();
+            impl_->sizes[file] = e.at("bytes").as_u64();
+            if (!file.empty() && file.find('/') == std::string::npos && file[0] != '.')
+                impl_->order.push_back({file, e.at("bytes").as_u64()});
+        }
+    } catch (const error&) {
+        return text;  // the reader reports what is wrong with it
+    }
+    pump_metadata();
+    return text;
+}
+
+std::shared_ptr<byte_source> s3_storage::open(const std::string& name) const {
+    std::uint64_t size = 0;
+    {
+        std::lock_guard<std::mutex> lock(impl_->m);
+        ++impl_->opened;
+        const auto it = impl_->preopened.find(name);
+        if (it != impl_->preopened.end()) {
+            auto src = it->second;
+            impl_->preopened.erase(it);
+            impl_->m.unlock();
+            pump_metadata();  // keep the heads of the next shards in flight
+            impl_->m.lock();
+            return src;
+        }
+        const auto s = impl_->sizes.find(name);
+        if (s != impl_->sizes.end()) size = s->second;
+    }
+    if (size == 0) {
+        bool found = false;
+        const s3_object_info info = impl_->client->head_object(impl_->where.bucket, impl_->where.key(name), &found);
+        if (!found) throw error(impl_->where.url(name) + ": no such object");
+        size = info.size;
+    }
+    return std::make_shared<s3_source>(impl_, name, size);
+}
+
+std::string s3_storage::version_of(const std::string& name) const {
+    bool found = false;
+    try {
+        const s3_object_info info = impl_->client->head_object(impl_->where.bucket, impl_->where.key(name), &found);
+        if (!found) return {};
+        return info.etag + ":" + std::to_string(info.size);
+    } catch (const error&) {
+        return {};  // cannot tell: open() does not retry
+    }
+}
+
+std::string s3_storage::describe() const { return impl_->where.url(); }
+
+remote_stats s3_storage::stats() const {
+    std::lock_guard<std::mutex> lock(impl_->m);
+    return impl_->stats;
+}
+
+s3_client& s3_storage::client() const { return *impl_->client; }
+const s3_location& s3_storage::location() const { return impl_->where; }
+
+std::shared_ptr<s3_storage> open_s3_storage(std::shared_ptr<s3_client> client, const std::string& url,
+                                            const remote_options& options) {
+    return std::make_shared<s3_storage>(std::move(client), parse_s3_url(url), options);
+}
+
+std::shared_ptr<s3_storage> open_s3_storage(const std::string& url, const remote_options& options) {
+    const s3_location where = parse_s3_url(url);  // a bad URL is reported before the credentials
+    return std::make_shared<s3_storage>(shared_client(), where, options);
+}
+
+namespace {
+std::shared_ptr<const shardpack::storage> open_url(const std::string& url) { return open_s3_storage(url); }
+// Linked in with this file: dataset::open then takes s3:// URLs.
+const bool s3_urls_enabled = (enable_s3_urls(), true);
+}  // namespace
+
+void enable_s3_urls() { detail::s3_storage_opener() = &open_url; }
+
+}  // namespace shardpack::remote

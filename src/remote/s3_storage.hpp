@@ -1,0 +1,82 @@
+// Datasets on object storage: shardpack::storage and byte_source (include/shardpack/detail/
+// storage.hpp) over the S3 client, so that dataset::open reads s3://bucket/prefix like a folder.
+//
+//   #include "remote/s3_storage.hpp"       // link shardpack_core (libcurl)
+//   auto ds = shardpack::dataset::open("s3://bucket/datasets/train");   // or:
+//   shardpack::open_options o; o.storage = shardpack::remote::open_s3_storage(url, ropts);
+//
+// How a batch is read: the reader announces each shard's byte ranges before reading
+// (byte_source::prefetch). Ranges of one shard that lie within merge_gap bytes of each other
+// are fetched by one ranged GET of at most max_request bytes; all of a batch's GETs run at once
+// (the client's connection limit). Reads then copy from those buffers. Every GET is checked
+// (status, Content-Range, length) by the client and every record by its XXH3 checksum by the
+// reader, so a wrong byte from the server or a proxy is an error, never data.
+//
+// Local disk cache (cache_dir, by default $SHARDPACK_CACHE_DIR, else $XDG_CACHE_HOME/shardpack,
+// else ~/.cache/shardpack; "off" for none): the first and last bytes of each shard (header,
+// trailer, index) are kept under the shard's content name (shard-NNNNN-<xxh3>.spk: the name
+// changes when a byte does), so a second open fetches nothing but the manifest. With
+// shard_cache_bytes > 0, whole shards are also kept there (checked against the hash in their
+// name), the least recently used removed beyond that many bytes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "remote/s3_client.hpp"
+#include "shardpack/detail/storage.hpp"
+
+namespace shardpack::remote {
+
+struct remote_options {
+    std::string cache_dir;                   // "" : the default above; "off": no disk cache
+    std::uint64_t shard_cache_bytes = 0;     // whole shards kept on disk up to this many bytes (0: none)
+    std::uint64_t merge_gap = 1 << 20;       // ranges closer than this are fetched as one
+    std::uint64_t max_request = 8 << 20;     // bytes per ranged GET at most
+    std::uint64_t buffer_bytes = 256 << 20;  // fetched ranges kept in memory for the reads that follow
+    // SHARDPACK_CACHE_DIR, SHARDPACK_SHARD_CACHE_BYTES, SHARDPACK_S3_MERGE_GAP,
+    // SHARDPACK_S3_MAX_REQUEST, SHARDPACK_S3_BUFFER_BYTES (byte counts accept K, M, G suffixes).
+    static remote_options from_environment();
+};
+
+// What a storage read (for benchmarks and tests).
+struct remote_stats {
+    std::uint64_t bytes_delivered = 0;  // bytes the reader asked for with read_at
+    std::uint64_t range_gets = 0;       // ranged GETs of record data issued
+    std::uint64_t range_bytes = 0;      // their bytes
+    std::uint64_t metadata_gets = 0;    // GETs of heads, tails and indexes (not from the disk cache)
+    std::uint64_t metadata_cache_hits = 0;
+    std::uint64_t shard_cache_hits = 0, shard_downloads = 0;
+};
+
+class s3_storage;
+
+// A storage for s3://bucket/prefix with the client of the environment (shared_client()).
+std::shared_ptr<s3_storage> open_s3_storage(const std::string& url, const remote_options& options = remote_options::from_environment());
+std::shared_ptr<s3_storage> open_s3_storage(std::shared_ptr<s3_client> client, const std::string& url,
+                                            const remote_options& options);
+
+class s3_storage final : public shardpack::storage {
+public:
+    s3_storage(std::shared_ptr<s3_client> client, s3_location where, remote_options options);
+    ~s3_storage() override;
+    std::string read_small_file(const std::string& name, std::uint64_t max_bytes) const override;
+    std::shared_ptr<byte_source> open(const std::string& name) const override;
+    std::string version_of(const std::string& name) const override;
+    std::string describe() const override;
+
+    remote_stats stats() const;
+    s3_client& client() const;
+    const s3_location& location() const;
+    struct impl;
+
+private:
+    std::shared_ptr<impl> impl_;
+    void pump_metadata() const;
+};
+
+// Makes dataset::open accept s3:// URLs in this process (done when this library's storage code
+// is linked in; calling it again does nothing).
+void enable_s3_urls();
+
+}  // namespace shardpack::remote

@@ -1,0 +1,230 @@
+// bench_remote: reading a dataset from S3-compatible object storage against reading the same
+// dataset from local disk, for the global shuffle and the locality-aware (blocks) order.
+//
+//   bench_remote --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 20] [--rounds 3]
+//                [--block-bytes 2097152] [--global-merge-gap 65536] [--seed 0]
+//   bench_remote --first-batch --url s3://BUCKET/PREFIX [--batch 256] [--rounds 3]
+//
+// The server comes from the AWS_* variables (scripts/bench.sh starts SeaweedFS on 127.0.0.1).
+// Each measurement reads `batches` batches of `batch` records with dataset::read_batch into
+// uint8 buffers (image and one-hot label), starting at a different place of the epoch's order
+// in each round; remote measurements open a fresh storage (so no range fetched by an earlier
+// measurement is reused) whose disk cache of heads and indexes is warm (as on a node that
+// opened the dataset before). A round runs the four modes in an order rotated by one; the
+// JSON gives per-mode medians of samples/s, and for remote modes GETs per batch, GETs per MB
+// delivered and bytes fetched per byte delivered (record bytes the reader asked for). The global
+// shuffle is read from the server with --global-merge-gap (SHARDPACK_S3_MERGE_GAP's setting for
+// scattered reads), the blocks order with the storage's default (1 MiB), blocks of
+// --block-bytes stored bytes.
+//
+// --first-batch: the time from dataset::open to the end of the first batch, with an empty disk
+// cache (a fresh folder each round): the cold start of a training job on a new node.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "remote/s3_storage.hpp"
+#include "shardpack/order.hpp"
+#include "shardpack/reader.hpp"
+
+using namespace shardpack;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+struct args_t {
+    std::string local, url;
+    std::size_t batch = 256, batches = 20, rounds = 3;
+    std::uint64_t block_bytes = 2 << 20, seed = 0;
+    std::uint64_t global_merge_gap = 64 << 10;
+    bool first_batch = false;
+};
+
+double median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::vector<std::size_t> make_order(const dataset& ds, bool blocks, std::uint64_t seed, std::uint64_t block_bytes) {
+    order_options o;
+    o.kind = blocks ? order_kind::blocks : order_kind::global;
+    o.shard_starts = shard_starts_of(ds);
+    // A block of about block_bytes stored bytes (the mean record of shard 0 sets the count).
+    const auto& s0 = ds.shard(0);
+    const std::uint64_t mean = std::max<std::uint64_t>(1, s0.index_offset() / std::max<std::size_t>(1, s0.record_count()));
+    o.block = std::size_t(std::max<std::uint64_t>(1, block_bytes / mean));
+    const auto order = full_order(ds.size(), seed, 0, o);
+    return {order.begin(), order.end()};
+}
+
+struct buffers {
+    std::vector<std::uint8_t> image, label;
+    sample_buffers out;
+    buffers(const dataset& ds, std::size_t batch) {
+        const auto& s = ds.schema();
+        const std::size_t pixels = s.fixed_height * s.fixed_width;
+        image.resize(batch * pixels * s.channels);
+        label.resize(batch * (s.task == task::classification ? s.class_count : pixels * s.class_count));
+        out.image_u8 = image.data();
+        out.image_capacity = image.size();
+        out.label_u8 = label.data();
+        out.label_capacity = label.size();
+    }
+};
+
+struct run_result {
+    double samples_per_s = 0;
+    double gets_per_batch = 0, gets_per_mb = 0, fetched_per_delivered = 0;
+};
+
+run_result run_mode(const dataset& ds, const std::vector<std::size_t>& order, std::size_t start, const args_t& a,
+                    const remote::s3_storage* st) {
+    buffers b(ds, a.batch);
+    read_context ctx;
+    const remote::remote_stats before = st ? st->stats() : remote::remote_stats{};
+    const auto t0 = clock_type::now();
+    std::size_t done = 0;
+    for (std::size_t k = 0; k < a.batches; ++k) {
+        std::size_t at = (start + k * a.batch) % order.size();
+        if (at + a.batch > order.size()) at = 0;
+        ds.read_batch(order.data() + at, std::min(a.batch, order.size()), b.out, ctx);
+        done += std::min(a.batch, order.size());
+    }
+    run_result r;
+    r.samples_per_s = double(done) / std::chrono::duration<double>(clock_type::now() - t0).count();
+    if (st) {
+        const remote::remote_stats s = st->stats();
+        const double gets = double(s.range_gets - before.range_gets);
+        const double delivered = double(s.bytes_delivered - before.bytes_delivered);
+        r.gets_per_batch = gets / double(a.batches);
+        r.gets_per_mb = delivered > 0 ? gets / (delivered / double(1 << 20)) : 0;
+        r.fetched_per_delivered = delivered > 0 ? double(s.range_bytes - before.range_bytes) / delivered : 0;
+    }
+    return r;
+}
+
+std::shared_ptr<remote::s3_storage> fresh_storage(const std::string& url, const std::string& cache,
+                                                 std::uint64_t merge_gap = 0) {
+    remote::remote_options ro = remote::remote_options::from_environment();
+    ro.cache_dir = cache;
+    if (merge_gap) ro.merge_gap = merge_gap;
+    return remote::open_s3_storage(url, ro);
+}
+
+dataset open_with(const std::string& url, const std::shared_ptr<remote::s3_storage>& st) {
+    open_options o;
+    o.storage = st;
+    return dataset::open(url, o);
+}
+
+int first_batch(const args_t& a) {
+    std::vector<double> open_s, total_s;
+    std::size_t shards = 0;
+    const std::string base = std::filesystem::temp_directory_path().string() + "/bench_remote_cold_" + std::to_string(::getpid());
+    for (std::size_t r = 0; r < a.rounds; ++r) {
+        const std::string cache = base + "_" + std::to_string(r);
+        std::filesystem::remove_all(cache);
+        const auto t0 = clock_type::now();
+        auto st = fresh_storage(a.url, cache);
+        const dataset ds = open_with(a.url, st);
+        const auto t1 = clock_type::now();
+        const auto order = make_order(ds, true, a.seed + r, a.block_bytes);
+        buffers b(ds, a.batch);
+        read_context ctx;
+        ds.read_batch(order.data(), std::min(a.batch, order.size()), b.out, ctx);
+        const auto t2 = clock_type::now();
+        open_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+        total_s.push_back(std::chrono::duration<double>(t2 - t0).count());
+        shards = ds.shard_count();
+        std::filesystem::remove_all(cache);
+    }
+    std::printf("{\"tool\":\"bench_remote\",\"mode\":\"first_batch\",\"shards\":%zu,\"batch\":%zu,\"rounds\":%zu,"
+                "\"open_s_median\":%.4f,\"open_to_first_batch_s_median\":%.4f,\"open_to_first_batch_s_max\":%.4f}\n",
+                shards, a.batch, a.rounds, median(open_s), median(total_s), *std::max_element(total_s.begin(), total_s.end()));
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    args_t a;
+    try {
+        for (int i = 1; i < argc; ++i) {
+            const std::string k = argv[i];
+            auto value = [&]() -> std::string {
+                if (i + 1 >= argc) throw std::runtime_error(k + " needs a value");
+                return argv[++i];
+            };
+            if (k == "--local") a.local = value();
+            else if (k == "--url") a.url = value();
+            else if (k == "--batch") a.batch = std::stoul(value());
+            else if (k == "--batches") a.batches = std::stoul(value());
+            else if (k == "--rounds") a.rounds = std::stoul(value());
+            else if (k == "--block-bytes") a.block_bytes = std::stoull(value());
+            else if (k == "--global-merge-gap") a.global_merge_gap = std::stoull(value());
+            else if (k == "--seed") a.seed = std::stoull(value());
+            else if (k == "--first-batch") a.first_batch = true;
+            else throw std::runtime_error("unknown option " + k);
+        }
+        if (a.url.empty() || (!a.first_batch && a.local.empty()) || a.batch == 0 || a.batches == 0 || a.rounds == 0)
+            throw std::runtime_error("needs --url and --local (or --first-batch), and counts of at least 1");
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_remote: %s\nusage: bench_remote --local DIR --url s3://B/P [--batch N] [--batches N] "
+                             "[--rounds N] [--block-bytes N] [--global-merge-gap N] [--seed N] | --first-batch --url s3://B/P\n", e.what());
+        return 2;
+    }
+    try {
+        if (a.first_batch) return first_batch(a);
+        const dataset local = dataset::open(a.local);
+        const std::string cache = std::filesystem::temp_directory_path().string() + "/bench_remote_warm_" + std::to_string(::getpid());
+        { const dataset warm = open_with(a.url, fresh_storage(a.url, cache)); (void)warm; }  // heads and indexes on disk
+        const char* names[4] = {"local_global", "local_blocks", "remote_global", "remote_blocks"};
+        std::vector<run_result> results[4];
+        for (std::size_t r = 0; r < a.rounds; ++r) {
+            for (int m0 = 0; m0 < 4; ++m0) {
+                const int m = int((std::size_t(m0) + r) % 4);
+                const bool blocks = m % 2 == 1, remote = m >= 2;
+                const auto order = make_order(local, blocks, a.seed + r, a.block_bytes);
+                const std::size_t start = (r * 7919 * a.batch) % order.size();
+                if (remote) {
+                    // The global shuffle reads with small merges (its records are scattered:
+                    // what a large range brings along is rarely read); the blocks order with the
+                    // default (its neighbours are read by the next batches of the window).
+                    auto st = fresh_storage(a.url, cache, blocks ? 0 : a.global_merge_gap);
+                    const dataset ds = open_with(a.url, st);
+                    results[m].push_back(run_mode(ds, order, start, a, st.get()));
+                } else {
+                    results[m].push_back(run_mode(local, order, start, a, nullptr));
+                }
+            }
+        }
+        std::filesystem::remove_all(cache);
+        std::printf("{\"tool\":\"bench_remote\",\"records\":%zu,\"shards\":%zu,\"batch\":%zu,\"batches\":%zu,\"rounds\":%zu,"
+                    "\"block_bytes\":%llu,\"global_merge_gap\":%llu,\"buffer_bytes\":%llu,\"modes\":{",
+                    local.size(), local.shard_count(), a.batch, a.batches, a.rounds, (unsigned long long)a.block_bytes,
+                    (unsigned long long)a.global_merge_gap,
+                    (unsigned long long)remote::remote_options::from_environment().buffer_bytes);
+        for (int m = 0; m < 4; ++m) {
+            std::vector<double> sps, gpb, gpm, fpd;
+            for (const auto& x : results[m]) {
+                sps.push_back(x.samples_per_s);
+                gpb.push_back(x.gets_per_batch);
+                gpm.push_back(x.gets_per_mb);
+                fpd.push_back(x.fetched_per_delivered);
+            }
+            std::printf("%s\"%s\":{\"samples_per_s\":%.1f,\"gets_per_batch\":%.2f,\"gets_per_mb_delivered\":%.3f,"
+                        "\"bytes_fetched_per_byte_delivered\":%.3f}",
+                        m ? "," : "", names[m], median(sps), median(gpb), median(gpm), median(fpd));
+        }
+        std::printf("}}\n");
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_remote: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}
