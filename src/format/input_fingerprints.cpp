@@ -188,14 +188,21 @@ bool parse_record_line(const std::vector<std::string>& cells, record_fingerprint
 
 fingerprint_reader::fingerprint_reader(const output_folder& folder, const std::string& name)
     : file_(folder.fd(), folder.path(), name), lines_(file_, max_fingerprint_line), state_(XXH3_createState()) {
-    XXH3_64bits_reset(state_);
-    std::string line;
-    if (!lines_.next(line)) throw input_error(file_.path() + ": empty, not a fingerprint list");
-    const auto head = split_tabs(line);
-    if (head.size() != 4 || head[0] != magic || head[1] != "1")
-        throw input_error(file_.path() + ":1: not the header of a shardpack fingerprint list (version 1)");
-    content_hash_ = head[2];
-    options_digest_ = head[3];
+    // The destructor does not run when the constructor throws: free the hash state here then.
+    try {
+        if (state_ == nullptr) throw std::bad_alloc();
+        XXH3_64bits_reset(state_);
+        std::string line;
+        if (!lines_.next(line)) throw input_error(file_.path() + ": empty, not a fingerprint list");
+        const auto head = split_tabs(line);
+        if (head.size() != 4 || head[0] != magic || head[1] != "1")
+            throw input_error(file_.path() + ":1: not the header of a shardpack fingerprint list (version 1)");
+        content_hash_ = head[2];
+        options_digest_ = head[3];
+    } catch (...) {
+        XXH3_freeState(state_);
+        throw;
+    }
 }
 
 fingerprint_reader::~fingerprint_reader() { XXH3_freeState(state_); }

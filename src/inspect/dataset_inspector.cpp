@@ -28,7 +28,7 @@ json inspect_dataset(const std::string& dir) {
     try {
         return describe(dir, ds);
     } catch (const shardpack::error& e) {  // a member the reader does not need, missing or mistyped
-        throw input_error(dir + "/manifest.json: " + e.what());
+        throw shardpack::error(dir + "/manifest.json: " + e.what());  // the reader's type: a damaged dataset, exit 1
     }
 }
 
