@@ -5,6 +5,7 @@
 // about 30 s.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -437,6 +438,28 @@ TEST_CASE("s3 reads: every record equals the local one; a batch is a few merged 
     }
     CHECK(s1.range_gets - s0.range_gets == shards_touched.size());  // one merged GET per shard here (small shards)
 
+    // The whole-shard cache evicts only the shards it wrote: a user's file, a link and a file
+    // named like a shard but under another name pattern stay, whatever the byte limit.
+    const std::string shard_cache = tmp / "cache4";
+    std::filesystem::create_directories(shard_cache + "/shards");
+    test::write_file(shard_cache + "/shards/notes.txt", "mine");
+    test::write_file(shard_cache + "/shards/shard-1.spk", "not a content name");
+    std::filesystem::create_symlink(shard_cache + "/shards/notes.txt", shard_cache + "/shards/link");
+    remote_options small;
+    small.cache_dir = shard_cache;
+    std::uint64_t largest = 0;
+    for (std::size_t k = 0; k < local.shard_count(); ++k) largest = std::max(largest, local.shard_bytes(k));
+    small.shard_cache_bytes = largest + 1;  // one shard at a time: every new shard evicts
+    const dataset cached = open_remote(open_s3_storage(std::make_shared<s3_client>(cfg), url, small), url);
+    require_same_records(cached, local);
+    CHECK(test::read_file(shard_cache + "/shards/notes.txt") == "mine");
+    CHECK(test::read_file(shard_cache + "/shards/shard-1.spk") == "not a content name");
+    CHECK(std::filesystem::is_symlink(shard_cache + "/shards/link"));
+    std::size_t cached_shards = 0;
+    for (const auto& e : std::filesystem::directory_iterator(shard_cache + "/shards"))
+        cached_shards += is_shard_name(e.path().filename().string());
+    CHECK(cached_shards == 1);  // the cache did evict its own shards
+
     // A byte changed on the server inside a record: the read fails naming the shard and the
     // record (the record checksum), never returns the wrong byte.
     const std::string name = local.shard(1).name();
@@ -459,6 +482,7 @@ TEST_CASE("s3 reads: every record equals the local one; a batch is a few merged 
     const dataset by_url = dataset::open(url);
     CHECK(by_url.size() == local.size());
     CHECK(by_url.at(0).key() == local.at(0).key());
+
 }
 
 TEST_CASE("s3 reads under faults: retries succeed, else a clear error naming shard and record, bounded in time", "[remote]") {

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 
+#include "format/dataset_names.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
@@ -471,7 +472,12 @@ private:
             const std::string n = e->d_name;
             if (n == "." || n == "..") continue;
             struct stat sb {};
-            if (::fstatat(::dirfd(d), n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode)) continue;
+            // Only what this cache wrote: a shard's content name, a regular file of this user
+            // (a user's own files in the folder, links and others' files are never removed).
+            if (!is_shard_name(n)) continue;
+            if (::fstatat(::dirfd(d), n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
+                sb.st_uid != ::geteuid())
+                continue;
             files.push_back({n, std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec) * 1000000000 + sb.st_mtim.tv_nsec});
             total += std::uint64_t(sb.st_size);
         }
