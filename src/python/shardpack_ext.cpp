@@ -144,25 +144,50 @@ worker_pool& pool() {
     return *current;
 }
 
+// The interpreter's exit, as seen by threads coming back from a read without the GIL. Set by
+// interpreter_exiting(), which shardpack/__init__.py registers with atexit: CPython runs atexit
+// callbacks after joining the non-daemon threads and before it marks itself finalizing.
+struct exit_state {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool exiting = false;
+    std::size_t acquiring = 0;  // threads between their check of `exiting` and holding the GIL
+};
+exit_state& exit_status() {
+    static exit_state* s = new exit_state;  // leaked: used by daemon threads until the very end
+    return *s;
+}
+
 // Releases the GIL for its scope, like nb::gil_scoped_release, except at the interpreter's exit:
 // a daemon thread (a Loader's, a tf.data worker's) that comes back from a read_batch while the
 // interpreter finalizes would be ended by CPython inside PyEval_RestoreThread (pthread_exit),
-// whose unwinding through this destructor (noexcept) called std::terminate and aborted the
-// whole process. Such a thread now waits here instead, and ends with the process.
+// whose unwinding through this destructor (noexcept) calls std::terminate and aborts the whole
+// process. Such a thread waits here instead, and ends with the process. Checking
+// Py_IsFinalizing() alone left a window (the flag set between the check and the GIL's
+// acquisition: CI saw the abort once in a few hundred exits); interpreter_exiting() closes it:
+// it waits, without the GIL, for the threads already past the check to hold the GIL.
 class gil_released {
 public:
     gil_released() : state_(PyEval_SaveThread()) {}
     gil_released(const gil_released&) = delete;
     gil_released& operator=(const gil_released&) = delete;
     ~gil_released() {
-        if (finalizing()) {
-            // This thread's Reader and arrays stay referenced by its frames for good: not a
-            // reference-counting fault, so nanobind's report of them at exit is turned off
-            // (a flag only; no Python API is called without the GIL).
-            nb::set_leak_warnings(false);
-            for (;;) pause();
+        exit_state& s = exit_status();
+        {
+            std::unique_lock<std::mutex> lock(s.mutex);
+            if (s.exiting || finalizing()) {
+                lock.unlock();
+                // This thread's Reader and arrays stay referenced by its frames for good: not a
+                // reference-counting fault, so nanobind's report of them at exit is turned off
+                // (a flag only; no Python API is called without the GIL).
+                nb::set_leak_warnings(false);
+                for (;;) pause();
+            }
+            ++s.acquiring;
         }
         PyEval_RestoreThread(state_);
+        std::lock_guard<std::mutex> lock(s.mutex);
+        if (--s.acquiring == 0) s.changed.notify_all();
     }
 
 private:
@@ -175,6 +200,19 @@ private:
     }
     PyThreadState* state_;
 };
+
+// Called by atexit with the GIL held: from now on a thread coming back from a read waits for
+// the process's end; the ones already acquiring the GIL get it (released here) and go on.
+void interpreter_exiting() {
+    exit_state& s = exit_status();
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        s.exiting = true;
+    }
+    nb::gil_scoped_release unlocked;
+    std::unique_lock<std::mutex> lock(s.mutex);
+    s.changed.wait(lock, [&s] { return s.acquiring == 0; });
+}
 
 shardpack::read_context& thread_context() {
     thread_local shardpack::read_context ctx;
@@ -872,6 +910,8 @@ NB_MODULE(_shardpack, m) {
         }
     });
 
+    m.def("_interpreter_exiting", &interpreter_exiting,
+          "For atexit only: threads coming back from a read from now on wait for the process's end.");
     m.def("_set_allocation", [](const std::string& how) {
         if (how == "pool") fresh_allocation = allocation::pool;
         else if (how == "huge_pages") fresh_allocation = allocation::huge_pages;

@@ -34,7 +34,7 @@ from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Seq
 import numpy as _np
 import numpy.typing as _npt
 
-from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
+from ._shardpack import (_interpreter_exiting, ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
                          epoch_order as _epoch_order, order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
@@ -355,6 +355,7 @@ _open_datasets: "_weakref.WeakSet[Dataset]" = _weakref.WeakSet()
 
 @_atexit.register
 def _close_all() -> None:
+    _interpreter_exiting()  # before CPython marks itself finalizing: see the extension's gil_released
     for ds in list(_open_datasets):
         ds._reader_ = None
 
