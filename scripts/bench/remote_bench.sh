@@ -27,9 +27,10 @@ if ! weed=$(scripts/remote/setup_seaweedfs.sh "$work/weed-venv" 2>"$rw/setup.log
 fi
 weed=$(realpath "$weed")
 if [ "$quick" = --quick ]; then n=1000 batches=8 rounds=1; else n=8000 batches=16 rounds=3; fi
-# The reader keeps fetched ranges in a buffer (256 MiB by default); here 64 MiB, less than the
-# dataset (~120 MiB), as a real dataset is larger than any such buffer.
-export SHARDPACK_S3_BUFFER_BYTES=64M
+# The reader keeps fetched ranges in a buffer (256 MiB by default); here 96 MiB, less than a
+# third of the dataset (~312 MB), as a real dataset is larger than any such buffer, and enough
+# for the blocks order's read-ahead (two windows of 16 blocks of 2 MiB, see tools/bench_remote).
+export SHARDPACK_S3_BUFFER_BYTES=96M
 src=$rw/src-$n
 [ -f "$src/list.csv" ] || "$bin/make_sample_data" --out "$src" --count "$n" --width 96 --height 96 >/dev/null
 [ "$(cat "$rw/count" 2>/dev/null)" = "$n" ] || rm -rf "$rw/ds" "$rw/ds1000"
