@@ -1,14 +1,16 @@
 // bench_remote: reading a dataset from S3-compatible object storage against reading the same
 // dataset from local disk, for the global shuffle and the locality-aware (blocks) order.
 //
-//   bench_remote --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 20] [--rounds 3]
+//   bench_remote --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 0] [--rounds 3]
 //                [--block-bytes 2097152] [--global-merge-gap 65536] [--seed 0]
 //   bench_remote --first-batch --url s3://BUCKET/PREFIX [--batch 256] [--rounds 3]
 //
 // The server comes from the AWS_* variables (scripts/bench.sh starts SeaweedFS on 127.0.0.1).
-// Each measurement reads `batches` batches of `batch` records with dataset::read_batch into
-// uint8 buffers (image and one-hot label), starting at a different place of the epoch's order
-// in each round; remote measurements open a fresh storage (so no range fetched by an earlier
+// Each measurement reads `batches` batches of `batch` records (0: every whole batch of the
+// epoch) with dataset::read_batch into uint8 buffers (image and one-hot label), from the start
+// of the epoch's order, a different seed in each round (as an epoch of training reads it: the
+// GETs per MB then include no block fetched whole at the measurement's edges only to be read in
+// part); remote measurements open a fresh storage (so no range fetched by an earlier
 // measurement is reused) whose disk cache of heads and indexes is warm (as on a node that
 // opened the dataset before). A round runs the four modes in an order rotated by one; the
 // JSON gives per-mode medians of samples/s, and for remote modes GETs per batch, GETs per MB
@@ -45,7 +47,7 @@ namespace {
 
 struct args_t {
     std::string local, url;
-    std::size_t batch = 256, batches = 20, rounds = 3;
+    std::size_t batch = 256, batches = 0, rounds = 3;
     std::uint64_t block_bytes = 2 << 20, seed = 0;
     std::uint64_t global_merge_gap = 64 << 10;
     bool first_batch = false;
@@ -119,11 +121,12 @@ run_result run_mode(const dataset& ds, const epoch_plan& plan, std::size_t start
     read_context ctx;
     const auto& order = plan.order;
     const std::size_t batch = std::min(a.batch, order.size());
+    const std::size_t batches = a.batches ? a.batches : order.size() / batch;
     const auto ahead = plan.read_ahead(batch);
     const remote::remote_stats before = st ? st->stats() : remote::remote_stats{};
     const auto t0 = clock_type::now();
     std::size_t done = 0;
-    for (std::size_t k = 0; k < a.batches; ++k) {
+    for (std::size_t k = 0; k < batches; ++k) {
         const std::size_t at = std::min(start + k * batch, order.size() - batch);
         if (ahead) {
             const auto& records = ahead->before(at);
@@ -138,7 +141,7 @@ run_result run_mode(const dataset& ds, const epoch_plan& plan, std::size_t start
         const remote::remote_stats s = st->stats();
         const double gets = double(all_gets(s) - all_gets(before));
         const double delivered = double(s.bytes_delivered - before.bytes_delivered);
-        r.gets_per_batch = gets / double(a.batches);
+        r.gets_per_batch = gets / double(batches);
         r.gets_per_mb = delivered > 0 ? gets / (delivered / double(1 << 20)) : 0;
         r.fetched_per_delivered = delivered > 0 ? double(all_get_bytes(s) - all_get_bytes(before)) / delivered : 0;
     }
@@ -215,7 +218,7 @@ int main(int argc, char** argv) {
             else if (k == "--first-batch") a.first_batch = true;
             else throw std::runtime_error("unknown option " + k);
         }
-        if (a.url.empty() || (!a.first_batch && a.local.empty()) || a.batch == 0 || a.batches == 0 || a.rounds == 0)
+        if (a.url.empty() || (!a.first_batch && a.local.empty()) || a.batch == 0 || a.rounds == 0)
             throw std::runtime_error("needs --url and --local (or --first-batch), and counts of at least 1");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_remote: %s\nusage: bench_remote --local DIR --url s3://B/P [--batch N] [--batches N] "
@@ -234,8 +237,7 @@ int main(int argc, char** argv) {
                 const int m = int((std::size_t(m0) + r) % 4);
                 const bool blocks = m % 2 == 1, remote = m >= 2;
                 const epoch_plan plan = make_order(local, blocks, a.seed + r, a.block_bytes);
-                const std::size_t span = std::min(plan.order.size(), a.batch * a.batches);
-                const std::size_t start = (r * 7919 * a.batch) % (plan.order.size() - span + 1);
+                const std::size_t start = 0;
                 if (remote) {
                     // The global shuffle reads with small merges (its records are scattered:
                     // what a large range brings along is rarely read); the blocks order with the
@@ -251,7 +253,7 @@ int main(int argc, char** argv) {
         std::filesystem::remove_all(cache);
         std::printf("{\"tool\":\"bench_remote\",\"records\":%zu,\"shards\":%zu,\"batch\":%zu,\"batches\":%zu,\"rounds\":%zu,"
                     "\"block_bytes\":%llu,\"global_merge_gap\":%llu,\"buffer_bytes\":%llu,\"modes\":{",
-                    local.size(), local.shard_count(), a.batch, a.batches, a.rounds, (unsigned long long)a.block_bytes,
+                    local.size(), local.shard_count(), a.batch, a.batches ? a.batches : local.size() / std::min(a.batch, local.size()), a.rounds, (unsigned long long)a.block_bytes,
                     (unsigned long long)a.global_merge_gap,
                     (unsigned long long)remote::remote_options::from_environment().buffer_bytes);
         for (int m = 0; m < 4; ++m) {
@@ -262,9 +264,11 @@ int main(int argc, char** argv) {
                 gpm.push_back(x.gets_per_mb);
                 fpd.push_back(x.fetched_per_delivered);
             }
+            std::string each;
+            for (double x : sps) each += (each.empty() ? "" : ",") + std::to_string(x);
             std::printf("%s\"%s\":{\"samples_per_s\":%.1f,\"gets_per_batch\":%.2f,\"gets_per_mb_delivered\":%.3f,"
-                        "\"bytes_fetched_per_byte_delivered\":%.3f}",
-                        m ? "," : "", names[m], median(sps), median(gpb), median(gpm), median(fpd));
+                        "\"bytes_fetched_per_byte_delivered\":%.3f,\"samples_per_s_rounds\":[%s]}",
+                        m ? "," : "", names[m], median(sps), median(gpb), median(gpm), median(fpd), each.c_str());
         }
         std::printf("}}\n");
     } catch (const std::exception& e) {
