@@ -13,7 +13,7 @@
 //
 // Every distinct file is read into memory ONCE before any timing; the timed part is decoding
 // alone (no file I/O, no page cache). Decoding:
-//   - images to --color (default rgb), masks to rgb (what the packer maps colours from);
+//   - images to --color (default rgb), masks to rgb (what the packer maps colors from);
 //   - PNG: libpng's row API (png_read_row; expand palette/low bit depths/tRNS, strip 16, strip
 //     or add alpha, gray to rgb) through the packer's decode_png_libpng, every row, to IEND.
 //     --png fast uses the packer's own decode_png (libdeflate fast path, libpng fallback);
