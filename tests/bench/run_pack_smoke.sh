@@ -6,7 +6,7 @@
 # the build decodes (fewer bytes than the full decode); full-record reads of both jobs' records
 # with every codec, each against one frame per record and bare zstd; crops with every codec; reads
 # and crops at every band height; the issue's targets each with a verdict; the Markdown tables. The figures themselves mean nothing on
-# such data and are not judged. About 30-60 s on 2 idle cores.
+# such data and are not judged. About 15 s (14 s measured on the shared 2-core machine).
 #
 # Exit 0: passed; 1: failed; 77: skipped (ctest shows it skipped) when Debian's python3 lacks
 # OpenCV or NumPy, so the Python baseline's cells could not be checked (everything else was,
