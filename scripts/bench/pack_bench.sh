@@ -23,6 +23,8 @@
 #                --compression (zstd = band frames, the default; zstd-record = one frame per
 #                record; auto; none): the reader against bare zstd of the same frames
 #   crop         bench_crop --crop 512x512 on full 1080p records (index labels) per codec
+#   bands        the same reads (seg records) and crops (1080p records) with the default codec at
+#                other band heights (--band-rows): the measurements a band-height rule rests on
 #
 # Writes WORK/results.jsonl (raw), WORK/pack.json and WORK/pack.md (the tables); prints the tables.
 # Exit 0; 1 when a measurement fails; 2 on bad usage.
@@ -80,7 +82,8 @@ log "data sets under $src ($size)"
 seg_src=$src/seg1080-$n_seg cls_src=$src/jpeg500-$n_cls
 gen "$seg_src" --task seg --count "$n_seg" --width 1920 --height 1080
 gen "$cls_src" --task cls --jpeg --count "$n_cls" --width 500 --height 375 --seed 2
-record setup "{\"size\":\"$size\",\"threads\":$threads,\"reps\":$reps,\"seg_records\":$n_seg,\"cls_records\":$n_cls,\"crop_records\":$n_full}"
+# The writer's default band height (formats/shardpack-v1.md 10.3: about 256 KiB of image a band).
+record setup "{\"size\":\"$size\",\"threads\":$threads,\"reps\":$reps,\"seg_records\":$n_seg,\"cls_records\":$n_cls,\"crop_records\":$n_full,\"seg_default_band_rows\":$((262144 / (512 * 3))),\"crop_default_band_rows\":$((262144 / (1920 * 3)))}"
 
 # job_args JOB: sets csv, build_args (shardpack build), floor_args (bench_decode) and py_args
 # (python_baseline.py) for a pack job.
@@ -144,6 +147,15 @@ for job in seg cls; do
     record "pack.size.$job.$codec" "{\"bytes\":$(du -sb "$work/$job-$codec.ds" | cut -f1)}"
   done
 done
+# Band heights: the default codec's records at other --band-rows (the record's height: one
+# frame per region); the default height is the zstd dataset's.
+seg_band_rows=(16 64 256 512) crop_band_rows=(22 90 180 1080)
+job_args seg
+for rows in "${seg_band_rows[@]}"; do
+  rm -rf "$work/seg-rows$rows.ds"
+  "$bin/shardpack" -q build --csv "$csv" --out "$work/seg-rows$rows.ds" --threads "$threads" "${build_args[@]}" \
+    --band-rows "$rows" 2>/dev/null
+done
 # Crops: full 1080p records with index labels, per codec.
 crop_csv=$seg_src/first-$n_full.csv  # beside list.csv: its paths are relative to that folder
 head -n $((n_full + 1)) "$seg_src/list.csv" >"$crop_csv"
@@ -152,6 +164,11 @@ for codec in "${codecs[@]}"; do
   "$bin/shardpack" -q build --csv "$crop_csv" --classes "$seg_src/class_dict.csv" --out "$work/crop-$codec.ds" \
     --threads "$threads" --label-layout index --compression "$codec" 2>/dev/null
   record "pack.size.crop.$codec" "{\"bytes\":$(du -sb "$work/crop-$codec.ds" | cut -f1)}"
+done
+for rows in "${crop_band_rows[@]}"; do
+  rm -rf "$work/crop-rows$rows.ds"
+  "$bin/shardpack" -q build --csv "$crop_csv" --classes "$seg_src/class_dict.csv" --out "$work/crop-rows$rows.ds" \
+    --threads "$threads" --label-layout index --band-rows "$rows" 2>/dev/null
 done
 for r in $(seq "$reps"); do
   for codec in $(rotate "$r" "${codecs[@]}"); do
@@ -162,6 +179,16 @@ for r in $(seq "$reps"); do
     done
     log "crops of full 1080p records, --compression $codec (rep $r/$reps)"
     record "pack.crop.$codec" "$("$bin/bench_crop" "$work/crop-$codec.ds" --crop 512x512 --threads 1 \
+      --seconds "$crop_seconds" 2>/dev/null)"
+  done
+  for i in $(rotate "$r" 0 1 2 3); do
+    rows=${seg_band_rows[$i]}
+    log "read seg records, --band-rows $rows (rep $r/$reps)"
+    record "pack.bands.read.$rows" "$("$bin/bench_read" "$work/seg-rows$rows.ds" --threads 1 --modes reader_1t,zstd_1t \
+      "${read_args[@]}" 2>/dev/null)"
+    rows=${crop_band_rows[$i]}
+    log "crops of full 1080p records, --band-rows $rows (rep $r/$reps)"
+    record "pack.bands.crop.$rows" "$("$bin/bench_crop" "$work/crop-rows$rows.ds" --crop 512x512 --threads 1 \
       --seconds "$crop_seconds" 2>/dev/null)"
   done
 done

@@ -16,7 +16,7 @@ import statistics
 import sys
 
 JOBS = {
-    "seg": "1080p PNG + colour mask -> 512x512 centre crop, one-hot",
+    "seg": "1080p PNG + color mask -> 512x512 centre crop, one-hot",
     "cls": "500x375 JPEG -> shorter side 224, centre crop",
 }
 # Issue 22's targets: pack CPU at most this many times its floor's, Python at least this many
@@ -186,6 +186,37 @@ def main():
                           fmt(c["vs_one_frame_per_record_wall"], 2, "x")])
     data["crop"] = crops
 
+    # Band heights: full reads of the seg records and crops of the 1080p records against the band
+    # rows (the default codec); the default height's figures are the codec rows' above.
+    band_read_rows, band_crop_rows, bands = [], [], {"read": {}, "crop": {}}
+    seg_reads = data["read"].get("seg", {})
+    by_rows = {}
+    for name in runs:
+        if name.startswith("pack.bands.read."):
+            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["modes"]["reader_1t"]["samples_per_cpu_s"])
+    if by_rows and "zstd" in seg_reads:
+        by_rows[setup.get("seg_default_band_rows", 0)] = seg_reads["zstd"]["reader_per_cpu_s"]
+    one_frame = seg_reads.get("zstd-record", {}).get("reader_per_cpu_s")
+    for rows in sorted(by_rows):
+        default = " (default)" if rows == setup.get("seg_default_band_rows") else ""
+        frames = 2 * -(-512 // rows) if rows else None
+        bands["read"][rows] = {"reader_per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
+        band_read_rows.append([f"{rows}{default}", frames if frames else "n/a", fmt(by_rows[rows], 0),
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+    by_rows = {}
+    for name in runs:
+        if name.startswith("pack.bands.crop."):
+            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["samples_per_cpu_s_1t"])
+    if by_rows and "zstd" in crops:
+        by_rows[setup.get("crop_default_band_rows", 0)] = crops["zstd"]["per_cpu_s"]
+    one_frame = crops.get("zstd-record", {}).get("per_cpu_s")
+    for rows in sorted(by_rows):
+        default = " (default)" if rows == setup.get("crop_default_band_rows") else ""
+        bands["crop"][rows] = {"per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
+        band_crop_rows.append([f"{rows}{default}", 2 * -(-1080 // rows) if rows else "n/a", fmt(by_rows[rows], 0),
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+    data["bands"] = bands
+
     threads = setup.get("threads", "?")
     lines = [f"shardpack pack benchmark: {cpu_model()}, {os.cpu_count()} cores; data sets '{setup.get('size', '?')}', "
              f"{setup.get('reps', '?')} interleaved repetitions, medians", "",
@@ -199,6 +230,11 @@ def main():
     lines += ["", f"Random 512x512 crops + flips of full 1080p records (index labels, "
               f"{setup.get('crop_records', '?')} records), 1 thread:", ""]
     lines += table(["codec", "MB", "crops /s", "crops /CPU-s", "vs one frame per record (CPU)", "(wall)"], crop_rows)
+    lines += ["", "Band heights, `--compression zstd` with `--band-rows` (1 thread, CPU): full-record reads of the "
+              "seg records (512 rows), against one frame per record:", ""]
+    lines += table(["band rows", "frames a record", "reader /CPU-s", "vs one frame per record"], band_read_rows)
+    lines += ["", "and random 512x512 crops + flips of the full 1080p records, against one frame per record:", ""]
+    lines += table(["band rows", "frames a record", "crops /CPU-s", "vs one frame per record"], band_crop_rows)
     lines += ["", "Targets (issue 22):", ""]
     lines += table(["target", "measured", "verdict"], targets)
     text = "\n".join(lines) + "\n"
