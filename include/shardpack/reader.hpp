@@ -60,6 +60,9 @@
 //   shards (format 1.2) lists them in a binary shard table (24 bytes a shard, spec 13.8) that
 //   manifest.json names, instead of a JSON list; the dataset keeps ~50 bytes a shard either way
 //   (never the parsed JSON list). Measured with tools/bench_open: see scripts/bench/scaling.md.
+//   A storage whose opens cost requests (object storage, storage::opens_shards_lazily) opens
+//   shards when first read whatever their number, unless max_open_shards is set; read_batch
+//   and prefetch announce a batch's unopened shards together (storage::will_open) first.
 //
 // LIMITS
 //   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
@@ -312,6 +315,12 @@ public:
     const shard_file* eager_at(std::size_t k) const { return slots_[k].get(); }
     const file_ptr& eager_ptr(std::size_t k) const { return slots_[k]; }
     void set_eager(std::size_t k, file_ptr f) { slots_[k] = std::move(f); }
+
+    bool is_open(std::size_t k) const {
+        if (eager_) return true;
+        std::lock_guard<std::mutex> lock(mutex_);
+        return slots_[k] != nullptr;
+    }
 
     std::size_t open_count() const {
         if (eager_) return slots_.size();
@@ -890,16 +899,26 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
             st->manifest = std::move(kept);
         }
         // Shard 0 gives the schema; with no more shards than may be open at once, every shard
-        // is opened and checked now (a damaged dataset is refused at open); else each is opened
-        // and checked when first read.
+        // is opened and checked now (a damaged dataset is refused at open); else, or when the
+        // storage's opens cost requests (object storage) and max_open_shards is automatic,
+        // each is opened and checked when first read.
         const std::size_t count = st->shard_count();
         const std::size_t limit = resolve_max_open_shards(options);
-        st->shards.init(count, limit, count <= limit);
+        st->shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
         auto first = st->open_shard(0);
         st->schema_bytes = first->schema_bytes();
         if (st->shards.eager()) {
             st->shards.set_eager(0, first);
-            for (std::size_t k = 1; k < count; ++k) st->shards.set_eager(k, st->open_shard(k));
+            constexpr std::size_t announce = 64;  // shards whose opens the storage may start ahead
+            std::vector<std::string> next;
+            for (std::size_t k = 1; k < count; ++k) {
+                if (k % announce == 1) {
+                    next.clear();
+                    for (std::size_t j = k; j < std::min(count, k + announce); ++j) next.push_back(st->name(j));
+                    store.will_open(next.data(), next.size());
+                }
+                st->shards.set_eager(k, st->open_shard(k));
+            }
         } else {
             st->shards.get(0, [&first](std::size_t) { return first; });
         }
@@ -1442,25 +1461,35 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
     std::vector<byte_range>& ranges = ctx.ranges_;
     // Indices grouped by shard: sort (shard, offset) pairs, then one prefetch call per shard.
     struct wanted {
-        std::size_t shard;
-        byte_range range;
+        std::size_t shard, local;
     };
     thread_local std::vector<wanted> wants;
+    thread_local std::vector<std::string> opening;
     wants.clear();
     for (std::size_t j = 0; j < count; ++j) {
         if (indices[j] >= size()) continue;  // read_slot reports it
         std::size_t k = 0, local = 0;
         locate(indices[j], k, local);
-        const detail::index_entry e = s_->pin(k)->entry(local);
-        wants.push_back({k, {e.offset, e.stored_size}});
+        wants.push_back({k, local});
     }
     std::sort(wants.begin(), wants.end(), [](const wanted& a, const wanted& b) { return a.shard < b.shard; });
+    // Shards not open yet are announced together first, so that a storage whose opens cost
+    // requests (object storage) makes them all at once rather than one shard after the other.
+    opening.clear();
+    for (std::size_t a = 0; a < wants.size(); ++a)
+        if ((a == 0 || wants[a].shard != wants[a - 1].shard) && !s_->shards.is_open(wants[a].shard))
+            opening.push_back(s_->name(wants[a].shard));
+    if (!opening.empty()) s_->store->will_open(opening.data(), opening.size());
     for (std::size_t a = 0; a < wants.size();) {
+        const detail::shard_pin shard = s_->pin(wants[a].shard);
         std::size_t b = a;
         ranges.clear();
-        while (b < wants.size() && wants[b].shard == wants[a].shard) ranges.push_back(wants[b++].range);
+        for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
+            const detail::index_entry e = shard->entry(wants[b].local);
+            ranges.push_back({e.offset, e.stored_size});
+        }
         detail::merge_ranges(ranges, merge_gap);
-        s_->pin(wants[a].shard)->source()->prefetch(ranges.data(), ranges.size());
+        shard->source()->prefetch(ranges.data(), ranges.size());
         a = b;
     }
 }
