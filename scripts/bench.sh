@@ -17,6 +17,12 @@
 #                                       table (scripts/bench/cold_bench.py, order_quality.py)
 #   ./scripts/bench.sh --tf-adapter     only the tf.data adapter against a bare read_batch
 #                                       (scripts/bench/tf_adapter.sh, ~5 minutes; --quick: ~1)
+#   ./scripts/bench.sh --pack           only the pack benchmark (~6 minutes; --quick ~3): each pack
+#                                       job against its decode floor and the Python baseline, and
+#                                       full-record and crop reads per codec, in one run
+#                                       (scripts/bench/pack_bench.sh; WORK/pack/pack.md, pack.json);
+#                                       --tiny: a few records, to check it runs (figures mean
+#                                       nothing); --bin DIR: use DIR's binaries, build nothing
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
 #            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
 #            --no-python (leave the Python reading benchmark out of the full run; --quick
@@ -30,7 +36,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0 cold_only=0
-tf_adapter_only=0 remote=1 remote_only=0
+tf_adapter_only=0 remote=1 remote_only=0 pack_only=0 tiny=0 bin_dir=""
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,7 +57,10 @@ while [ $# -gt 0 ]; do
     --remote) remote_only=1 ;;
     --no-remote) remote=0 ;;
     --cold) cold_only=1 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --pack) pack_only=1 ;;
+    --tiny) tiny=1 ;;
+    --bin) bin_dir=$(realpath "$2"); shift ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -64,6 +73,22 @@ case "$user_resize" in ""|none|shorter) ;; *) echo "bench.sh: --resize none or s
 [ -z "$python" ] && python=$([ $quick = 1 ] || [ -n "$user_csv" ] && echo 0 || echo 1)
 if [ $python_only = 1 ] && [ -n "$user_csv" ]; then
   echo "bench.sh: --python runs on generated data sets, not with --csv" >&2; exit 2
+fi
+
+if { [ $tiny = 1 ] || [ -n "$bin_dir" ]; } && [ $pack_only = 0 ]; then
+  echo "bench.sh: --tiny and --bin go with --pack" >&2; exit 2
+fi
+# The pack benchmark (issue 22): scripts/bench/pack_bench.sh, results in WORK/pack.
+if [ $pack_only = 1 ]; then
+  if [ -z "$bin_dir" ]; then
+    ./scripts/install-deps.sh python3-opencv python3-numpy >&2
+    SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
+    bin_dir=$root/build-bench
+  fi
+  size_arg=()
+  [ $quick = 1 ] && size_arg=(--quick)
+  [ $tiny = 1 ] && size_arg=(--tiny)
+  exec scripts/bench/pack_bench.sh --bin "$bin_dir" --work "$work/pack" --threads "$threads" --reps "$reps" "${size_arg[@]}"
 fi
 
 # The cold-storage benchmark (issue 16): the package in .venv (scripts/python-env.sh), the

@@ -167,6 +167,13 @@ struct world {
     std::string cli;
     bool other_cli = false;
     world() {
+        // For the push cells: credentials and an endpoint on a closed port (9, discard), so
+        // that a push which got past its local checks would fail loudly, not reach a network.
+        ::setenv("AWS_ACCESS_KEY_ID", "hostile-test", 1);
+        ::setenv("AWS_SECRET_ACCESS_KEY", "hostile-test", 1);
+        ::setenv("AWS_REGION", "us-east-1", 1);
+        ::setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9", 1);
+        ::setenv("SHARDPACK_S3_MAX_ATTEMPTS", "1", 1);
         const char* other = std::getenv("SHARDPACK_HOSTILE_CLI");
         other_cli = other && *other;
         cli = other_cli ? other : SHARDPACK_CLI;
@@ -221,6 +228,9 @@ std::vector<std::string> build_args(const std::string& d, std::vector<std::strin
 // of the part waits; they are its own files.
 const std::vector<std::string> merge_own = {"merged", "p0/.shardpack.lock", "p1/.shardpack.lock"};
 std::vector<std::string> merge_args(const std::string& d) { return {"merge", "--out", d + "/merged", d + "/p0", d + "/p1"}; }
+// push checks the local dataset in full before it sends a byte: every hostile cell is refused
+// there, so the server it names is never reached (world() points it at a closed port).
+std::vector<std::string> push_args(const std::string& d) { return {"push", d + "/ds", "s3://hostile-bucket/ds"}; }
 std::vector<std::string> colors_args(const std::string& d, std::vector<std::string> extra) {
     std::vector<std::string> a = {"colors", "--csv", d + "/src/list.csv", "--classes", d + "/src/class_dict.csv"};
     a.insert(a.end(), extra.begin(), extra.end());
@@ -264,6 +274,7 @@ std::vector<cell> make_table() {
         {"colors", "--classes table", "src/class_dict.csv", [](const std::string& d) { return colors_args(d, {}); }, {}},
         {"inspect", "manifest.json", "ds/manifest.json", [](const std::string& d) { return std::vector<std::string>{"inspect", d + "/ds"}; }, {}, false},
         {"verify", "manifest.json", "ds/manifest.json", [](const std::string& d) { return std::vector<std::string>{"verify", d + "/ds"}; }, {}, false},
+        {"push", "manifest.json", "ds/manifest.json", push_args, {}, false},
         {"export", "manifest.json", "ds/manifest.json",
          [](const std::string& d) { return std::vector<std::string>{"export", d + "/ds", "--index", "0", "--out", d + "/x/r"}; }, {"x"}, false},
     };
@@ -319,7 +330,7 @@ std::vector<cell> make_table() {
         t.push_back(c);
     }
     // A shard file: every reading command refuses a FIFO, a folder or a device there.
-    for (const std::string command : {"verify", "inspect", "export"}) {
+    for (const std::string command : {"verify", "inspect", "export", "push"}) {
         for (const auto& [kind, plant] : hostile_kinds()) {
             if (kind == "sparse 4 GiB") continue;  // a shard of the wrong size: the reader's own checks
             cell c{command, "shard", kind};
@@ -329,6 +340,7 @@ std::vector<cell> make_table() {
                 if (!plant(d + "/ds/" + shard_of(d + "/ds"), d, skip)) return std::vector<std::string>{};
                 std::vector<std::string> a = {command, d + "/ds"};
                 if (command == "export") a.insert(a.end(), {"--index", "0", "--out", d + "/x/r"});
+                if (command == "push") a = push_args(d);
                 return a;
             };
             t.push_back(c);
@@ -428,6 +440,18 @@ std::vector<cell> make_table() {
                 return std::vector<std::string>{};
             }
             return std::vector<std::string>{"export", d + "/ds", "--index", "0", "--out", d + "/r"};
+        };
+        t.push_back(c);
+    }
+    {
+        cell c{"build", "--out", "a dataset whose manifest.json is another user's"};
+        c.names = "manifest.json (user 65534)";
+        c.setup = [](const std::string& d, std::string& skip) {
+            if (!give_away(d + "/ds/manifest.json")) {
+                skip = "not root: cannot give a file away";
+                return std::vector<std::string>{};
+            }
+            return std::vector<std::string>{"build", "--csv", d + "/src/list.csv", "--classes", d + "/src/class_dict.csv", "--out", d + "/ds"};
         };
         t.push_back(c);
     }

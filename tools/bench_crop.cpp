@@ -13,8 +13,11 @@
 // permutation, one read_context each), each for about --seconds (default 3), in rounds of one
 // traversal of the permutation.
 //
-// Output: one JSON line on stdout: samples_per_s_1t, samples_per_s_nt, threads, records, crop,
-// label, and the delivered bytes per sample. Exit 0; 1 on a read error; 2 on bad usage.
+// Output: one JSON line on stdout: samples_per_s_1t, samples_per_s_nt, samples_per_cpu_s_1t
+// (samples per CPU-second of the process during the 1-thread measurement), threads, records,
+// crop, label, and the delivered bytes per sample. Exit 0; 1 on a read error; 2 on bad usage.
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -129,7 +132,15 @@ int main(int argc, char** argv) {
 
         // Rounds of one traversal each, on `nt` threads, until `seconds` have passed.
         std::atomic<std::uint64_t> epoch_counter{0};
+        auto process_cpu = [] {
+            timespec ts{};
+            clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+            return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+        };
+        double cpu_s = 0;               // of the last measure()
+        std::size_t last_samples = 0;   // of the last measure()
         auto measure = [&](unsigned nt) {
+            const double cpu_start = process_cpu();
             std::vector<shardpack::augmentation> augs(nt, aug);
             std::size_t samples = 0;
             const auto start = std::chrono::steady_clock::now();
@@ -152,19 +163,22 @@ int main(int argc, char** argv) {
                 samples += n;
                 elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             } while (elapsed < seconds);
+            cpu_s = process_cpu() - cpu_start;
+            last_samples = samples;
             return samples / elapsed;
         };
         measure(1);  // warm-up: faults the shards in, sizes the buffers
         const double one = measure(1);
+        const double one_cpu = double(last_samples) / std::max(cpu_s, 1e-9);
         const double many = measure(threads);
         double sink = 0;
         for (const auto& wk : workers) sink += wk->sink;
         const std::size_t delivered = px * info.channels * 4 + (label == "index" ? px * 8 : label == "onehot" ? px * info.class_count * 4 : 0);
         std::printf("{\"tool\":\"bench_crop\",\"dataset\":\"%s\",\"records\":%zu,\"crop\":\"%s\",\"label\":\"%s\","
-                    "\"threads\":%u,\"samples_per_s_1t\":%.2f,\"samples_per_s_nt\":%.2f,\"delivered_bytes_per_sample\":%zu,"
+                    "\"threads\":%u,\"samples_per_s_1t\":%.2f,\"samples_per_s_nt\":%.2f,\"samples_per_cpu_s_1t\":%.2f,\"delivered_bytes_per_sample\":%zu,"
                     "\"sink\":%d}\n",
                     folder.c_str(), n, crop_h ? (std::to_string(crop_h) + "x" + std::to_string(crop_w)).c_str() : "none",
-                    label.c_str(), threads, one, many, delivered, sink != 0 ? 1 : 0);
+                    label.c_str(), threads, one, many, one_cpu, delivered, sink != 0 ? 1 : 0);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_crop: %s\n", e.what());

@@ -1,5 +1,7 @@
 #include "format/folder_ownership.hpp"
 
+#include <unistd.h>
+
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -116,14 +118,23 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
 
     // The fixed names must be what shardpack makes there: a link, or a folder where a file
     // belongs, is nothing a build would write through or replace.
-    std::vector<std::string> links, misplaced;
+    std::vector<std::string> links, misplaced, foreign_owned;
     for (const auto& name : names) {
         if (!is_reserved_name(name)) continue;
         const auto k = f.kind_of(name);
         const auto want = name == ".partial" ? output_folder::kind::folder : output_folder::kind::file;
         if (k == output_folder::kind::link) links.push_back(name);
         else if (k != want) misplaced.push_back(name + " (" + f.kind_name(name) + ")");
+        // A file a build replaces (manifest, report, ledger...) must be this user's: found here,
+        // not after the shards are written.
+        else if (const auto owner = f.owner_of(name); k == output_folder::kind::file && name != ".shardpack.lock" && owner &&
+                                                     *owner != ::geteuid())
+            foreign_owned.push_back(name + " (user " + std::to_string(*owner) + ")");
     }
+    if (!foreign_owned.empty())
+        throw usage_error(dir + ": " + list_names(foreign_owned, foreign_owned.size()) +
+                          (foreign_owned.size() == 1 ? " belongs" : " belong") + " to another user; shardpack replaces only " +
+                          "its own files. Run as that user or choose another --out");
     if (!links.empty())
         throw usage_error(dir + ": " + list_names(links, links.size()) + (links.size() == 1 ? " is a symbolic link" : " are symbolic links") +
                           "; shardpack never writes, truncates or removes through a link. Remove " +

@@ -110,6 +110,12 @@ std::string output_folder::kind_name(const std::string& name) const {
     return detail::file_kind_name(st.st_mode);
 }
 
+std::optional<unsigned> output_folder::owner_of(const std::string& name) const {
+    struct stat st {};
+    if (::fstatat(fd_, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+    return unsigned(st.st_uid);
+}
+
 std::vector<std::string> output_folder::names() const {
     std::vector<std::string> out;
     const int fd = ::openat(fd_, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // fdopendir takes its descriptor

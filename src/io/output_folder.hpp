@@ -58,6 +58,8 @@ public:
     kind kind_of(const std::string& name) const;  // of the name itself, not what a link points to
     // "a FIFO", "a folder", "a symbolic link", ... of the name itself, for messages.
     std::string kind_name(const std::string& name) const;
+    // The user id owning the name itself; nullopt if missing.
+    std::optional<unsigned> owner_of(const std::string& name) const;
     std::vector<std::string> names() const;       // every entry but . and .., sorted
 
     // Removes a file (a link is removed, not its target). False if it did not exist.

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The tables of `./scripts/bench.sh --pack` (scripts/bench/pack_bench.sh), from its results.jsonl.
+
+    pack_report.py RESULTS.jsonl --json OUT.json --markdown OUT.md
+
+Every figure is the median over the run's repetitions; every ratio is taken between figures of
+the same run. Pack jobs are compared in CPU seconds (user + system of the whole process, or of
+the decoding threads for the floor), which hold on a shared machine where wall time swings with
+the load; the wall-clock ratios are given beside them. Targets are those of issue 22.
+Prints the Markdown tables; writes them to --markdown and, with every raw figure, to --json."""
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+
+JOBS = {
+    "seg": "1080p PNG + colour mask -> 512x512 centre crop, one-hot",
+    "cls": "500x375 JPEG -> shorter side 224, centre crop",
+}
+# Issue 22's targets: pack CPU at most this many times its floor's, Python at least this many
+# times the pack's.
+FLOOR_TARGET = {"seg": 1.1, "cls": 1.2}
+PYTHON_TARGET = {"seg": 10.0, "cls": 4.0}
+CODECS = ("zstd", "zstd-record", "auto", "none")
+CODEC_WHAT = {
+    "zstd": "band frames (the default)",
+    "zstd-record": "one frame per record",
+    "auto": "band frames, bands zstd saves < 1/2 of stored raw",
+    "none": "raw",
+}
+
+
+def load(path):
+    runs = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                entry = json.loads(line)
+                runs.setdefault(entry["name"], []).append(entry["result"])
+    return runs
+
+
+def median_of(runs, name, fn):
+    """The median of fn(result) over the results of `name` (None where it has none)."""
+    values = []
+    for r in runs.get(name, []):
+        try:
+            v = fn(r)
+        except (KeyError, TypeError):
+            v = None
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            values.append(float(v))
+    return statistics.median(values) if values else None
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def fmt(v, digits=2, suffix=""):
+    return "n/a" if v is None else f"{v:,.{digits}f}{suffix}"
+
+
+def verdict(value, target, at_most):
+    """Met or missed, judged on the ratio as printed in the targets table (3 decimals)."""
+    if value is None:
+        return "not measured"
+    value = round(value, 3)
+    met = value <= target if at_most else value >= target
+    return ("met" if met else "MISSED") + f" ({'<=' if at_most else '>='} {target:g}x)"
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results")
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--markdown", required=True)
+    a = ap.parse_args()
+    runs = load(a.results)
+    setup = (runs.get("setup") or [{}])[-1]
+    python_missing = (runs.get("python.unavailable") or [{}])[-1].get("reason")
+
+    cpu = lambda r: r["user_s"] + r["sys_s"]  # noqa: E731 (peak_rss: the whole process)
+    pack_rows, targets, data = [], [], {"pack": {}, "read": {}, "crop": {}}
+    for job, title in JOBS.items():
+        if f"pack.{job}.pack" not in runs:
+            continue
+        pack_cpu = median_of(runs, f"pack.{job}.pack", cpu)
+        pack_wall = median_of(runs, f"pack.{job}.pack", lambda r: r["seconds"])
+        floor_cpu = median_of(runs, f"pack.{job}.floor", lambda r: r["cpu_seconds_median"])
+        floor_wall = median_of(runs, f"pack.{job}.floor", lambda r: r["seconds_median"])
+        full_cpu = median_of(runs, f"pack.{job}.floor_full", lambda r: r["cpu_seconds_median"])
+        py_cpu = median_of(runs, f"pack.{job}.python", cpu)
+        py_wall = median_of(runs, f"pack.{job}.python", lambda r: r["seconds"])
+        samples = median_of(runs, f"pack.{job}.floor", lambda r: r["samples"])
+        d = {"samples": samples, "pack_cpu_s": pack_cpu, "pack_wall_s": pack_wall, "floor_cpu_s": floor_cpu,
+             "floor_wall_s": floor_wall, "floor_full_cpu_s": full_cpu, "python_cpu_s": py_cpu, "python_wall_s": py_wall,
+             "pack_over_floor_cpu": ratio(pack_cpu, floor_cpu), "pack_over_floor_wall": ratio(pack_wall, floor_wall),
+             "pack_over_full_decode_cpu": ratio(pack_cpu, full_cpu),
+             "python_over_pack_cpu": ratio(py_cpu, pack_cpu), "python_over_pack_wall": ratio(py_wall, pack_wall)}
+        data["pack"][job] = d
+        py_text = "n/a (" + python_missing + ")" if python_missing else fmt(py_cpu, 3)
+        pack_rows.append([f"{job}: {title} ({samples:.0f})" if samples else f"{job}: {title}",
+                          fmt(pack_cpu, 3), fmt(pack_wall, 3), fmt(floor_cpu, 3), fmt(full_cpu, 3), py_text, fmt(py_wall, 3),
+                          fmt(d["pack_over_floor_cpu"], 2, "x"), fmt(d["pack_over_full_decode_cpu"], 2, "x"),
+                          fmt(d["python_over_pack_cpu"], 2, "x"), fmt(d["python_over_pack_wall"], 2, "x")])
+        targets.append([f"{job} pack CPU / its decode floor's", fmt(d["pack_over_floor_cpu"], 3, "x"),
+                        verdict(d["pack_over_floor_cpu"], FLOOR_TARGET[job], True)])
+        targets.append([f"{job} Python CPU / pack CPU", fmt(d["python_over_pack_cpu"], 3, "x"),
+                        verdict(d["python_over_pack_cpu"], PYTHON_TARGET[job], False)])
+        targets.append([f"{job} Python wall / pack wall (same threads)", fmt(d["python_over_pack_wall"], 3, "x"),
+                        verdict(d["python_over_pack_wall"], PYTHON_TARGET[job], False)])
+
+    read_rows = []
+    for job in JOBS:
+        rate = {}
+        for codec in CODECS:
+            name = f"pack.read.{job}.{codec}"
+            if name not in runs:
+                continue
+            mode = lambda m, k: (lambda r: r["modes"][m][k])  # noqa: E731
+            rate[codec] = {
+                "reader_per_s": median_of(runs, name, mode("reader_1t", "samples_per_s")),
+                "reader_per_cpu_s": median_of(runs, name, mode("reader_1t", "samples_per_cpu_s")),
+                "zstd_per_s": median_of(runs, name, mode("zstd_1t", "samples_per_s")),
+                "zstd_per_cpu_s": median_of(runs, name, mode("zstd_1t", "samples_per_cpu_s")),
+                "bytes": median_of(runs, f"pack.size.{job}.{codec}", lambda r: r["bytes"]),
+                "records": median_of(runs, name, lambda r: r["dataset"]["records"]),
+            }
+        if not rate:
+            continue
+        frame = rate.get("zstd-record", {})
+        for codec, r in rate.items():
+            r["vs_one_frame_per_record_cpu"] = ratio(r["reader_per_cpu_s"], frame.get("reader_per_cpu_s"))
+            r["vs_one_frame_per_record_wall"] = ratio(r["reader_per_s"], frame.get("reader_per_s"))
+            r["vs_bare_zstd_cpu"] = ratio(r["reader_per_cpu_s"], r["zstd_per_cpu_s"])
+            r["vs_bare_zstd_wall"] = ratio(r["reader_per_s"], r["zstd_per_s"])
+            read_rows.append([f"{job} records, {codec}: {CODEC_WHAT[codec]}",
+                              fmt(r["bytes"] / 1e6 if r["bytes"] else None, 2), fmt(r["reader_per_s"], 0),
+                              fmt(r["reader_per_cpu_s"], 0), fmt(r["zstd_per_cpu_s"], 0),
+                              fmt(r["vs_one_frame_per_record_cpu"], 2, "x"), fmt(r["vs_one_frame_per_record_wall"], 2, "x"),
+                              fmt(r["vs_bare_zstd_cpu"], 2, "x"), fmt(r["vs_bare_zstd_wall"], 2, "x")])
+        data["read"][job] = rate
+        if "zstd" in rate:
+            targets.append([f"{job} full-record read, default codec / one frame per record (CPU)",
+                            fmt(rate["zstd"]["vs_one_frame_per_record_cpu"], 3, "x"),
+                            verdict(rate["zstd"]["vs_one_frame_per_record_cpu"], 1.0, False)])
+            targets.append([f"{job} full-record read, default codec / bare zstd of the same frames (CPU)",
+                            fmt(rate["zstd"]["vs_bare_zstd_cpu"], 3, "x"),
+                            verdict(rate["zstd"]["vs_bare_zstd_cpu"], 0.97, False)])
+
+    crop_rows, crops = [], {}
+    for codec in CODECS:
+        name = f"pack.crop.{codec}"
+        if name in runs:
+            crops[codec] = {"per_s": median_of(runs, name, lambda r: r["samples_per_s_1t"]),
+                            "per_cpu_s": median_of(runs, name, lambda r: r["samples_per_cpu_s_1t"]),
+                            "bytes": median_of(runs, f"pack.size.crop.{codec}", lambda r: r["bytes"]),
+                            "records": median_of(runs, name, lambda r: r["records"])}
+    frame = crops.get("zstd-record", {})
+    for codec, c in crops.items():
+        c["vs_one_frame_per_record_cpu"] = ratio(c["per_cpu_s"], frame.get("per_cpu_s"))
+        c["vs_one_frame_per_record_wall"] = ratio(c["per_s"], frame.get("per_s"))
+        crop_rows.append([f"{codec}: {CODEC_WHAT[codec]}", fmt(c["bytes"] / 1e6 if c["bytes"] else None, 1),
+                          fmt(c["per_s"], 0), fmt(c["per_cpu_s"], 0), fmt(c["vs_one_frame_per_record_cpu"], 2, "x"),
+                          fmt(c["vs_one_frame_per_record_wall"], 2, "x")])
+    data["crop"] = crops
+
+    # Band heights: full reads of the seg records and crops of the 1080p records against the band
+    # rows (the default codec); the default height's figures are the codec rows' above.
+    band_read_rows, band_crop_rows, bands = [], [], {"read": {}, "crop": {}}
+    seg_reads = data["read"].get("seg", {})
+    by_rows = {}
+    for name in runs:
+        if name.startswith("pack.bands.read."):
+            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["modes"]["reader_1t"]["samples_per_cpu_s"])
+    if by_rows and "zstd" in seg_reads:
+        by_rows[setup.get("seg_default_band_rows", 0)] = seg_reads["zstd"]["reader_per_cpu_s"]
+    one_frame = seg_reads.get("zstd-record", {}).get("reader_per_cpu_s")
+    for rows in sorted(by_rows):
+        default = " (default)" if rows == setup.get("seg_default_band_rows") else ""
+        frames = 2 * -(-512 // rows) if rows else None
+        bands["read"][rows] = {"reader_per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
+        band_read_rows.append([f"{rows}{default}", frames if frames else "n/a", fmt(by_rows[rows], 0),
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+    by_rows = {}
+    for name in runs:
+        if name.startswith("pack.bands.crop."):
+            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["samples_per_cpu_s_1t"])
+    if by_rows and "zstd" in crops:
+        by_rows[setup.get("crop_default_band_rows", 0)] = crops["zstd"]["per_cpu_s"]
+    one_frame = crops.get("zstd-record", {}).get("per_cpu_s")
+    for rows in sorted(by_rows):
+        default = " (default)" if rows == setup.get("crop_default_band_rows") else ""
+        bands["crop"][rows] = {"per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
+        band_crop_rows.append([f"{rows}{default}", 2 * -(-1080 // rows) if rows else "n/a", fmt(by_rows[rows], 0),
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+    data["bands"] = bands
+
+    threads = setup.get("threads", "?")
+    lines = [f"shardpack pack benchmark: {cpu_model()}, {os.cpu_count()} cores; data sets '{setup.get('size', '?')}', "
+             f"{setup.get('reps', '?')} interleaved repetitions, medians", "",
+             f"Pack jobs ({threads} threads for the pack, the floor and the Python pool; CPU = user + system seconds):", ""]
+    lines += table(["job (records)", "pack CPU s", "pack wall s", "floor CPU s (decode as packed)", "full decode CPU s",
+                    "Python CPU s", "Python wall s", "pack / floor (CPU)", "pack / full decode (CPU)", "Python / pack (CPU)",
+                    "Python / pack (wall)"], pack_rows)
+    lines += ["", "Full-record reads, 1 thread, random order, checksums on (samples/s; ratios: higher is faster):", ""]
+    lines += table(["records, codec", "MB", "reader /s", "reader /CPU-s", "bare zstd /CPU-s",
+                    "vs one frame per record (CPU)", "(wall)", "vs bare zstd, same frames (CPU)", "(wall)"], read_rows)
+    lines += ["", f"Random 512x512 crops + flips of full 1080p records (index labels, "
+              f"{setup.get('crop_records', '?')} records), 1 thread:", ""]
+    lines += table(["codec", "MB", "crops /s", "crops /CPU-s", "vs one frame per record (CPU)", "(wall)"], crop_rows)
+    lines += ["", "Band heights, `--compression zstd` with `--band-rows` (1 thread, CPU): full-record reads of the "
+              "seg records (512 rows), against one frame per record:", ""]
+    lines += table(["band rows", "frames a record", "reader /CPU-s", "vs one frame per record"], band_read_rows)
+    lines += ["", "and random 512x512 crops + flips of the full 1080p records, against one frame per record:", ""]
+    lines += table(["band rows", "frames a record", "crops /CPU-s", "vs one frame per record"], band_crop_rows)
+    lines += ["", "Targets (issue 22):", ""]
+    lines += table(["target", "measured", "verdict"], targets)
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    with open(a.markdown, "w") as f:
+        f.write(text)
+    with open(a.json, "w") as f:
+        json.dump({"machine": {"cpu": cpu_model(), "cores": os.cpu_count()}, "setup": setup, "python_unavailable": python_missing,
+                   "tables": data, "targets": [{"target": t[0], "measured": t[1], "verdict": t[2]} for t in targets],
+                   "raw": runs}, f, indent=1)
+    print(f"written: {a.json}, {a.markdown}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
