@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job end to end on a fresh Debian machine: installs what is missing, builds the CLI
 # and the sample-data tool (only those: the tests and benchmarks are scripts/test.sh's), makes a
-# small sample dataset (street scenes with colour masks and a class dictionary), packs it,
+# small sample dataset (street scenes with color masks and a class dictionary), packs it,
 # verifies it, reads it from Python, and says where the CLI is and how to put it on the PATH.
 # Everything goes under out/demo/; the build under build/ (or $SHARDPACK_BUILD_DIR), where
 # scripts/test.sh goes on to build the rest.
@@ -21,7 +21,7 @@ mkdir -p "$demo"
 
 echo
 
-echo "== 1. sample data: 48 images 640x480 with colour masks (palette PNGs whose palette order differs from the dictionary's)"
+echo "== 1. sample data: 48 images 640x480 with color masks (palette PNGs whose palette order differs from the dictionary's)"
 "$build_dir/make_sample_data" --out "$demo/src" --count 48 --width 640 --height 480 --palette-masks --spaces
 head -3 "$demo/src/list.csv"
 cat "$demo/src/class_dict.csv"

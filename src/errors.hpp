@@ -6,7 +6,7 @@
 
 namespace shardpack {
 
-// Bad input data: a file that cannot be decoded, a CSV line that cannot be parsed, a colour
+// Bad input data: a file that cannot be decoded, a CSV line that cannot be parsed, a color
 // that is not in the class dictionary. The CLI exits 1 on it.
 struct input_error : std::runtime_error {
     using std::runtime_error::runtime_error;

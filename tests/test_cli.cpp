@@ -76,7 +76,7 @@ TEST_CASE("segmentation without resizing round-trips images and masks bit-exactl
             mask_key.replace(mask_key.size() - 4, 4, ".png");
             const image_u8 src_mask = decode_file(dir / ("src/" + mask_key));
             const image_u8 out_mask = decode_file(info.at("label").as_string());
-            REQUIRE(out_mask.pixels == src_mask.pixels);  // mapped by colour, drawn back in the dictionary's colours
+            REQUIRE(out_mask.pixels == src_mask.pixels);  // mapped by color, drawn back in the dictionary's colors
         }
         const auto v = cli({"verify", dir / "ds"});
         INFO(v.err);
@@ -84,7 +84,7 @@ TEST_CASE("segmentation without resizing round-trips images and masks bit-exactl
     }
 }
 
-TEST_CASE("resized masks hold only dictionary colours and share the image's box", "[cli][seg]") {
+TEST_CASE("resized masks hold only dictionary colors and share the image's box", "[cli][seg]") {
     temp_dir dir("resize");
     make_samples(dir / "src", {"--count", "4", "--width", "200", "--height", "150"});
     for (const std::string mode : {"stretch", "shorter", "fit", "none"}) {
@@ -193,7 +193,7 @@ TEST_CASE("bad input names the file, the CSV line and the reason", "[cli][errors
     make_samples(dir / "src", {"--count", "3", "--width", "40", "--height", "30"});
     const std::string csv = dir / "src/list.csv", dict = dir / "src/class_dict.csv";
 
-    SECTION("a colour not in the dictionary") {
+    SECTION("a color not in the dictionary") {
         image_u8 mask = decode_file(dir / "src/masks/img_0001.png");
         mask.pixels[(5 * 40 + 7) * 3] = 1;  // pixel (7,5) becomes (1, g, b)
         const auto png = encode_png(mask);
@@ -205,7 +205,7 @@ TEST_CASE("bad input names the file, the CSV line and the reason", "[cli][errors
         r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ds", "--unknown-label", "ignore", "--json",
                  "--label-layout", "index"});
         REQUIRE(r.code == 0);
-        REQUIRE(detail::json::parse(r.out).at("unknown_colour_pixels").as_u64() == 1);
+        REQUIRE(detail::json::parse(r.out).at("unknown_color_pixels").as_u64() == 1);
         auto ds = dataset::open(dir / "ds");
         const auto second = ds.at(1);
         REQUIRE(second.label()[5 * 40 + 7] == 255);
@@ -318,7 +318,7 @@ TEST_CASE("inspect, verify and export describe and check a dataset", "[cli][tool
     REQUIRE_THAT(r.err, Catch::Contains("out of range"));
 }
 
-TEST_CASE("colour conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha", "[cli][color]") {
+TEST_CASE("color conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha", "[cli][color]") {
     temp_dir dir("gray");
     image_u8 rgba{3, 2, 4, {10, 200, 30, 5, 255, 0, 0, 255, 0, 255, 0, 128, 0, 0, 255, 0, 1, 2, 3, 4, 250, 251, 252, 253}};
     const auto png = encode_png(rgba);

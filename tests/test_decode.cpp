@@ -393,8 +393,8 @@ TEST_CASE("every corrupt PngSuite file (x*.png) is refused", "[png]") {
         std::uint32_t w = 0, h = 0;
         CHECK_THROWS_AS(read_image_size(file.data(), file.size(), w, h), decode_error);
     }
-    const bytes bad_colour_type = load_png("xc1n0g08.png");
-    CHECK_THROWS_WITH(decode_png(bad_colour_type.data(), bad_colour_type.size(), request(pixel_layout::rgb)),
+    const bytes bad_color_type = load_png("xc1n0g08.png");
+    CHECK_THROWS_WITH(decode_png(bad_color_type.data(), bad_color_type.size(), request(pixel_layout::rgb)),
                       "PNG: Invalid IHDR data (Invalid color type in IHDR)");
     const bytes bad_ihdr_crc = load_png("xhdn0g08.png");
     CHECK_THROWS_WITH(decode_png(bad_ihdr_crc.data(), bad_ihdr_crc.size(), request(pixel_layout::rgb)),
@@ -467,7 +467,7 @@ TEST_CASE("PNG pixels match values computed by hand", "[png]") {
         const image_u8 rgb = decode_png(file.data(), file.size(), request(pixel_layout::rgb));
         CHECK(std::vector<int>(pixel(rgb, 20, 10), pixel(rgb, 20, 10) + 3) == std::vector<int>{0x17, 0xFF, 0x00});  // not composited
     }
-    SECTION("palette is expanded to its colours") {
+    SECTION("palette is expanded to its colors") {
         const bytes file = load_png("basn3p08.png");
         const image_u8 img = decode_png(file.data(), file.size(), request(pixel_layout::rgb));
         CHECK(std::vector<int>(pixel(img, 0, 0), pixel(img, 0, 0) + 3) == std::vector<int>{1, 0, 0});
@@ -676,11 +676,11 @@ TEST_CASE("progressive, arithmetic and grayscale JPEGs", "[jpeg]") {
 
 TEST_CASE("CMYK and YCCK JPEGs convert to RGB", "[jpeg]") {
     // Flat 16x16 blocks of known CMYK samples survive quality-100 coding nearly exactly.
-    const std::uint8_t colours[4][4] = {{255, 255, 255, 255}, {200, 100, 50, 255}, {255, 128, 0, 128}, {10, 20, 30, 40}};
+    const std::uint8_t colors[4][4] = {{255, 255, 255, 255}, {200, 100, 50, 255}, {255, 128, 0, 128}, {10, 20, 30, 40}};
     const std::uint32_t w = 64, h = 16;
     bytes cmyk(std::size_t(w) * h * 4);
     for (std::uint32_t y = 0; y < h; ++y)
-        for (std::uint32_t x = 0; x < w; ++x) std::memcpy(&cmyk[(std::size_t(y) * w + x) * 4], colours[x / 16], 4);
+        for (std::uint32_t x = 0; x < w; ++x) std::memcpy(&cmyk[(std::size_t(y) * w + x) * 4], colors[x / 16], 4);
 
     struct variant {
         const char* name;
@@ -700,7 +700,7 @@ TEST_CASE("CMYK and YCCK JPEGs convert to RGB", "[jpeg]") {
         REQUIRE(rgb.width == w);
         for (int block = 0; block < 4; ++block) {
             INFO("block " << block);
-            const std::uint8_t* c = colours[block];
+            const std::uint8_t* c = colors[block];
             int expect[3];
             for (int k = 0; k < 3; ++k) {
                 // Adobe files store inverted ink: R = C*K/255; plain files: (255-C)(255-K)/255.
@@ -759,7 +759,7 @@ TEST_CASE("JPEG DCT scaling picks the smallest scale that covers the minimum", "
         CHECK(size(top) == std::make_pair(114u, 10u));
         CHECK(std::equal(top.pixels.begin(), top.pixels.end(), whole.pixels.begin()));
     }
-    // Scaling also works for grayscale output of a colour file and matches its RGB.
+    // Scaling also works for grayscale output of a color file and matches its RGB.
     const image_u8 gray = scaled(100, 50, pixel_layout::gray);
     bool ok = true;
     for (std::size_t i = 0; i < gray.pixels.size(); ++i)
@@ -928,7 +928,7 @@ TEST_CASE("encode_png round-trips exactly and deterministically", "[encode]") {
 }
 
 // =============================================================================================
-TEST_CASE("colour conversions", "[convert]") {
+TEST_CASE("color conversions", "[convert]") {
     const std::uint8_t rgb[] = {255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255, 0, 0, 0, 12, 34, 56};
     std::uint8_t gray[6];
     rgb_to_gray_pil(rgb, gray, 6);
@@ -1050,7 +1050,7 @@ TEST_CASE("the fast path keeps the decode limit when the output has more channel
         ihdr[i] = std::uint8_t(w >> (24 - 8 * i));
         ihdr[4 + i] = std::uint8_t(h >> (24 - 8 * i));
     }
-    ihdr[8] = 8;  // bit depth; colour type 0 (gray), not interlaced
+    ihdr[8] = 8;  // bit depth; color type 0 (gray), not interlaced
     chunk("IHDR", ihdr);
     // Every row: filter byte 0 and zeros, as one zlib stream (run-length deflate: fast, small).
     z_stream z{};

@@ -241,7 +241,7 @@ TEST_CASE("class dict: CamVid layout, ids in file order", "[input][classes]") {
     CHECK(classes[0].name == "sky");
     CHECK(classes[1].name == "road");
     CHECK(classes[2].name == "car");
-    CHECK(classes[1].has_colour);
+    CHECK(classes[1].has_color);
     CHECK((int(classes[1].r) == 128 && int(classes[1].g) == 64 && int(classes[1].b) == 128));
 }
 
@@ -266,7 +266,7 @@ TEST_CASE("class dict: missing columns name the file and the header line", "[inp
     REQUIRE_THROWS_WITH(load_class_dict(headerless), Contains(headerless + ":1:") && Contains("name r g b"));
 }
 
-TEST_CASE("class dict: bad colour values", "[input][classes]") {
+TEST_CASE("class dict: bad color values", "[input][classes]") {
     scratch_dir dir;
     const std::string big = dir.write("big.csv", "name,r,g,b\nsky,1,2,3\nroad,1,256,3\n");
     REQUIRE_THROWS_WITH(load_class_dict(big), Contains(big + ":3:") && Contains("'256'") && Contains("0..255"));
@@ -282,9 +282,9 @@ TEST_CASE("class dict: bad colour values", "[input][classes]") {
 
 TEST_CASE("class dict: duplicates name both lines", "[input][classes]") {
     scratch_dir dir;
-    const std::string colour = dir.write("c.csv", "name,r,g,b\nsky,1,2,3\n\nroad,4,5,6\ncar,1,2,3\n");
-    REQUIRE_THROWS_AS(load_class_dict(colour), input_error);
-    REQUIRE_THROWS_WITH(load_class_dict(colour), Contains(colour + ":5:") && Contains("'car'") &&
+    const std::string color = dir.write("c.csv", "name,r,g,b\nsky,1,2,3\n\nroad,4,5,6\ncar,1,2,3\n");
+    REQUIRE_THROWS_AS(load_class_dict(color), input_error);
+    REQUIRE_THROWS_WITH(load_class_dict(color), Contains(color + ":5:") && Contains("'car'") &&
                                                      Contains("class 'sky' on line 2"));
     const std::string name = dir.write("n.csv", "name,r,g,b\nsky,1,2,3\nroad,4,5,6\nsky,7,8,9\n");
     REQUIRE_THROWS_WITH(load_class_dict(name), Contains(name + ":4: duplicate class name 'sky' (first on line 2)"));
@@ -314,7 +314,7 @@ TEST_CASE("class names: one per line, or a CSV with an optional header", "[input
     const auto plain = load_class_names(dir.write("a.txt", "cat\r\n\r\ndog\n bird \n"));
     REQUIRE(plain.size() == 3);
     CHECK((plain[0].name == "cat" && plain[1].name == "dog" && plain[2].name == "bird"));
-    CHECK_FALSE(plain[0].has_colour);
+    CHECK_FALSE(plain[0].has_color);
     const auto header = load_class_names(dir.write("b.csv", "Name,description\ncat,\"small, furry\"\ndog,loyal\n"));
     REQUIRE(header.size() == 2);
     CHECK(header[0].name == "cat");

@@ -1,4 +1,4 @@
-// Real label data (issue #11): `shardpack colors`, --color-tolerance, helpful unknown-colour
+// Real label data (issue #11): `shardpack colors`, --color-tolerance, helpful unknown-color
 // messages, index masks (gray 8/16-bit, palette indices, sparse name,id tables, --ignore-values),
 // and failed skip builds that keep their reasons. Library units first, then the CLI end to end.
 #include <catch2/catch.hpp>
@@ -45,9 +45,9 @@ image_u8 decode_file(const std::string& path) {
 
 std::uint32_t pack(const std::uint8_t* p) { return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2]; }
 
-// The masks' colour histogram, counted here the plain way.
+// The masks' color histogram, counted here the plain way.
 std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> histogram(const std::string& src, int count) {
-    std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> h;  // colour -> pixels, files
+    std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> h;  // color -> pixels, files
     for (int i = 0; i < count; ++i) {
         char stem[32];
         std::snprintf(stem, sizeof stem, "img_%04d", i);
@@ -62,7 +62,7 @@ std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> histogram(const
     return h;
 }
 
-// A PNG of raw samples: gray 8/16-bit or palette (with a palette whose colours are not the ids).
+// A PNG of raw samples: gray 8/16-bit or palette (with a palette whose colors are not the ids).
 void write_raw_png(const std::string& path, std::uint32_t w, std::uint32_t h, int bit_depth, int color_type,
                    const std::vector<std::uint16_t>& values) {
     FILE* f = std::fopen(path.c_str(), "wb");
@@ -104,34 +104,34 @@ void write_raw_png(const std::string& path, std::uint32_t w, std::uint32_t h, in
 // ---------------------------------------------------------------------------------------------
 // Library units
 
-TEST_CASE("colour_lookup with a tolerance maps within N of one class and flags it (table and search agree)",
+TEST_CASE("color_lookup with a tolerance maps within N of one class and flags it (table and search agree)",
           "[labels][tolerance]") {
-    const std::vector<label_colour> dict = {{0, 0, 0}, {128, 64, 128}, {2, 140, 210}, {250, 250, 250}};
-    const colour_lookup exact(dict);
+    const std::vector<label_color> dict = {{0, 0, 0}, {128, 64, 128}, {2, 140, 210}, {250, 250, 250}};
+    const color_lookup exact(dict);
     CHECK(exact.find(0, 140, 210) == -1);
     CHECK(exact.find(2, 140, 210) == 2);
-    for (unsigned n : {2u, 40u}) {  // 40: too large for the table of every colour; searched on a miss
-        const colour_lookup near(dict, n);
+    for (unsigned n : {2u, 40u}) {  // 40: too large for the table of every color; searched on a miss
+        const color_lookup near(dict, n);
         CHECK(near.find(2, 140, 210) == 2);
-        CHECK(near.find_packed(colour_lookup::pack(2, 140, 210)) == 2);  // exact: not flagged
-        const int v = near.find_packed(colour_lookup::pack(0, 140, 212));
-        CHECK(v == (2 | colour_lookup::by_tolerance));
+        CHECK(near.find_packed(color_lookup::pack(2, 140, 210)) == 2);  // exact: not flagged
+        const int v = near.find_packed(color_lookup::pack(0, 140, 212));
+        CHECK(v == (2 | color_lookup::by_tolerance));
         CHECK(near.find(0, 140, 212) == 2);
         CHECK(near.find(std::uint8_t(128 - n), std::uint8_t(64 + n), 128) == 1);
         CHECK(near.find(std::uint8_t(128 - n - 1), 64, 128) == -1);  // one more is too far
-        const auto nearest = near.nearest(colour_lookup::pack(5, 140, 210));
+        const auto nearest = near.nearest(color_lookup::pack(5, 140, 210));
         CHECK(nearest.id == 2);
         CHECK(nearest.distance == 3);
     }
-    // Two colours within 2N: refused
-    CHECK_THROWS_AS(colour_lookup(std::vector<label_colour>{{10, 10, 10}, {14, 10, 10}}, 2), input_error);
-    CHECK_NOTHROW(colour_lookup(std::vector<label_colour>{{10, 10, 10}, {15, 10, 10}}, 2));
+    // Two colors within 2N: refused
+    CHECK_THROWS_AS(color_lookup(std::vector<label_color>{{10, 10, 10}, {14, 10, 10}}, 2), input_error);
+    CHECK_NOTHROW(color_lookup(std::vector<label_color>{{10, 10, 10}, {15, 10, 10}}, 2));
 }
 
-TEST_CASE("map_mask counts tolerance pixels per class and tallies unknown colours (also on repeated rows)",
+TEST_CASE("map_mask counts tolerance pixels per class and tallies unknown colors (also on repeated rows)",
           "[labels][tolerance]") {
-    const std::vector<label_colour> dict = {{0, 0, 0}, {100, 100, 100}};
-    const colour_lookup lookup(dict, 1);
+    const std::vector<label_color> dict = {{0, 0, 0}, {100, 100, 100}};
+    const color_lookup lookup(dict, 1);
     image_u8 m;
     m.width = 4;
     m.height = 2;
@@ -147,7 +147,7 @@ TEST_CASE("map_mask counts tolerance pixels per class and tallies unknown colour
     label_plane out;
     std::uint64_t unknown = 0;
     mask_mapping_stats stats;
-    map_mask(m, up, lookup, unknown_colour_policy::ignore, 255, out, nullptr, &unknown, &stats);
+    map_mask(m, up, lookup, unknown_color_policy::ignore, 255, out, nullptr, &unknown, &stats);
     REQUIRE(stats.by_tolerance.size() == 2);
     CHECK(stats.by_tolerance[0] == 8);  // (1,0,0) and (0,1,1): 2 source pixels x 4
     CHECK(stats.by_tolerance[1] == 4);  // (101,100,99)
@@ -159,11 +159,11 @@ TEST_CASE("map_mask counts tolerance pixels per class and tallies unknown colour
     CHECK(stats.unknown[0].y == 0);
     CHECK(stats.unknown[1].rgb == 0x323232u);
     CHECK(stats.unknown[1].pixels == 4);
-    // under error: unknown_colour_error with the colour and its source position
+    // under error: unknown_color_error with the color and its source position
     try {
-        map_mask(m, up, lookup, unknown_colour_policy::error, 255, out, nullptr, &unknown, &stats);
+        map_mask(m, up, lookup, unknown_color_policy::error, 255, out, nullptr, &unknown, &stats);
         FAIL("no error");
-    } catch (const unknown_colour_error& e) {
+    } catch (const unknown_color_error& e) {
         CHECK(e.rgb == 0x070707u);
         CHECK(e.x == 3);
         CHECK(e.y == 0);
@@ -177,14 +177,14 @@ TEST_CASE("class tables with ids for index masks and the 2N refusal naming both 
     REQUIRE(ids.size() == 3);
     CHECK(ids[1].value == 26);
     CHECK(classes_have_values(ids));
-    CHECK_FALSE(classes_have_colours(ids));
+    CHECK_FALSE(classes_have_colors(ids));
     write_file(dir / "dup.csv", "name,id\nroad,7\ncar,7\n");
     CHECK_THROWS_WITH(load_class_dict(dir / "dup.csv"), Catch::Contains("line 2") && Catch::Contains("'road'"));
     write_file(dir / "close.csv", "name,r,g,b\nwater,2,140,210\nsky,128,128,128\nlake,5,140,210\n");
     const auto close = load_class_dict(dir / "close.csv");
-    CHECK_NOTHROW(check_colour_tolerance(close, 1, dir / "close.csv"));
+    CHECK_NOTHROW(check_color_tolerance(close, 1, dir / "close.csv"));
     try {
-        check_colour_tolerance(close, 2, dir / "close.csv");
+        check_color_tolerance(close, 2, dir / "close.csv");
         FAIL("no error");
     } catch (const usage_error& e) {
         const std::string what = e.what();
@@ -193,7 +193,7 @@ TEST_CASE("class tables with ids for index masks and the 2N refusal naming both 
     }
 }
 
-TEST_CASE("index masks read gray 8/16-bit values and palette indices (not colours) with sparse ids remapped and ignore values",
+TEST_CASE("index masks read gray 8/16-bit values and palette indices (not colors) with sparse ids remapped and ignore values",
           "[labels][index]") {
     temp_dir dir("values");
     const std::vector<std::uint16_t> v8 = {0, 7, 26, 255, 7, 7};
@@ -234,12 +234,12 @@ TEST_CASE("index masks read gray 8/16-bit values and palette indices (not colour
     label_plane out;
     std::uint64_t unknown = 0;
     mask_mapping_stats stats;
-    map_index_mask(p16, plan, lookup, unknown_colour_policy::ignore, 255, out, &unknown, &stats);
+    map_index_mask(p16, plan, lookup, unknown_color_policy::ignore, 255, out, &unknown, &stats);
     CHECK(out.ids == std::vector<std::uint16_t>{255, 0, 2, 255, 255, 0});
     CHECK(unknown == 1);
     REQUIRE(stats.unknown.size() == 1);
     CHECK(stats.unknown[0].rgb == 300);
-    CHECK_THROWS_WITH(map_index_mask(p16, plan, lookup, unknown_colour_policy::error, 255, out, &unknown, &stats),
+    CHECK_THROWS_WITH(map_index_mask(p16, plan, lookup, unknown_color_policy::error, 255, out, &unknown, &stats),
                       Catch::Contains("unknown mask value 300 at pixel (1,1)"));
     CHECK_THROWS_AS(value_lookup({7, 26}, {26}), usage_error);  // a class and ignored: refused
 }
@@ -284,24 +284,24 @@ TEST_CASE("colors gives exact counts and the nearest class and distance and unus
     const auto j = detail::json::parse(r.out);
     CHECK(j.at("masks").as_u64() == 12);
     CHECK(j.at("pixels").as_u64() == 12u * 96 * 64);
-    const auto& colours = j.at("colors").as_array();
-    REQUIRE(colours.size() == expected.size());
-    std::map<std::uint32_t, const detail::json*> by_colour;
-    for (const auto& c : colours) {
+    const auto& colors = j.at("colors").as_array();
+    REQUIRE(colors.size() == expected.size());
+    std::map<std::uint32_t, const detail::json*> by_color;
+    for (const auto& c : colors) {
         const auto& a = c.at("color").as_array();
         const std::uint32_t key = std::uint32_t(a[0].as_u64()) << 16 | std::uint32_t(a[1].as_u64()) << 8 | std::uint32_t(a[2].as_u64());
-        by_colour[key] = &c;
+        by_color[key] = &c;
         REQUIRE(expected.count(key));
         CHECK(c.at("pixels").as_u64() == expected.at(key).first);
         CHECK(c.at("files").as_u64() == expected.at(key).second);
     }
     // sky is exact; the masks hold road (128,64,128) as (128,65,128)
-    CHECK(by_colour.at(0x808080u)->at("match").as_string() == "exact");
-    const auto& road = *by_colour.at(0x804180u);
+    CHECK(by_color.at(0x808080u)->at("match").as_string() == "exact");
+    const auto& road = *by_color.at(0x804180u);
     CHECK(road.at("match").as_string() == "unknown");
     CHECK(road.at("nearest_class").as_string() == "road");
     CHECK(road.at("distance").as_u64() == 1);
-    const auto& stray = *by_colour.at(0xFA0AFAu);
+    const auto& stray = *by_color.at(0xFA0AFAu);
     CHECK(stray.at("files").as_u64() == 1);  // mask 3 only (every 10th from the 4th)
     CHECK(stray.at("pixels").as_u64() == 12);
     CHECK(stray.at("example").at("mask").as_string() == "masks/img_0003.png");
@@ -311,7 +311,7 @@ TEST_CASE("colors gives exact counts and the nearest class and distance and unus
     for (const auto& u : j.at("unused_classes").as_array()) unused.push_back(u.at("name").as_string());
     CHECK(unused == std::vector<std::string>{"building", "road", "tree", "car", "bicycle"});
 
-    // with the tolerance the off colours map; the text output says so
+    // with the tolerance the off colors map; the text output says so
     r = cli({"colors", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--color-tolerance", "2",
              "--write-dict", dir / "fixed.csv"});
     INFO(r.err);
@@ -331,7 +331,7 @@ TEST_CASE("colors gives exact counts and the nearest class and distance and unus
     REQUIRE(ds.classes().size() == 9);
     CHECK(ds.classes()[2].name == "road");
     CHECK(ds.classes()[7].name == "class_3_3_3");
-    // the same without a dictionary: every colour is a class_R_G_B
+    // the same without a dictionary: every color is a class_R_G_B
     r = cli({"colors", "--csv", dir / "src/list.csv", "--write-dict", dir / "all.csv"});
     REQUIRE(r.code == 0);
     const std::string all = read_file(dir / "all.csv");
@@ -339,14 +339,14 @@ TEST_CASE("colors gives exact counts and the nearest class and distance and unus
     CHECK_THAT(all, Catch::Contains("\nclass_128_128_128,128,128,128\n"));
 }
 
-TEST_CASE("build with a colour tolerance: the error helps and the tolerance maps as fixed masks would with counts split",
+TEST_CASE("build with a color tolerance: the error helps and the tolerance maps as fixed masks would with counts split",
           "[labels][tolerance]") {
     temp_dir dir("tol");
     make_samples(dir / "off", {"--count", "5", "--width", "80", "--height", "48", "--off-colors"});
     make_samples(dir / "exact", {"--count", "5", "--width", "80", "--height", "48"});
     auto r = cli({"build", "--csv", dir / "off/list.csv", "--classes", dir / "off/class_dict.csv", "--out", dir / "ds"});
     REQUIRE(r.code == 1);
-    CHECK_THAT(r.err, Catch::Contains("list.csv:2") && Catch::Contains("img_0000.png: unknown colour (") &&
+    CHECK_THAT(r.err, Catch::Contains("list.csv:2") && Catch::Contains("img_0000.png: unknown color (") &&
                           Catch::Contains("nearest class '") && Catch::Contains("at distance ") &&
                           Catch::Contains("--color-tolerance ") && Catch::Contains("would map it to '") &&
                           Catch::Contains("shardpack colors --csv " + dir / "off/list.csv" + " --classes " +
@@ -387,7 +387,7 @@ TEST_CASE("build with a colour tolerance: the error helps and the tolerance maps
     CHECK(again.at("reused_records").as_u64() == 5);
     CHECK(again.at("class_frequencies").dump() == report.at("class_frequencies").dump());
 
-    // a dictionary whose colours lie within 2N: refused at load, naming both classes (exit 2)
+    // a dictionary whose colors lie within 2N: refused at load, naming both classes (exit 2)
     write_file(dir / "close.csv", "name,r,g,b\nsky,128,128,128\nroad,128,64,128\nroad2,128,67,128\n");
     r = cli({"build", "--csv", dir / "off/list.csv", "--classes", dir / "close.csv", "--out", dir / "x", "--color-tolerance", "2"});
     CHECK(r.code == 2);
@@ -397,7 +397,7 @@ TEST_CASE("build with a colour tolerance: the error helps and the tolerance maps
     CHECK_THAT(r.err, Catch::Contains("'road2'"));
 }
 
-TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are warnings", "[labels][ignore]") {
+TEST_CASE("unknown-label ignore lists every unknown color and empty classes are warnings", "[labels][ignore]") {
     temp_dir dir("ign");
     make_samples(dir / "src", {"--count", "14", "--width", "64", "--height", "48", "--stray-colors"});
     {
@@ -409,9 +409,9 @@ TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are
     INFO(r.err);
     REQUIRE(r.code == 0);
     const auto report = detail::json::parse(r.out);
-    const auto& unknown = report.at("unknown_colours").as_array();
+    const auto& unknown = report.at("unknown_colors").as_array();
     REQUIRE(unknown.size() == 2);
-    CHECK(report.at("unknown_colour_pixels").as_u64() == 2 * 2 * 12);  // masks 3 and 13, 12 pixels of each colour
+    CHECK(report.at("unknown_color_pixels").as_u64() == 2 * 2 * 12);  // masks 3 and 13, 12 pixels of each color
     for (const auto& u : unknown) {
         CHECK(u.at("pixels").as_u64() == 24);
         CHECK(u.at("files").as_u64() == 2);
@@ -421,18 +421,18 @@ TEST_CASE("unknown-label ignore lists every unknown colour and empty classes are
     const auto& warnings = report.at("warnings").as_array();
     REQUIRE(warnings.size() == 2);
     CHECK_THAT(warnings[0].as_string(), Catch::Contains("class 6 'bicycle' has 0 pixels"));
-    CHECK_THAT(warnings[1].as_string(), Catch::Contains("48 pixels of the whole masks had colours not in the dictionary") &&
+    CHECK_THAT(warnings[1].as_string(), Catch::Contains("48 pixels of the whole masks had colors not in the dictionary") &&
                                             Catch::Contains("(counted as `shardpack colors` counts them)") &&
                                             Catch::Contains("(3,3,3): 24 pixels in 2 file(s), e.g. masks/img_0003.png (line 5) at pixel (") &&
                                             Catch::Contains("(250,10,250)") && Catch::Contains("nearest class '"));
     CHECK_THAT(r.err, Catch::Contains("warning: class 6 'bicycle' has 0 pixels") && Catch::Contains("(250,10,250): 24 pixels"));
-    // a rebuild that takes every record back reports the same unknown colours
+    // a rebuild that takes every record back reports the same unknown colors
     const auto again = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out",
                             dir / "ds", "--unknown-label", "ignore", "--json"});
     REQUIRE(again.code == 0);
     const auto second = detail::json::parse(again.out);
     CHECK(second.at("reused_records").as_u64() == 14);
-    CHECK(second.at("unknown_colours").dump() == report.at("unknown_colours").dump());
+    CHECK(second.at("unknown_colors").dump() == report.at("unknown_colors").dump());
 }
 
 TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bit masks and sparse id tables", "[labels][index]") {
@@ -445,7 +445,7 @@ TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bi
     img.pixels.assign(6 * 4 * 3, 90);
     const auto img_png = encode_png(img);
     write_file(dir / "m/img.png", std::string(img_png.begin(), img_png.end()));
-    // VOC style: palette indices 0..2 are classes, 255 the boundary; the palette's colours are not ids
+    // VOC style: palette indices 0..2 are classes, 255 the boundary; the palette's colors are not ids
     std::vector<std::uint16_t> voc(24, 0);
     for (std::size_t i = 0; i < 24; ++i) voc[i] = i % 6 < 2 ? 0 : i % 6 < 4 ? 1 : i % 6 == 4 ? 2 : 255;
     write_raw_png(dir / "m/voc.png", 6, 4, 8, PNG_COLOR_TYPE_PALETTE, voc);
@@ -469,7 +469,7 @@ TEST_CASE("index masks end to end with VOC palettes and 255 boundaries and 16-bi
         CHECK(m.at("build").at("mask_values").as_string() == "index");
         CHECK(m.at("build").at("ignore_values").dump(-1) == "[255]");
     }
-    // the colours path reads the same palette masks by colour: the palette's colours are not in the dictionary
+    // the colors path reads the same palette masks by color: the palette's colors are not in the dictionary
     r = cli({"build", "--csv", dir / "voc.csv", "--classes", dir / "voc_dict.csv", "--out", dir / "ds2"});
     CHECK(r.code == 1);
 
@@ -526,7 +526,7 @@ TEST_CASE("a skip build that packs nothing or that max-errors stops keeps its re
     REQUIRE(r.code == 1);
     const std::string partial = dir / "ds/.partial";
     CHECK_THAT(r.err, Catch::Contains("no row could be packed (6 rejected); nothing was published") &&
-                          Catch::Contains("Most common reasons: 5 x unknown colour (N,N,N) at pixel (N,N)") &&
+                          Catch::Contains("Most common reasons: 5 x unknown color (N,N,N) at pixel (N,N)") &&
                           Catch::Contains("1 x cannot open: No such file or directory") &&
                           Catch::Contains("Rejected rows: " + partial + "/rejected.csv; report: " + partial + "/report.json"));
     CHECK_FALSE(fs::exists(dir / "ds/manifest.json"));
@@ -854,8 +854,8 @@ TEST_CASE("folder input refuses two masks for one image: names that differ only 
     CHECK_THAT(r.err, Catch::Contains("img_0001.jpg and ") && Catch::Contains("(the same name, another extension)"));
 }
 
-TEST_CASE("colors and build count stray colours alike over whole masks, and say which pixels they counted", "[labels][colors]") {
-    // About a second: 14 small masks, two of them with stray colours (make_sample_data --stray-colors).
+TEST_CASE("colors and build count stray colors alike over whole masks, and say which pixels they counted", "[labels][colors]") {
+    // About a second: 14 small masks, two of them with stray colors (make_sample_data --stray-colors).
     temp_dir dir("colcount");
     make_samples(dir / "src", {"--count", "14", "--width", "64", "--height", "48", "--stray-colors"});
     const std::string dict = dir / "src/class_dict.csv";
@@ -870,7 +870,7 @@ TEST_CASE("colors and build count stray colours alike over whole masks, and say 
         REQUIRE(r.code == 0);
         const auto census = detail::json::parse(r.out);
         CHECK(census.at("pixels_counted").as_string() == "whole masks");
-        std::map<std::string, detail::json> strays;  // colour -> entry
+        std::map<std::string, detail::json> strays;  // color -> entry
         for (const auto& e : census.at("colors").as_array())
             if (e.at("match").as_string() == "unknown") strays[e.at("color").dump()] = e;
         REQUIRE(strays.size() == 2);
@@ -882,7 +882,7 @@ TEST_CASE("colors and build count stray colours alike over whole masks, and say 
         REQUIRE(r.code == 0);
         const auto report = detail::json::parse(r.out);
         CHECK(report.at("unknown_pixels_counted").as_string() == "whole masks");
-        const auto& unknown = report.at("unknown_colours").as_array();
+        const auto& unknown = report.at("unknown_colors").as_array();
         REQUIRE(unknown.size() == 2);
         for (const auto& u : unknown) {  // the same counts and the same example, pixel included (shuffled or not)
             const auto& c = strays.at(u.at("color").dump());
@@ -901,7 +901,7 @@ TEST_CASE("colors and build count stray colours alike over whole masks, and say 
         REQUIRE(r.code == 0);
         const auto sized = detail::json::parse(r.out);
         CHECK(sized.at("unknown_pixels_counted").as_string() == "records (32x32, after resizing and cropping)");
-        CHECK_THAT(r.err, Catch::Contains("pixels of the records (32x32, after resizing and cropping) had colours") &&
+        CHECK_THAT(r.err, Catch::Contains("pixels of the records (32x32, after resizing and cropping) had colors") &&
                               Catch::Contains("`shardpack colors` counts the whole masks") &&
                               Catch::Contains("at mask pixel (") && Catch::Contains("(the first the record shows)"));
     }

@@ -1,4 +1,4 @@
-// Geometry planning, resampling and colour-mask → label mapping.
+// Geometry planning, resampling and color-mask → label mapping.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -483,7 +483,7 @@ TEST_CASE("apply_geometry refuses a source that does not fit the plan", "[transf
 
 namespace {
 
-const std::vector<label_colour> palette = {{0, 0, 0}, {128, 0, 0}, {0, 128, 0}, {128, 128, 0}, {0, 0, 128}, {255, 255, 255}};
+const std::vector<label_color> palette = {{0, 0, 0}, {128, 0, 0}, {0, 128, 0}, {128, 128, 0}, {0, 0, 128}, {255, 255, 255}};
 
 image_u8 palette_mask(std::uint32_t w, std::uint32_t h, std::uint32_t block, std::uint32_t seed,
                       std::vector<std::uint16_t>* ids = nullptr) {
@@ -511,23 +511,23 @@ image_u8 palette_mask(std::uint32_t w, std::uint32_t h, std::uint32_t block, std
 
 }  // namespace
 
-TEST_CASE("colour_lookup: exact colours to ids", "[transform][mask]") {
-    const colour_lookup lookup(palette);
+TEST_CASE("color_lookup: exact colors to ids", "[transform][mask]") {
+    const color_lookup lookup(palette);
     CHECK(lookup.size() == palette.size());
     for (std::size_t i = 0; i < palette.size(); ++i) CHECK(lookup.find(palette[i].r, palette[i].g, palette[i].b) == int(i));
     CHECK(lookup.find(1, 0, 0) == -1);
     CHECK(lookup.find(128, 0, 1) == -1);
     CHECK(lookup.find(255, 255, 254) == -1);
     // many classes
-    std::vector<label_colour> many;
+    std::vector<label_color> many;
     for (int i = 0; i < 3000; ++i)
         many.push_back({static_cast<std::uint8_t>(i * 7), static_cast<std::uint8_t>(i >> 3), static_cast<std::uint8_t>(i % 13)});
-    const colour_lookup big(many);
+    const color_lookup big(many);
     for (int i = 0; i < 3000; ++i) REQUIRE(big.find(many[std::size_t(i)].r, many[std::size_t(i)].g, many[std::size_t(i)].b) == i);
     CHECK(big.find(1, 2, 200) == -1);
-    // a colour listed twice is ambiguous
-    CHECK_THROWS_AS(colour_lookup(std::vector<label_colour>{{1, 2, 3}, {4, 5, 6}, {1, 2, 3}}), input_error);
-    const colour_lookup empty(std::vector<label_colour>{});
+    // a color listed twice is ambiguous
+    CHECK_THROWS_AS(color_lookup(std::vector<label_color>{{1, 2, 3}, {4, 5, 6}, {1, 2, 3}}), input_error);
+    const color_lookup empty(std::vector<label_color>{});
     CHECK(empty.size() == 0);
     CHECK(empty.find(0, 0, 0) == -1);
 }
@@ -535,13 +535,13 @@ TEST_CASE("colour_lookup: exact colours to ids", "[transform][mask]") {
 TEST_CASE("map_mask: nearest resize yields only dictionary ids at the nearest source pixel", "[transform][mask]") {
     std::vector<std::uint16_t> src_ids;
     const image_u8 mask = palette_mask(97, 61, 5, 3, &src_ids);
-    const colour_lookup lookup(palette);
+    const color_lookup lookup(palette);
     for (const auto r : all_resize)
         for (const auto c : all_crop) {
             const auto plan = plan_geometry(97, 61, opts(32, 45, r, c));
             label_plane labels;
             std::uint64_t unknown = 99;
-            map_mask(mask, plan, lookup, unknown_colour_policy::error, 255, labels, nullptr, &unknown);
+            map_mask(mask, plan, lookup, unknown_color_policy::error, 255, labels, nullptr, &unknown);
             CHECK(unknown == 0);
             REQUIRE(labels.width == plan.out_width());
             REQUIRE(labels.height == plan.out_height());
@@ -565,19 +565,19 @@ TEST_CASE("map_mask: nearest resize yields only dictionary ids at the nearest so
         }
 }
 
-TEST_CASE("map_mask: a mask of the image's own colours lands on the same box", "[transform][mask]") {
-    // Large constant blocks: inside a block the resampled image keeps the block's colour, so the
+TEST_CASE("map_mask: a mask of the image's own colors lands on the same box", "[transform][mask]") {
+    // Large constant blocks: inside a block the resampled image keeps the block's color, so the
     // image pixel and the label must agree wherever the pixel is away from block edges.
     const std::uint32_t block = 16;
     const image_u8 img = palette_mask(160, 112, block, 8);
-    const colour_lookup lookup(palette);
+    const color_lookup lookup(palette);
     for (const auto& o : {opts(40, 40, resize_mode::shorter, crop_mode::center), opts(40, 40, resize_mode::shorter, crop_mode::topleft),
                           opts(64, 64, resize_mode::fit, crop_mode::center), opts(100, 50, resize_mode::none, crop_mode::center),
                           opts(300, 300, resize_mode::shorter, crop_mode::center), opts(70, 30, resize_mode::stretch, crop_mode::none)}) {
         const auto plan = plan_geometry(160, 112, o);
         const image_u8 out = apply_geometry(img, plan, resample_filter::area);
         label_plane labels;
-        map_mask(img, plan, lookup, unknown_colour_policy::error, 255, labels, nullptr, nullptr);
+        map_mask(img, plan, lookup, unknown_color_policy::error, 255, labels, nullptr, nullptr);
         REQUIRE(labels.width == out.width);
         REQUIRE(labels.height == out.height);
         int compared = 0;
@@ -611,31 +611,31 @@ TEST_CASE("map_mask: a mask of the image's own colours lands on the same box", "
     }
 }
 
-TEST_CASE("map_mask: unknown colours", "[transform][mask]") {
+TEST_CASE("map_mask: unknown colors", "[transform][mask]") {
     image_u8 mask = palette_mask(8, 6, 8, 1);
     std::uint8_t* p = mask.row(3) + 5 * 3;  // pixel (5,3)
     p[0] = 1;
     p[1] = 2;
     p[2] = 3;
-    const colour_lookup lookup(palette);
+    const color_lookup lookup(palette);
     label_plane labels;
     const auto crop = plan_geometry(8, 6, opts(0, 0, resize_mode::none, crop_mode::center));
     try {
-        map_mask(mask, crop, lookup, unknown_colour_policy::error, 255, labels, nullptr, nullptr);
+        map_mask(mask, crop, lookup, unknown_color_policy::error, 255, labels, nullptr, nullptr);
         FAIL("no error");
     } catch (const input_error& e) {
         const std::string what = e.what();
-        CHECK(what.find("unknown colour (1,2,3) at pixel (5,3)") != std::string::npos);
+        CHECK(what.find("unknown color (1,2,3) at pixel (5,3)") != std::string::npos);
         CHECK(what.find("not in the class dictionary") != std::string::npos);
     }
     // with a resize the position is still in source coordinates
     const auto up = plan_geometry(8, 6, opts(16, 12, resize_mode::stretch, crop_mode::center));
-    CHECK_THROWS_WITH(map_mask(mask, up, lookup, unknown_colour_policy::error, 255, labels, nullptr, nullptr),
-                      Catch::Contains("unknown colour (1,2,3) at pixel (5,3)"));
+    CHECK_THROWS_WITH(map_mask(mask, up, lookup, unknown_color_policy::error, 255, labels, nullptr, nullptr),
+                      Catch::Contains("unknown color (1,2,3) at pixel (5,3)"));
     // ignore: counted (per output pixel), first hit reported, ignore value written
-    unknown_colour_hit hit;
+    unknown_color_hit hit;
     std::uint64_t count = 0;
-    map_mask(mask, up, lookup, unknown_colour_policy::ignore, 255, labels, &hit, &count);
+    map_mask(mask, up, lookup, unknown_color_policy::ignore, 255, labels, &hit, &count);
     CHECK(count == 4);  // 2x upscale: 2x2 output pixels show it
     CHECK(hit.count == 4);
     CHECK(int(hit.r) == 1);
@@ -655,22 +655,22 @@ TEST_CASE("map_mask: unknown colours", "[transform][mask]") {
             }
         }
     CHECK(ignored == 4);
-    // a second unknown colour elsewhere: the first hit stays the first in output order
+    // a second unknown color elsewhere: the first hit stays the first in output order
     mask.row(5)[0] = 9;
-    map_mask(mask, up, lookup, unknown_colour_policy::ignore, 65535, labels, &hit, &count);
+    map_mask(mask, up, lookup, unknown_color_policy::ignore, 65535, labels, &hit, &count);
     CHECK(count == 8);
     CHECK(hit.x == 5);
     CHECK(hit.y == 3);
     // cropped away: not seen, not counted
     const auto topleft = plan_geometry(8, 6, opts(4, 3, resize_mode::none, crop_mode::topleft));
-    map_mask(mask, topleft, lookup, unknown_colour_policy::error, 255, labels, &hit, &count);
+    map_mask(mask, topleft, lookup, unknown_color_policy::error, 255, labels, &hit, &count);
     CHECK(count == 0);
     CHECK(hit.count == 0);
 }
 
 TEST_CASE("map_mask: gray and RGBA masks", "[transform][mask]") {
-    const std::vector<label_colour> grays = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {200, 200, 200}};
-    const colour_lookup lookup(grays);
+    const std::vector<label_color> grays = {{0, 0, 0}, {1, 1, 1}, {2, 2, 2}, {200, 200, 200}};
+    const color_lookup lookup(grays);
     image_u8 gray;
     gray.width = 4;
     gray.height = 2;
@@ -678,20 +678,20 @@ TEST_CASE("map_mask: gray and RGBA masks", "[transform][mask]") {
     gray.pixels = {0, 1, 2, 200, 200, 2, 1, 0};
     label_plane labels;
     const auto plan = plan_geometry(4, 2, opts(0, 0, resize_mode::none, crop_mode::center));
-    map_mask(gray, plan, lookup, unknown_colour_policy::error, 255, labels, nullptr, nullptr);
+    map_mask(gray, plan, lookup, unknown_color_policy::error, 255, labels, nullptr, nullptr);
     CHECK(labels.ids == std::vector<std::uint16_t>{0, 1, 2, 3, 3, 2, 1, 0});
     gray.pixels[1] = 7;
-    CHECK_THROWS_WITH(map_mask(gray, plan, lookup, unknown_colour_policy::error, 255, labels, nullptr, nullptr),
-                      Catch::Contains("unknown colour (7,7,7) at pixel (1,0)"));
+    CHECK_THROWS_WITH(map_mask(gray, plan, lookup, unknown_color_policy::error, 255, labels, nullptr, nullptr),
+                      Catch::Contains("unknown color (7,7,7) at pixel (1,0)"));
 
-    const colour_lookup rgb(palette);
+    const color_lookup rgb(palette);
     image_u8 rgba;
     rgba.width = 3;
     rgba.height = 1;
     rgba.channels = 4;
     rgba.pixels = {128, 0, 0, 255, 0, 0, 128, 0, 255, 255, 255, 17};  // alpha ignored
     map_mask(rgba, plan_geometry(3, 1, opts(0, 0, resize_mode::none, crop_mode::center)), rgb,
-             unknown_colour_policy::error, 255, labels, nullptr, nullptr);
+             unknown_color_policy::error, 255, labels, nullptr, nullptr);
     CHECK(labels.ids == std::vector<std::uint16_t>{1, 4, 5});
     image_u8 two;
     two.width = 2;
@@ -699,21 +699,21 @@ TEST_CASE("map_mask: gray and RGBA masks", "[transform][mask]") {
     two.channels = 2;
     two.pixels = {0, 0, 0, 0};
     CHECK_THROWS_AS(map_mask(two, plan_geometry(2, 1, opts(0, 0, resize_mode::none, crop_mode::center)), rgb,
-                             unknown_colour_policy::error, 255, labels, nullptr, nullptr),
+                             unknown_color_policy::error, 255, labels, nullptr, nullptr),
                     input_error);
 }
 
 TEST_CASE("map_mask: rows beyond src_rows_needed are not read", "[transform][mask][rows]") {
     const image_u8 mask = palette_mask(80, 300, 7, 4);
-    const colour_lookup lookup(palette);
+    const color_lookup lookup(palette);
     for (const auto c : {crop_mode::topleft, crop_mode::center})
         for (const auto f : all_filters) {
             const auto plan = plan_geometry(80, 300, opts(40, 40, resize_mode::shorter, c, f));
             const std::uint32_t need = plan.y.src_rows_needed();
             REQUIRE(need < 300);
             label_plane full, part;
-            map_mask(mask, plan, lookup, unknown_colour_policy::error, 255, full, nullptr, nullptr);
-            map_mask(truncated(mask, need), plan, lookup, unknown_colour_policy::error, 255, part, nullptr, nullptr);
+            map_mask(mask, plan, lookup, unknown_color_policy::error, 255, full, nullptr, nullptr);
+            map_mask(truncated(mask, need), plan, lookup, unknown_color_policy::error, 255, part, nullptr, nullptr);
             CHECK(part.ids == full.ids);
         }
 }

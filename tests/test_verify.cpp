@@ -156,24 +156,24 @@ TEST_CASE("verify reports missing or mistyped manifest hashes as damage and stil
 }
 
 // Found by tests/fuzz/fuzz_manifest (an ASan heap-use-after-free): `shardpack inspect` printed a
-// class colour from the manifest as a[0], a[1], a[2] whatever the array's length. It now shows
+// class color from the manifest as a[0], a[1], a[2] whatever the array's length. It now shows
 // the shards' classes and flags the manifest's copy as contradicting them.
-TEST_CASE("inspect shows the shards' class colours when the manifest's are not three values, without reading past it", "[verify][inspect]") {
-    temp_dir dir("icolour");
+TEST_CASE("inspect shows the shards' class colors when the manifest's are not three values, without reading past it", "[verify][inspect]") {
+    temp_dir dir("icolor");
     write_synthetic(dir.str(), small());
     const std::string manifest = read_file(dir / "manifest.json");
     REQUIRE_THAT(format_inspection(inspect_dataset(dir.str())), Catch::Contains("class1"));
-    for (const char* colour : {"[]", "[1]", "[1, 2]", "[1, 2, 3, 4]"}) {
+    for (const char* color : {"[]", "[1]", "[1, 2]", "[1, 2, 3, 4]"}) {
         auto m = detail::json::parse(manifest);
         detail::json classes = detail::json::array();
         for (const auto& c : m.at("classes").as_array()) {
             detail::json e = c;
-            e.set("color", detail::json::parse(colour));
+            e.set("color", detail::json::parse(color));
             classes.push(e);
         }
         m.set("classes", classes);
         write_file(dir / "manifest.json", m.dump());
-        INFO(colour);
+        INFO(color);
         const std::string text = format_inspection(inspect_dataset(dir.str()));
         REQUIRE_THAT(text, Catch::Contains("contradicts the shards") && Catch::Contains("classes[0].color") &&
                                Catch::Contains("class1") && Catch::Contains("(1,2,3)"));

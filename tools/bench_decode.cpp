@@ -15,7 +15,7 @@
 //
 // Every distinct file is read into memory ONCE before any timing; the timed part is decoding
 // alone (no file I/O, no page cache). Decoding:
-//   - images to --color (default rgb), masks to rgb (what the packer maps colours from);
+//   - images to --color (default rgb), masks to rgb (what the packer maps colors from);
 //   - PNG: libpng's row API (png_read_row; expand palette/low bit depths/tRNS, strip 16, strip
 //     or add alpha, gray to rgb) through the packer's decode_png_libpng, every row, to IEND.
 //     --png fast uses the packer's own decode_png (libdeflate fast path, libpng fallback);
@@ -25,7 +25,7 @@
 // as the packer decodes it for that build instead: its own decoders (the fast PNG path, as with
 // --png fast), inflate stopped after the last row the geometry needs, and a classification JPEG
 // (a row without a mask) that will be downscaled decoded at the packer's DCT scale; masks to rgb
-// with the same row limit (a colour mask, as the packer's mask mapper decodes it). That is the
+// with the same row limit (a color mask, as the packer's mask mapper decodes it). That is the
 // floor of a pack job: the decoding it cannot avoid, and nothing else.
 // N threads (default: all cores) take samples from one atomic counter; each thread reuses its
 // own output buffers. Each of P passes (default 3) decodes every sample once; the JSON gives

@@ -1,13 +1,13 @@
-// make_sample_data: writes a small synthetic dataset to pack: images, colour-coded masks (as RGB
+// make_sample_data: writes a small synthetic dataset to pack: images, color-coded masks (as RGB
 // or as palette PNGs whose palette order differs from the class dictionary's), a class_dict.csv
 // with an extra column, and the CSV list. Used by the demo, the tests and the benchmark.
 //
 //   make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H]
 //                    [--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors]
 //
-// --off-colors: the masks of four classes hold colours 1-2 levels off their dictionary entry,
+// --off-colors: the masks of four classes hold colors 1-2 levels off their dictionary entry,
 // as in public sets whose class_dict.csv was typed by hand. --stray-colors: every 10th mask
-// also holds a few pixels of two colours no class has.
+// also holds a few pixels of two colors no class has.
 #include <png.h>
 
 #include <algorithm>
@@ -34,7 +34,7 @@ struct sample_class {
     const char* description;
 };
 
-// Colours picked like CamVid's: distinct, with no order relation to their ids.
+// Colors picked like CamVid's: distinct, with no order relation to their ids.
 const sample_class classes[] = {
     {"sky", 128, 128, 128, "open sky"},        {"building", 128, 0, 0, "walls, roofs"},
     {"road", 128, 64, 128, "drivable surface"}, {"tree", 128, 128, 0, "vegetation"},
@@ -49,9 +49,9 @@ struct options {
     bool palette_masks = false, jpeg = false, spaces = false, off_colors = false, stray_colors = false;
 };
 
-// The colour a mask holds for class c: its dictionary colour, or with --off-colors 1-2 levels off
+// The color a mask holds for class c: its dictionary color, or with --off-colors 1-2 levels off
 // for classes 1..4 (a different channel for each).
-void mask_colour(const options& o, int c, std::uint8_t out[3]) {
+void mask_color(const options& o, int c, std::uint8_t out[3]) {
     out[0] = classes[c].r;
     out[1] = classes[c].g;
     out[2] = classes[c].b;
@@ -67,7 +67,7 @@ void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes
 }
 
 // A palette PNG with the palette in reverse dictionary order, so that a reader that maps
-// palette indices instead of colours gets every class wrong.
+// palette indices instead of colors gets every class wrong.
 void write_palette_png(const std::string& path, const std::vector<std::uint8_t>& ids, int w, int h) {
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f) throw std::runtime_error("cannot write " + path);
@@ -99,7 +99,7 @@ void write_palette_png(const std::string& path, const std::vector<std::uint8_t>&
 }
 
 // A street-like scene: sky, buildings, road, trees, cars and people as simple shapes, with
-// texture so the images compress like photos rather than like flat colour.
+// texture so the images compress like photos rather than like flat color.
 void make_scene(std::mt19937& rng, int w, int h, image_u8& image, std::vector<std::uint8_t>& ids) {
     ids.assign(std::size_t(w) * h, 0);
     auto fill = [&](int x0, int y0, int x1, int y1, std::uint8_t id) {
@@ -180,8 +180,8 @@ int run(const options& o) {
                 mask.height = std::uint32_t(h);
                 mask.channels = 3;
                 mask.pixels.resize(std::size_t(w) * h * 3);
-                for (std::size_t p = 0; p < ids.size(); ++p) mask_colour(o, ids[p], &mask.pixels[p * 3]);
-                if (o.stray_colors && i % 10 == 3) {  // a few pixels of colours no class has
+                for (std::size_t p = 0; p < ids.size(); ++p) mask_color(o, ids[p], &mask.pixels[p * 3]);
+                if (o.stray_colors && i % 10 == 3) {  // a few pixels of colors no class has
                     const std::uint8_t strays[2][3] = {{250, 10, 250}, {3, 3, 3}};
                     for (int k = 0; k < 2; ++k)
                         for (int y = 5 + 4 * k; y < 8 + 4 * k; ++y)

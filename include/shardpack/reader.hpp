@@ -152,7 +152,7 @@ enum class partition_policy {
 
 struct class_info {
     std::string name;
-    bool has_colour = false;
+    bool has_color = false;
     std::uint8_t r = 0, g = 0, b = 0;
 };
 
@@ -812,7 +812,7 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
         }
         st->schema = first->schema();
         st->info = to_info(st->schema);
-        for (const auto& c : first->classes()) st->classes.push_back({c.name, c.has_colour, c.r, c.g, c.b});
+        for (const auto& c : first->classes()) st->classes.push_back({c.name, c.has_color, c.r, c.g, c.b});
     } catch (const error& e) {
         throw error(folder + ": " + e.what());
     }

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""The hand-written baseline for `shardpack colors`: every distinct mask colour with its pixel and
+"""The hand-written baseline for `shardpack colors`: every distinct mask color with its pixel and
 file counts, by PIL decoding and np.unique, over the masks a list names (column 2).
 
     colors_numpy.py LIST.csv [--processes N]
 
-Prints the number of masks, distinct colours and seconds; --json prints the counts too."""
+Prints the number of masks, distinct colors and seconds; --json prints the counts too."""
 import csv
 import json
 import os

@@ -16,7 +16,7 @@ import statistics
 import sys
 
 JOBS = {
-    "seg": "1080p PNG + colour mask -> 512x512 centre crop, one-hot",
+    "seg": "1080p PNG + color mask -> 512x512 centre crop, one-hot",
     "cls": "500x375 JPEG -> shorter side 224, centre crop",
 }
 # Issue 22's targets: pack CPU at most this many times its floor's, Python at least this many

@@ -17,8 +17,8 @@ spec alone, so the reference is not the code under test), except source_cv2, whi
 source files itself.
 
 Methods (2 threads or 2 workers each; --threads):
-  source_cv2      a torch Dataset decoding the source files with OpenCV (seg: PNG image and colour
-                  mask, centre crop, colours mapped through class_dict.csv to one-hot; cls: JPEG as
+  source_cv2      a torch Dataset decoding the source files with OpenCV (seg: PNG image and color
+                  mask, centre crop, colors mapped through class_dict.csv to one-hot; cls: JPEG as
                   grey, resized shorter side to the size with INTER_AREA, centre crop) in a
                   DataLoader with 2 workers; uint8 batches normalised in the loop's process.
   npy_ram         the whole uint8 array np.load-ed into RAM (the load counts in the time to the
@@ -200,13 +200,13 @@ def cmd_prepare(a):
         sources.append([os.path.join(a.src, r[0]), label])
     if not seg and [s[1] for s in sources] != labels.tolist():
         raise SystemExit("prepare: the list's class labels differ from the dataset's class ids")
-    colours = []
+    colors = []
     if seg:
         with open(os.path.join(a.src, "class_dict.csv"), newline="") as f:
-            colours = [[int(r["r"]), int(r["g"]), int(r["b"])] for r in csv.DictReader(f)]
+            colors = [[int(r["r"]), int(r["g"]), int(r["b"])] for r in csv.DictReader(f)]
     job = dict(job=a.job, task="segmentation" if seg else "classification", n=n, h=h, w=w, c=c, k=k,
                image_sum=image_sum, label_sum=label_sum, image_u8_sum=image_u8_sum,
-               label_index_sum=label_index_sum, sources=sources, colours=colours,
+               label_index_sum=label_index_sum, sources=sources, colors=colors,
                src_size=list(a.src_size) if a.src_size else None,
                raw_ds=os.path.abspath(a.raw_ds), zstd_ds=os.path.abspath(a.zstd_ds),
                tensor_bytes=int(images.nbytes + labels.nbytes))
@@ -624,14 +624,14 @@ class SourceDataset:
             y, x = (image.shape[0] - h) // 2, (image.shape[1] - w) // 2
             image = cv2.cvtColor(image[y:y + h, x:x + w], cv2.COLOR_BGR2RGB)
             mask = mask[y:y + h, x:x + w]
-            # BGR -> one 24-bit colour per pixel, looked up in the sorted colour table
+            # BGR -> one 24-bit color per pixel, looked up in the sorted color table
             key = (mask[..., 2].astype(np.int32) << 16) | (mask[..., 1].astype(np.int32) << 8) | mask[..., 0]
-            colours = np.array([(r << 16) | (g << 8) | b for r, g, b in job["colours"]], np.int32)
-            order = np.argsort(colours)
-            pos = np.searchsorted(colours[order], key)
-            pos = np.minimum(pos, len(colours) - 1)
-            if not np.all(colours[order][pos] == key):
-                raise RuntimeError(f"{label}: a colour not in the class dictionary")
+            colors = np.array([(r << 16) | (g << 8) | b for r, g, b in job["colors"]], np.int32)
+            order = np.argsort(colors)
+            pos = np.searchsorted(colors[order], key)
+            pos = np.minimum(pos, len(colors) - 1)
+            if not np.all(colors[order][pos] == key):
+                raise RuntimeError(f"{label}: a color not in the class dictionary")
             ids = order[pos]
             onehot = np.eye(job["k"], dtype=np.uint8)[ids]
             return image, onehot

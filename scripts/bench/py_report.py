@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from report import cpu_model, load  # noqa: E402
 
 JOBS = {
-    "seg": "512x512 RGB segmentation, one-hot float32 labels (from 1080p PNG + colour mask)",
+    "seg": "512x512 RGB segmentation, one-hot float32 labels (from 1080p PNG + color mask)",
     "cls": "112x112 grey classification, int64 class ids (from ~160 px JPEGs)",
 }
 WAYS = [

@@ -7,9 +7,9 @@
 This is the code a user writes today: a multiprocessing.Pool over the CSV rows, OpenCV to
 decode, NumPy to crop and one-hot encode, one pair of .npy files per sample:
 
-  seg  image and colour mask read with cv2.imread (BGR -> RGB), both centre-cropped (or
+  seg  image and color mask read with cv2.imread (BGR -> RGB), both centre-cropped (or
        padded) to SIZE x SIZE (--resize none, the default for seg), the mask one-hot encoded
-       with one np.all(mask == colour, axis=-1) per class of class_dict.csv into an
+       with one np.all(mask == color, axis=-1) per class of class_dict.csv into an
        H x W x C uint8 array. --resize shorter first scales the shorter side to SIZE
        (INTER_AREA for the image, INTER_NEAREST for the mask).
   cls  the shorter side resized to SIZE with cv2.INTER_AREA, centre crop SIZE x SIZE
@@ -42,7 +42,7 @@ import numpy as np
 # Set in the parent before the pool forks; the workers inherit them.
 SIZE = 512
 RESIZE = "none"
-COLOURS = []  # seg: one (r, g, b) per class, in class_dict.csv order
+COLORS = []  # seg: one (r, g, b) per class, in class_dict.csv order
 OUT = "."
 
 
@@ -92,9 +92,9 @@ def process_seg(task):
     image = center_crop_or_pad(image, SIZE)
     mask = center_crop_or_pad(mask, SIZE)
 
-    onehot = np.zeros((SIZE, SIZE, len(COLOURS)), dtype=np.uint8)
-    for c, colour in enumerate(COLOURS):
-        onehot[:, :, c] = np.all(mask == colour, axis=-1)
+    onehot = np.zeros((SIZE, SIZE, len(COLORS)), dtype=np.uint8)
+    for c, color in enumerate(COLORS):
+        onehot[:, :, c] = np.all(mask == color, axis=-1)
 
     image_file = os.path.join(OUT, f"{i:05d}.image.npy")
     label_file = os.path.join(OUT, f"{i:05d}.label.npy")
@@ -127,7 +127,7 @@ def read_rows(csv_path):
     return [(os.path.join(root, r[0]), r[1]) for r in rows]
 
 
-def read_colours(path):
+def read_colors(path):
     with open(path, newline="", encoding="utf-8-sig") as f:
         return [(int(r["r"]), int(r["g"]), int(r["b"])) for r in csv.DictReader(f)]
 
@@ -141,7 +141,7 @@ def read_class_names(path):
 
 
 def main():
-    global SIZE, RESIZE, COLOURS, OUT
+    global SIZE, RESIZE, COLORS, OUT
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--csv", required=True, help="list.csv (image,mask or image,label)")
     p.add_argument("--classes", help="seg: class_dict.csv (name,r,g,b,...); cls: optional names")
@@ -172,7 +172,7 @@ def main():
         return 1
 
     if args.job == "seg":
-        COLOURS = read_colours(args.classes)
+        COLORS = read_colors(args.classes)
         root = os.path.dirname(os.path.abspath(args.csv))
         tasks = [(i, image, os.path.join(root, mask)) for i, (image, mask) in enumerate(rows)]
         worker = process_seg

@@ -81,7 +81,7 @@ def main():
         return samples / seconds if samples and seconds else None
 
     jobs = {
-        "seg1080": ("1080p PNG + colour mask -> 512 crop, one-hot", 6.0, 1.0, "PNGs", 20.0),
+        "seg1080": ("1080p PNG + color mask -> 512 crop, one-hot", 6.0, 1.0, "PNGs", 20.0),
         "jpeg500": ("~500 px JPEG -> shorter 224, centre crop", 3.0, None, "JPEGs", 5.0),
         "jpeg1600": ("1600x1200 JPEG -> shorter 224, centre crop", None, 2.0, "JPEGs", 5.0),
         "user": ("your CSV", None, None, "files", None),

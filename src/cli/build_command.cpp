@@ -28,10 +28,10 @@ namespace {
 // The options of how masks name classes (issue #11), shared with nothing else here.
 void add_label_options(CLI::App& b, build_command_options& o) {
     b.add_option("--color-tolerance", o.color_tolerance,
-                 "Map a mask colour within N (largest channel difference) of exactly one dictionary colour to that class")
+                 "Map a mask color within N (largest channel difference) of exactly one dictionary color to that class")
         ->check(CLI::Range(0, 255))->capture_default_str();
     b.add_option("--mask-values", o.mask_values,
-                 "color (mask colours through the dictionary) or index (pixel values are class ids: gray or palette "
+                 "color (mask colors through the dictionary) or index (pixel values are class ids: gray or palette "
                  "indices); auto: index when --classes gives ids (name,id)")
         ->check(CLI::IsMember({"auto", "color", "index"}))->capture_default_str();
     b.add_option("--ignore-values", o.ignore_values, "Index masks: values that become the ignore value, e.g. 255 or 0,255");
@@ -99,7 +99,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
         ->check(CLI::IsMember({"area", "bilinear", "lanczos"}))->capture_default_str();
     b->add_option("--label-layout", o.label_layout, "Segmentation labels: onehot (HxWxC of 0/1) or index (HxW class ids)")
         ->check(CLI::IsMember({"onehot", "index"}))->capture_default_str();
-    b->add_option("--unknown-label", o.unknown_label, "A mask colour not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
+    b->add_option("--unknown-label", o.unknown_label, "A mask color not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
     add_label_options(*b, o);
     b->add_option("--compression", o.compression,
@@ -264,8 +264,8 @@ build_options to_build_options(const build_command_options& o) {
     b.geometry.filter = o.filter == "bilinear" ? resample_filter::bilinear : o.filter == "lanczos" ? resample_filter::lanczos
                       : resample_filter::area;
     b.label_layout = o.label_layout == "index" ? label_layout_option::index : label_layout_option::one_hot;
-    b.unknown_label = o.unknown_label == "ignore" ? unknown_colour_policy::ignore : unknown_colour_policy::error;
-    b.colour_tolerance = o.color_tolerance;
+    b.unknown_label = o.unknown_label == "ignore" ? unknown_color_policy::ignore : unknown_color_policy::error;
+    b.color_tolerance = o.color_tolerance;
     b.mask_values = o.mask_values == "index" ? mask_value_kind::index
                   : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
     b.ignore_values = parse_ignore_values(o.ignore_values);

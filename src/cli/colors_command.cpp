@@ -8,13 +8,13 @@
 #include "errors.hpp"
 #include "input/folder_input.hpp"
 #include "io/output_file.hpp"
-#include "inspect/colour_census.hpp"
+#include "inspect/color_census.hpp"
 
 namespace shardpack {
 
 CLI::App* add_colors_command(CLI::App& app, colors_command_options& o) {
     CLI::App* c = app.add_subcommand(
-        "colors", "List every colour (or index value) the masks of a list hold, with pixel and file counts, an example and "
+        "colors", "List every color (or index value) the masks of a list hold, with pixel and file counts, an example and "
                   "the nearest dictionary class");
     c->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     c->add_option("--csv", o.csv, "The input list (as for build): image path and mask path");
@@ -25,7 +25,7 @@ CLI::App* add_colors_command(CLI::App& app, colors_command_options& o) {
     c->add_option("--root", o.root, "Resolve relative paths against this folder instead of the CSV's folder");
     c->add_option("--image-col", o.image_col, "Image column: a header name or a 0-based index")->capture_default_str();
     c->add_option("--label-col", o.label_col, "Mask column: a header name or a 0-based index")->capture_default_str();
-    c->add_option("--color-tolerance", o.tolerance, "Count a colour within N of one dictionary colour as that class")
+    c->add_option("--color-tolerance", o.tolerance, "Count a color within N of one dictionary color as that class")
         ->check(CLI::Range(0, 255))->capture_default_str();
     c->add_option("--mask-values", o.mask_values, "color, index (pixel values are class ids) or auto")
         ->check(CLI::IsMember({"auto", "color", "index"}))->capture_default_str();
@@ -33,12 +33,12 @@ CLI::App* add_colors_command(CLI::App& app, colors_command_options& o) {
     c->add_option("--threads", o.threads, "Worker threads; 0 = all cores")->capture_default_str();
     c->add_flag("--json", o.json, "Print JSON to stdout");
     c->add_option("--write-dict", o.write_dict,
-                  "Write a class_dict.csv that would build: dictionary names kept, other colours named class_R_G_B");
+                  "Write a class_dict.csv that would build: dictionary names kept, other colors named class_R_G_B");
     return c;
 }
 
 int run_colors_command(const colors_command_options& o) {
-    colour_census_options co;
+    color_census_options co;
     co.input.csv_path = o.csv;
     co.input.root = o.root;
     co.input.image_col = o.image_col;
@@ -56,7 +56,7 @@ int run_colors_command(const colors_command_options& o) {
     co.tolerance = o.tolerance;
     co.ignore_values = parse_ignore_values(o.ignore_values);
     co.threads = o.threads;
-    const colour_census census = scan_mask_colours(co);
+    const color_census census = scan_mask_colors(co);
     if (o.json) std::cout << census_to_json(census).dump();
     else std::cout << format_census(census);
     spdlog::info("scanned {} masks ({} pixels) in {:.2f} s: {:.1f} masks/s", census.masks, census.pixels, census.seconds,

@@ -1,4 +1,4 @@
-// `shardpack colors`: the colours (or index values) the masks of a list hold, against a class
+// `shardpack colors`: the colors (or index values) the masks of a list hold, against a class
 // dictionary when one is given; optionally writes a dictionary that would build.
 #pragma once
 #include <CLI/CLI.hpp>

@@ -93,7 +93,7 @@ public:
         spdlog::details::log_msg copy = msg;
         copy.payload = spdlog::string_view_t(clean.data(), clean.size());
         inner_->format(copy, dest);
-        msg.color_range_start = copy.color_range_start;  // the colour sink reads them from msg
+        msg.color_range_start = copy.color_range_start;  // the color sink reads them from msg
         msg.color_range_end = copy.color_range_end;
     }
     std::unique_ptr<spdlog::formatter> clone() const override { return std::make_unique<sanitizing_formatter>(pattern_); }

@@ -16,49 +16,19 @@
 
 #include "cli/build_command.hpp"
 #include "cli/colors_command.hpp"
+#include "cli/export_command.hpp"
+#include "cli/inspect_command.hpp"
+#include "cli/log_sanitizer.hpp"
 #include "cli/merge_command.hpp"
 #include "cli/push_command.hpp"
-#include "remote/s3_storage.hpp"
-#include "cli/log_sanitizer.hpp"
-#include "pipeline/build_pipeline.hpp"
+#include "cli/verify_command.hpp"
 #include "errors.hpp"
-#include "inspect/dataset_inspector.hpp"
-#include "inspect/dataset_verifier.hpp"
-#include "inspect/record_exporter.hpp"
-#include "shardpack/reader.hpp"
+#include "pipeline/build_pipeline.hpp"
+#include "remote/s3_storage.hpp"
 
 namespace {
 
 using namespace shardpack;
-
-int run_inspect(const std::string& dir, bool as_json) {
-    const auto info = inspect_dataset(dir);
-    std::cout << (as_json ? info.dump() : format_inspection(info));
-    return 0;
-}
-
-int run_verify(const std::string& dir, bool as_json) {
-    const verify_result r = verify_dataset(dir);
-    for (const auto& w : r.warnings) spdlog::warn("{}", w);
-    for (const auto& p : r.problems) spdlog::error("{}", p);
-    if (as_json) {
-        detail::json out = detail::json::object();
-        out.set("ok", r.ok());
-        out.set("records", r.records_checked);
-        out.set("shards", r.shards_checked);
-        out.set("bytes", r.bytes_checked);
-        detail::json problems = detail::json::array();
-        for (const auto& p : r.problems) problems.push(p);
-        out.set("problems", problems);
-        std::cout << out.dump();
-    }
-    if (!r.ok()) {
-        spdlog::error("{}: verification failed: {} problem(s)", dir, r.problems.size());
-        return 1;
-    }
-    spdlog::info("{}: ok: {} records in {} shards, {} bytes checked", dir, r.records_checked, r.shards_checked, r.bytes_checked);
-    return 0;
-}
 
 void on_signal(int sig) { build_interrupt_signal.store(sig); }
 
@@ -111,30 +81,12 @@ int main(int argc, char** argv) {
     push_command_options push;
     CLI::App* push_cmd = add_push_command(app, push);
 
-    std::string dir;
-    bool as_json = false;
-    CLI::App* inspect_cmd = app.add_subcommand("inspect", "Show a dataset's schema, classes, counts, sizes and shards");
-    inspect_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
-    inspect_cmd->add_flag("--json", as_json, "Print JSON to stdout");
-
-    CLI::App* verify_cmd = app.add_subcommand("verify", "Check every checksum, decode every record, check the manifest");
-    verify_cmd->add_option("dir", dir, "Dataset folder, or s3://BUCKET/PREFIX")->required();
-    verify_cmd->add_flag("--json", as_json, "Print a JSON summary to stdout");
-
-    std::vector<std::size_t> export_indices;
-    std::string export_prefix, export_range, export_key;
-    bool export_overlay = false;
-    CLI::App* export_cmd = app.add_subcommand("export", "Write records as PNG files and print their keys and classes");
-    export_cmd->add_option("dir", dir, "Dataset folder")->required();
-    export_cmd->add_option("--index", export_indices, "Record index; several allowed (--index 3 7 or --index 3,7)")
-        ->delimiter(',')
-        ->check(count_in_range(UINT64_MAX));
-    export_cmd->add_option("--range", export_range, "Records A:B (A inclusive, B exclusive)");
-    export_cmd->add_option("--key", export_key, "The record(s) whose key (the image path as the CSV wrote it) is KEY");
-    export_cmd->add_flag("--overlay", export_overlay, "Also write PREFIX.overlay.png: the label blended over the image");
-    export_cmd->add_option("--out", export_prefix,
-                           "Output prefix: PREFIX.image.png, PREFIX.label.png (PREFIX-I.* for several records); its folder is created")
-        ->required();
+    inspect_command_options inspect;
+    CLI::App* inspect_cmd = add_inspect_command(app, inspect);
+    verify_command_options verify;
+    CLI::App* verify_cmd = add_verify_command(app, verify);
+    export_command_options export_options;
+    CLI::App* export_cmd = add_export_command(app, export_options);
 
     add_help_examples(app);
     try {
@@ -172,21 +124,9 @@ int main(int argc, char** argv) {
             return run_merge_command(merge);
         }
         if (*push_cmd) return run_push_command(push);
-        if (*inspect_cmd) return run_inspect(dir, as_json);
-        if (*verify_cmd) return run_verify(dir, as_json);
-        if (*export_cmd) {
-            if (export_indices.empty() && export_range.empty() && export_key.empty())
-                throw usage_error("export: choose records with --index I, --range A:B or --key KEY");
-            const auto chosen = select_records(dir, export_indices, export_range, export_key);
-            if (chosen.size() == 1) {
-                std::cout << export_record(dir, chosen[0], export_prefix, export_overlay).dump();
-            } else {
-                detail::json all = detail::json::array();
-                for (auto i : chosen) all.push(export_record(dir, i, export_prefix + "-" + std::to_string(i), export_overlay));
-                std::cout << all.dump();
-            }
-            return 0;
-        }
+        if (*inspect_cmd) return run_inspect_command(inspect);
+        if (*verify_cmd) return run_verify_command(verify);
+        if (*export_cmd) return run_export_command(export_options);
     } catch (const usage_error& e) {
         spdlog::error("{}", e.what());
         return 2;

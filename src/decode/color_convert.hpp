@@ -16,12 +16,12 @@ void rgb_to_gray_pil(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pi
 // CMYK as libjpeg hands it out to RGB. `adobe_inverted` is for files with an Adobe APP14
 // marker (Photoshop and most other writers), whose samples store 255 - ink: then
 // R = C*K/255 (rounded), likewise G from M and B from Y. Without the marker the samples are
-// plain ink amounts: R = (255-C)*(255-K)/255. No colour management (ICC) is applied.
+// plain ink amounts: R = (255-C)*(255-K)/255. No color management (ICC) is applied.
 // `rgb` may equal `cmyk` (in-place conversion works front to back).
 void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, bool adobe_inverted);
 
 // Converts between gray, rgb and rgba: gray is replicated to R=G=B; alpha is dropped (not
-// composited) or added as opaque 0xFF; colour to gray uses rgb_to_gray_pil on R, G, B.
+// composited) or added as opaque 0xFF; color to gray uses rgb_to_gray_pil on R, G, B.
 // Returns `img` itself (moved) when it already has `layout`. Throws std::invalid_argument
 // when img.channels is not 1, 3 or 4 or the pixel buffer has the wrong size.
 image_u8 convert_layout(image_u8 img, pixel_layout layout);

@@ -28,7 +28,7 @@ std::uint64_t decode_memory_estimate(const std::uint8_t* data, std::size_t size,
         const std::uint64_t w = (std::uint64_t(width) * m + 7) / 8, h = (std::uint64_t(height) * m + 7) / 8;
         return w * rows_of(h) * want + w * 4;  // the output and a row to convert in
     }
-    // PNG: IHDR's bit depth, colour type and interlace at fixed offsets after the signature.
+    // PNG: IHDR's bit depth, color type and interlace at fixed offsets after the signature.
     std::uint64_t depth = 16, channels = 4;
     bool interlaced = true;
     if (size >= 29) {

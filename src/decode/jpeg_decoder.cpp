@@ -290,7 +290,7 @@ void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_reques
                            " scans (refused: each scan is a pass over the whole image)");
 
     // Let libjpeg-turbo write the wanted layout directly where it can (gray->RGB(A) and
-    // YCbCr->RGB(A) included; its RGBA alpha is 0xFF); convert CMYK and colour->gray here.
+    // YCbCr->RGB(A) included; its RGBA alpha is 0xFF); convert CMYK and color->gray here.
     std::uint32_t decoded_channels = want;
     switch (cinfo.jpeg_color_space) {
         case JCS_GRAYSCALE:
@@ -311,7 +311,7 @@ void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_reques
             s.adobe_inverted = cinfo.saw_Adobe_marker != 0;
             break;
         default:
-            throw decode_error("JPEG: unsupported colour space with " + std::to_string(cinfo.num_components) +
+            throw decode_error("JPEG: unsupported color space with " + std::to_string(cinfo.num_components) +
                                " components");
     }
     cinfo.dct_method = JDCT_ISLOW;

@@ -11,10 +11,10 @@ namespace shardpack {
 // Decodes an 8-bit JPEG (baseline, extended, progressive, arithmetic; gray, YCbCr, RGB, CMYK,
 // YCCK) to req.layout with libjpeg-turbo's defaults (ISLOW IDCT, fancy upsampling), so the
 // pixels match PIL and OpenCV builds that use libjpeg-turbo.
-// - gray from a colour JPEG: decoded to RGB, then rgb_to_gray_pil (= PIL's convert("L"));
+// - gray from a color JPEG: decoded to RGB, then rgb_to_gray_pil (= PIL's convert("L"));
 // - rgba: alpha is 0xFF;
 // - CMYK/YCCK: converted by cmyk_to_rgb, Adobe-inverted when the file has an Adobe marker;
-// - no ICC colour management; the EXIF orientation tag is not applied.
+// - no ICC color management; the EXIF orientation tag is not applied.
 // req.min_width/min_height pick a DCT scale M/8 (see decode_request); req.max_rows stops after
 // that many output rows (the rest of the file is not read). info gets the unscaled size.
 // Throws decode_error "JPEG: <libjpeg's reason>" on errors and also on corrupt-data warnings

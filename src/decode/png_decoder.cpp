@@ -27,7 +27,7 @@ namespace {
 // file cannot claim gigabytes of metadata.
 constexpr png_alloc_size_t png_chunk_malloc_max = png_alloc_size_t(16) << 20;
 
-// Ancillary chunks that cannot change the pixels we produce (we apply no gamma, colour
+// Ancillary chunks that cannot change the pixels we produce (we apply no gamma, color
 // management or background). libpng skips them unparsed, CRC still checked: faster, and a
 // malformed profile or text chunk cannot reject an image whose pixels are fine.
 constexpr png_byte png_ignored_chunks[] = {
@@ -139,7 +139,7 @@ void set_transforms_body(png_session& s) {
     } else {
         if (source_alpha) png_set_strip_alpha(s.png);  // dropped, not composited
         if (source_gray && s.layout == pixel_layout::rgb) png_set_gray_to_rgb(s.png);
-        // Colour source with gray layout stays RGB here; decode_png converts with PIL's luma.
+        // Color source with gray layout stays RGB here; decode_png converts with PIL's luma.
     }
     s.passes = s.interlace != PNG_INTERLACE_NONE ? png_set_interlace_handling(s.png) : 1;
     png_read_update_info(s.png, s.info);
@@ -237,16 +237,16 @@ void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_
                            std::to_string(s.height) + " image (truncated or corrupt)");
     if (!png_guarded(s, set_transforms_body)) throw_png_error(s);
 
-    // The transforms above must give `want` channels, or RGB when converting colour to gray.
-    const bool colour_to_gray = want == 1 && s.channels == 3;
-    if ((s.channels != want && !colour_to_gray) || s.row_bytes != std::size_t(s.width) * s.channels)
+    // The transforms above must give `want` channels, or RGB when converting color to gray.
+    const bool color_to_gray = want == 1 && s.channels == 3;
+    if ((s.channels != want && !color_to_gray) || s.row_bytes != std::size_t(s.width) * s.channels)
         throw decode_error("PNG: unexpected row layout after libpng transforms");
 
     // Adam7 cannot stop early: the first rows are complete only after the last pass.
     const bool interlaced = s.passes > 1;
     const std::uint32_t rows =
         (interlaced || req.max_rows == 0 || req.max_rows >= s.height) ? s.height : req.max_rows;
-    // An interlaced colour image wanted in gray is decoded whole as RGB, then converted.
+    // An interlaced color image wanted in gray is decoded whole as RGB, then converted.
     const std::uint32_t buffer_channels = interlaced ? s.channels : want;
     check_decoded_size("PNG", s.width, rows, buffer_channels);
 
@@ -255,7 +255,7 @@ void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_
     out.channels = want;
     out.pixels.resize(std::size_t(s.width) * rows * buffer_channels);
     std::vector<std::uint8_t> scratch;
-    if (colour_to_gray && !interlaced) scratch.resize(s.row_bytes);
+    if (color_to_gray && !interlaced) scratch.resize(s.row_bytes);
 
     s.dst = out.pixels.data();
     s.dst_stride = std::size_t(s.width) * buffer_channels;
@@ -264,7 +264,7 @@ void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_
     s.finish = rows == s.height;
     if (!png_guarded(s, read_rows_body)) throw_png_error(s);
 
-    if (colour_to_gray && interlaced) {
+    if (color_to_gray && interlaced) {
         const std::size_t pixels = std::size_t(s.width) * rows;
         rgb_to_gray_pil(out.pixels.data(), out.pixels.data(), pixels);
         out.pixels.resize(pixels);

@@ -8,13 +8,13 @@
 
 namespace shardpack {
 
-// Decodes any valid PNG (every colour type and bit depth, Adam7 or not) to 8 bits per
+// Decodes any valid PNG (every color type and bit depth, Adam7 or not) to 8 bits per
 // channel in req.layout:
 // - palette, 1/2/4-bit gray and tRNS are expanded; 16-bit samples keep their high byte
 //   (png_set_strip_16: the same values PIL's "RGB;16B" unpacking and OpenCV's >> 8 give);
-// - gray source -> rgb/rgba replicates; colour source -> gray uses rgb_to_gray_pil;
+// - gray source -> rgb/rgba replicates; color source -> gray uses rgb_to_gray_pil;
 // - alpha (real or from tRNS) is dropped for gray/rgb, kept for rgba, 0xFF when absent;
-// - gamma, ICC and other colour chunks are ignored: pixels are the stored values.
+// - gamma, ICC and other color chunks are ignored: pixels are the stored values.
 // max_rows: see decode_request (interlaced files always return every row).
 // Throws decode_error "PNG: <libpng's reason>" on any corruption, including bad CRCs in any
 // chunk, truncation anywhere up to and including IEND, and on oversized images.

@@ -40,7 +40,7 @@ struct fast_scratch {
 
 struct png_info {
     std::uint32_t width = 0, height = 0;
-    unsigned colour_type = 0, source_channels = 0;
+    unsigned color_type = 0, source_channels = 0;
     const std::uint8_t* palette = nullptr;
     std::size_t palette_entries = 0;
     const std::uint8_t* trns = nullptr;
@@ -150,7 +150,7 @@ bool unfilter(std::uint8_t type, std::uint8_t* row, const std::uint8_t* prior, s
 bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst, std::uint32_t want,
                  std::vector<std::uint8_t>& rgba) {
     const std::size_t w = in.width;
-    if (in.colour_type == 3 && want == 3) {  // palette straight to RGB (alpha would be dropped)
+    if (in.color_type == 3 && want == 3) {  // palette straight to RGB (alpha would be dropped)
         for (std::size_t x = 0; x < w; ++x, dst += 3) {
             const std::size_t i = src[x];
             if (i >= in.palette_entries) return false;
@@ -158,7 +158,7 @@ bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst,
         }
         return true;
     }
-    if (in.colour_type == 3) {  // palette: expand to RGBA first
+    if (in.color_type == 3) {  // palette: expand to RGBA first
         rgba.resize(w * 4);
         for (std::size_t x = 0; x < w; ++x) {
             const std::size_t i = src[x];
@@ -168,11 +168,11 @@ bool convert_row(const png_info& in, const std::uint8_t* src, std::uint8_t* dst,
         }
         src = rgba.data();
     }
-    const unsigned sc = in.colour_type == 3 ? 4 : in.source_channels;
-    const bool grey_source = in.colour_type == 0 || in.colour_type == 4;
+    const unsigned sc = in.color_type == 3 ? 4 : in.source_channels;
+    const bool grey_source = in.color_type == 0 || in.color_type == 4;
     // The row already has the wanted layout (RGB as RGB, RGBA as RGBA, gray as gray): one
-    // memcpy instead of a per-pixel loop (the common case of colour masks and photos).
-    if (in.colour_type != 3 && sc == want && (grey_source == (want == 1))) {
+    // memcpy instead of a per-pixel loop (the common case of color masks and photos).
+    if (in.color_type != 3 && sc == want && (grey_source == (want == 1))) {
         std::memcpy(dst, src, w * want);
         return true;
     }
@@ -226,11 +226,11 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
             in.width = load_be32(body);
             in.height = load_be32(body + 4);
             const unsigned depth = body[8];
-            in.colour_type = body[9];
+            in.color_type = body[9];
             if (depth != 8 || body[10] != 0 || body[11] != 0 || body[12] != 0) return false;  // not interlaced
             static const unsigned channels_of[7] = {1, 0, 3, 1, 2, 0, 4};
-            if (in.colour_type > 6 || channels_of[in.colour_type] == 0) return false;
-            in.source_channels = channels_of[in.colour_type];
+            if (in.color_type > 6 || channels_of[in.color_type] == 0) return false;
+            in.source_channels = channels_of[in.color_type];
             if (in.width == 0 || in.height == 0 || in.width > max_decode_dimension || in.height > max_decode_dimension)
                 return false;
             seen_ihdr = true;
@@ -239,7 +239,7 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
             in.palette = body;
             in.palette_entries = length / 3;
         } else if (std::memcmp(type, "tRNS", 4) == 0) {
-            if (in.colour_type != 3) return false;  // a gray/RGB colour key: libpng's job
+            if (in.color_type != 3) return false;  // a gray/RGB color key: libpng's job
             in.trns = body;
             in.trns_entries = length;
         } else if (std::memcmp(type, "IDAT", 4) == 0) {
@@ -251,7 +251,7 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
         }
         pos += std::size_t(length) + 12;
     }
-    if (!seen_iend || scratch.idat.empty() || (in.colour_type == 3 && !in.palette)) return false;
+    if (!seen_iend || scratch.idat.empty() || (in.color_type == 3 && !in.palette)) return false;
 
     const std::uint32_t want = channel_count(req.layout);
     const std::size_t stride = std::size_t(in.width) * in.source_channels;

@@ -87,7 +87,7 @@ void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_
     const file_format format = sniff_format(data, size);
     if (format == file_format::jpeg)
         throw decode_error("index masks must be PNG: a JPEG's values are not exact (lossy); use --mask-values color "
-                           "only for colour masks");
+                           "only for color masks");
     if (format != file_format::png)
         throw decode_error(std::string("index masks must be PNG (found ") + format_name(format) + ")");
     value_session s;
@@ -105,7 +105,7 @@ void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_
     if (!value_guarded(s, header_body)) throw_error(s);
     if ((s.color_type & PNG_COLOR_MASK_COLOR) && s.color_type != PNG_COLOR_TYPE_PALETTE)
         throw decode_error("the mask is an RGB" + std::string(s.color_type & PNG_COLOR_MASK_ALPHA ? "A" : "") +
-                           " PNG, so its values are colours, not class ids: --mask-values index reads grayscale "
+                           " PNG, so its values are colors, not class ids: --mask-values index reads grayscale "
                            "(8- or 16-bit) or palette PNGs; use --mask-values color with a name,r,g,b dictionary");
     if (!value_guarded(s, transforms_body)) throw_error(s);
     const unsigned bytes_per_value = s.bit_depth == 16 ? 2 : 1;

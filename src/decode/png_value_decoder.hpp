@@ -1,4 +1,4 @@
-// Index masks: a PNG whose pixel values are class ids, decoded to those values (not colours).
+// Index masks: a PNG whose pixel values are class ids, decoded to those values (not colors).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,9 +14,9 @@ struct value_plane {
 };
 
 // Decodes a grayscale (1/2/4/8/16-bit, alpha dropped) or palette (1/2/4/8-bit, the indices,
-// never the palette's colours) PNG to its values, 16-bit ones in full. max_rows as in
+// never the palette's colors) PNG to its values, 16-bit ones in full. max_rows as in
 // decode_request (0: all; interlaced files return every row). Throws decode_error for corrupt
-// files and for colour (RGB/RGBA) PNGs and JPEGs, whose values are not class ids, saying so.
+// files and for color (RGB/RGBA) PNGs and JPEGs, whose values are not class ids, saying so.
 void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_t max_rows, value_plane& out);
 
 }  // namespace shardpack

@@ -354,7 +354,7 @@ merge_result merge_parts(const merge_options& o) {
             const auto& c = s.classes();
             bool same_classes = c.size() == reference_classes.size();
             for (std::size_t i = 0; same_classes && i < c.size(); ++i)
-                same_classes = c[i].name == reference_classes[i].name && c[i].has_colour == reference_classes[i].has_colour &&
+                same_classes = c[i].name == reference_classes[i].name && c[i].has_color == reference_classes[i].has_color &&
                                c[i].r == reference_classes[i].r && c[i].g == reference_classes[i].g && c[i].b == reference_classes[i].b;
             if (s.schema_bytes() != reference_schema || !same_classes)
                 throw input_error(part_name(p) + ": " + s.name() + ": its schema or class table differs from part 0's shards");

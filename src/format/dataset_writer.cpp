@@ -60,7 +60,7 @@ json classes_to_json(const std::vector<detail::class_record>& classes) {
     for (const auto& c : classes) {
         json e = json::object();
         e.set("name", c.name);
-        if (c.has_colour) e.set("color", json(json::array_t{json(unsigned(c.r)), json(unsigned(c.g)), json(unsigned(c.b))}));
+        if (c.has_color) e.set("color", json(json::array_t{json(unsigned(c.r)), json(unsigned(c.g)), json(unsigned(c.b))}));
         out.push(e);
     }
     return out;

@@ -23,7 +23,7 @@ struct file_stamp {
     bool operator==(const file_stamp&) const = default;
 };
 
-// A mask value not in the class table (a packed 0xRRGGBB colour, or an index mask's value):
+// A mask value not in the class table (a packed 0xRRGGBB color, or an index mask's value):
 // its output pixel count in the record and its first source position.
 struct unknown_value_count {
     std::uint32_t value = 0;

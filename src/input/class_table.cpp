@@ -67,25 +67,25 @@ std::vector<class_entry> load_class_dict(const std::string& path) {
     const auto g_col = find_column(header, {"g", "green"});
     const auto b_col = find_column(header, {"b", "blue"});
     const auto id_col = find_column(header, {"id", "value", "label_id", "labelid", "mask_value"});
-    const bool colours = r_col && g_col && b_col;
+    const bool colors = r_col && g_col && b_col;
     std::string missing;
     if (!name_col) missing += " name";
-    if (!colours && !id_col) {
+    if (!colors && !id_col) {
         if (!r_col) missing += " r";
         if (!g_col) missing += " g";
         if (!b_col) missing += " b";
     }
     if (!missing.empty())
         throw input_error(where(path, header.line) + "the header row has no column(s)" + missing +
-                          "; a class dictionary needs a header with name,r,g,b (colour masks) or name,id (index masks)"
+                          "; a class dictionary needs a header with name,r,g,b (color masks) or name,id (index masks)"
                           " (found: " + join_cells(header.cells) + ")");
     std::size_t needed = *name_col + 1;
-    if (colours) needed = std::max({needed, *r_col + 1, *g_col + 1, *b_col + 1});
+    if (colors) needed = std::max({needed, *r_col + 1, *g_col + 1, *b_col + 1});
     if (id_col) needed = std::max(needed, *id_col + 1);
 
     std::vector<class_entry> classes;
     name_registry names(path);
-    std::map<std::uint32_t, std::size_t> colour_owner;  // packed rgb -> index into classes
+    std::map<std::uint32_t, std::size_t> color_owner;  // packed rgb -> index into classes
     std::map<std::int32_t, std::size_t> value_owner;    // mask value -> index into classes
     for (std::size_t i = 1; i < rows.size(); ++i) {
         const csv_row& row = rows[i];
@@ -96,24 +96,24 @@ std::vector<class_entry> load_class_dict(const std::string& path) {
         e.name = std::string(trim(row.cells[*name_col]));
         e.line = row.line;
         names.add(e.name, row.line);
-        if (colours) {
-            e.has_colour = true;
+        if (colors) {
+            e.has_color = true;
             const std::pair<std::size_t, std::uint8_t*> channels[] = {{*r_col, &e.r}, {*g_col, &e.g}, {*b_col, &e.b}};
             for (const auto& [col, dst] : channels) {
                 const std::string& cell = row.cells[col];
                 const auto v = is_integer(cell) ? integer_value(cell) : std::nullopt;
                 if (!v || *v < 0 || *v > 255)
-                    throw input_error(where(path, row.line) + "colour value '" + cell + "' in column '" + header.cells[col] +
+                    throw input_error(where(path, row.line) + "color value '" + cell + "' in column '" + header.cells[col] +
                                       "' of class '" + e.name + "' is not an integer in 0..255");
                 *dst = static_cast<std::uint8_t>(*v);
             }
             const std::uint32_t packed = std::uint32_t(e.r) << 16 | std::uint32_t(e.g) << 8 | e.b;
-            const auto [it, fresh] = colour_owner.emplace(packed, classes.size());
+            const auto [it, fresh] = color_owner.emplace(packed, classes.size());
             if (!fresh)
-                throw input_error(where(path, row.line) + "class '" + e.name + "' has colour (" + std::to_string(e.r) + ", " +
+                throw input_error(where(path, row.line) + "class '" + e.name + "' has color (" + std::to_string(e.r) + ", " +
                                   std::to_string(e.g) + ", " + std::to_string(e.b) + "), already used by class '" +
                                   classes[it->second].name + "' on line " + std::to_string(classes[it->second].line) +
-                                  "; a mask colour must map to one class");
+                                  "; a mask color must map to one class");
         }
         if (id_col) {
             const std::string& cell = row.cells[*id_col];
@@ -135,15 +135,15 @@ std::vector<class_entry> load_class_dict(const std::string& path) {
     return classes;
 }
 
-bool classes_have_colours(const std::vector<class_entry>& classes) {
-    return !classes.empty() && std::all_of(classes.begin(), classes.end(), [](const class_entry& c) { return c.has_colour; });
+bool classes_have_colors(const std::vector<class_entry>& classes) {
+    return !classes.empty() && std::all_of(classes.begin(), classes.end(), [](const class_entry& c) { return c.has_color; });
 }
 
 bool classes_have_values(const std::vector<class_entry>& classes) {
     return !classes.empty() && std::all_of(classes.begin(), classes.end(), [](const class_entry& c) { return c.value >= 0; });
 }
 
-void check_colour_tolerance(const std::vector<class_entry>& classes, unsigned tolerance, const std::string& path) {
+void check_color_tolerance(const std::vector<class_entry>& classes, unsigned tolerance, const std::string& path) {
     if (tolerance == 0) return;
     auto text = [](const class_entry& c) {
         return "'" + c.name + "' (" + std::to_string(c.r) + "," + std::to_string(c.g) + "," + std::to_string(c.b) + ")" +
@@ -152,13 +152,13 @@ void check_colour_tolerance(const std::vector<class_entry>& classes, unsigned to
     for (std::size_t a = 0; a < classes.size(); ++a)
         for (std::size_t b = a + 1; b < classes.size(); ++b) {
             const class_entry &x = classes[a], &y = classes[b];
-            if (!x.has_colour || !y.has_colour) continue;
+            if (!x.has_color || !y.has_color) continue;
             const unsigned d = std::max({unsigned(std::abs(int(x.r) - int(y.r))), unsigned(std::abs(int(x.g) - int(y.g))),
                                          unsigned(std::abs(int(x.b) - int(y.b)))});
             if (d <= 2 * tolerance)
                 throw usage_error("--color-tolerance " + std::to_string(tolerance) + ": classes " + text(x) + " and " +
                                   text(y) + " of " + path + " differ by only " + std::to_string(d) +
-                                  " (largest channel difference), within twice the tolerance, so a mask colour between "
+                                  " (largest channel difference), within twice the tolerance, so a mask color between "
                                   "them could belong to either; use --color-tolerance " +
                                   std::to_string(d == 0 ? 0 : (d - 1) / 2) + " or less");
         }

@@ -143,14 +143,14 @@ std::string format_inspection(const json& in) {
     const json* freq = in.find("class_frequencies");
     const bool counted = freq && freq->is_array() && freq->as_array().size() == classes.size();
     for (std::size_t c = 0; c < classes.size(); ++c) {
-        std::string colour;
+        std::string color;
         if (const json* col = classes[c].find("color")) {
             // From the manifest, which the reader does not check: any shape may come here.
             const auto& a = col->as_array();
             if (a.size() != 3)
                 throw error("manifest.json: the color of class " + std::to_string(c) + " has " + std::to_string(a.size()) +
                             " values, not 3");
-            colour = "(" + std::to_string(a[0].as_u64()) + "," + std::to_string(a[1].as_u64()) + "," + std::to_string(a[2].as_u64()) + ")";
+            color = "(" + std::to_string(a[0].as_u64()) + "," + std::to_string(a[1].as_u64()) + "," + std::to_string(a[2].as_u64()) + ")";
         }
         std::string count;
         if (counted) {
@@ -163,7 +163,7 @@ std::string format_inspection(const json& in) {
                 count = text;
             }
         }
-        std::snprintf(line, sizeof line, "  %5zu  %-24s %-16s %s\n", c, classes[c].at("name").as_string().c_str(), colour.c_str(),
+        std::snprintf(line, sizeof line, "  %5zu  %-24s %-16s %s\n", c, classes[c].at("name").as_string().c_str(), color.c_str(),
                       count.c_str());
         out += line;
     }

@@ -111,11 +111,11 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
             continue;
         }
         const auto& c = ds.classes()[ids[p]];
-        if (c.has_colour) {
+        if (c.has_color) {
             px[0] = c.r;
             px[1] = c.g;
             px[2] = c.b;
-        } else {  // no colour in the table: a grey level per class
+        } else {  // no color in the table: a grey level per class
             px[0] = px[1] = px[2] = std::uint8_t(40 + (ids[p] * 53) % 200);
         }
         ++counts[ids[p]];

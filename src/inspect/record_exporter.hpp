@@ -1,5 +1,5 @@
 // `shardpack export`: one record back to files a person can look at: the stored image exactly,
-// and a segmentation label drawn in the class dictionary's colours.
+// and a segmentation label drawn in the class dictionary's colors.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,8 +9,8 @@
 namespace shardpack {
 
 // Writes PREFIX.image.png and, for segmentation, PREFIX.label.png (RGB, each class in its
-// dictionary colour, or a grey level for classes without one) and, with overlay,
-// PREFIX.overlay.png (the image with the label colours blended at 50%). Ignored label pixels
+// dictionary color, or a grey level for classes without one) and, with overlay,
+// PREFIX.overlay.png (the image with the label colors blended at 50%). Ignored label pixels
 // are drawn as a checkerboard of 4x4 magenta (255,0,255) and black squares, in the label and
 // the overlay alike. Creates PREFIX's folder. Returns what it wrote: index, key, image, class_id
 // and class (classification), or label, overlay, classes_present and ignored_pixels.

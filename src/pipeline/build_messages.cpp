@@ -42,8 +42,8 @@ std::string nearest_class_text(const std::vector<class_entry>& classes, std::uin
     int best = -1;
     unsigned best_d = 0;
     for (std::size_t c = 0; c < classes.size(); ++c) {
-        if (!classes[c].has_colour) continue;
-        const unsigned d = colour_distance(rgb, std::uint32_t(classes[c].r) << 16 | std::uint32_t(classes[c].g) << 8 | classes[c].b);
+        if (!classes[c].has_color) continue;
+        const unsigned d = color_distance(rgb, std::uint32_t(classes[c].r) << 16 | std::uint32_t(classes[c].g) << 8 | classes[c].b);
         if (best < 0 || d < best_d) {
             best = int(c);
             best_d = d;
@@ -80,11 +80,11 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
         if (t.class_counts[c] == 0)
             out.push_back("class " + std::to_string(c) + " '" + input.classes[c].name + "' has 0 " +
                           (seg ? "pixels" : "samples") + " in the dataset" +
-                          (seg && !index_masks && input.classes[c].has_colour
-                               ? " (no mask holds its colour " +
-                                     colour_text(std::uint32_t(input.classes[c].r) << 16 |
+                          (seg && !index_masks && input.classes[c].has_color
+                               ? " (no mask holds its color " +
+                                     color_text(std::uint32_t(input.classes[c].r) << 16 |
                                                  std::uint32_t(input.classes[c].g) << 8 | input.classes[c].b) +
-                                     "; see `shardpack colors` for the colours the masks do hold)"
+                                     "; see `shardpack colors` for the colors the masks do hold)"
                                : std::string()));
     if (!seg) {
         for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
@@ -108,7 +108,7 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
         const std::string counted = unknown_pixels_counted(options);
         const bool whole = counted == "whole masks";
         std::string text = std::to_string(t.unknown_pixels) + " pixels of the " + counted + " had " +
-                           (index_masks ? "values not in the class table" : "colours not in the dictionary") +
+                           (index_masks ? "values not in the class table" : "colors not in the dictionary") +
                            " and were mapped to the ignore value" +
                            (whole ? " (counted as `shardpack colors` counts them)"
                                   : " (`shardpack colors` counts the whole masks: other counts, and maybe another first pixel)") +
@@ -120,7 +120,7 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
                 text += "; ... (" + std::to_string(sorted.size() - 20) + " more in report.json)";
                 break;
             }
-            text += (shown > 1 ? ";" : "") + std::string(" ") + (index_masks ? "value " + std::to_string(value) : colour_text(value)) +
+            text += (shown > 1 ? ";" : "") + std::string(" ") + (index_masks ? "value " + std::to_string(value) : color_text(value)) +
                     ": " + std::to_string(u->pixels) + " pixels in " + std::to_string(u->files) + " file(s), e.g. " +
                     example_of(t, value) + (input.from_folders ? std::string() : " (line " + std::to_string(u->row) + ")") +
                     (whole ? " at pixel (" : " at mask pixel (") + std::to_string(u->x) + "," + std::to_string(u->y) + ")" +

@@ -1,6 +1,6 @@
 // What a build tells its user beyond the counts: warnings about classes that ended up empty and
 // about mask values the class table lacks, the unknown values as report JSON, the most common
-// reasons rows were rejected, and the command that lists every colour of the input.
+// reasons rows were rejected, and the command that lists every color of the input.
 #pragma once
 #include <string>
 #include <vector>
@@ -16,8 +16,8 @@ namespace shardpack {
 std::string colors_command_hint(const build_options& options);
 
 // One line each: every class with 0 pixels (segmentation) or 0 samples (classification); and,
-// when pixels were mapped to the ignore value as unknown, each unknown colour or value with its
-// pixel and file counts, an example and (colours) the nearest class, saying which pixels were
+// when pixels were mapped to the ignore value as unknown, each unknown color or value with its
+// pixel and file counts, an example and (colors) the nearest class, saying which pixels were
 // counted (unknown_pixels_counted).
 std::vector<std::string> build_warnings(const input_list& input, const build_totals& totals, bool index_masks,
                                         const build_options& options);
@@ -36,10 +36,10 @@ std::vector<std::string> class_id_table(const input_list& input, const build_tot
 // ids), a warning per difference that says which ids moved. Read before publishing.
 std::vector<std::string> class_id_changes(const std::string& out_dir, const input_list& input, bool classes_given);
 
-// The report's unknown_colours / unknown_values array, most pixels first.
+// The report's unknown_colors / unknown_values array, most pixels first.
 detail::json unknown_values_json(const build_totals& totals, bool index_masks);
 
-// "12 x unknown colour (N,N,N) at pixel (N,N) ...; 3 x cannot open: No such file or directory":
+// "12 x unknown color (N,N,N) at pixel (N,N) ...; 3 x cannot open: No such file or directory":
 // the `top` most common reasons, counted with file names and numbers taken out.
 std::string common_reasons(const std::vector<rejected_row>& rows, std::size_t top = 3);
 

@@ -16,9 +16,9 @@ namespace shardpack {
 
 enum class error_policy { fail, skip };
 enum class label_layout_option { one_hot, index };
-// How a mask's pixels name classes: by colour through the dictionary, or as the class ids
+// How a mask's pixels name classes: by color through the dictionary, or as the class ids
 // themselves (grayscale values or palette indices). automatic: index when the class table gives
-// ids (a name,id table), else colour.
+// ids (a name,id table), else color.
 enum class mask_value_kind { automatic, color, index };
 
 struct build_options {
@@ -27,8 +27,8 @@ struct build_options {
     pixel_layout color = pixel_layout::rgb;
     geometry_options geometry;
     label_layout_option label_layout = label_layout_option::one_hot;
-    unknown_colour_policy unknown_label = unknown_colour_policy::error;
-    unsigned colour_tolerance = 0;                        // --color-tolerance
+    unknown_color_policy unknown_label = unknown_color_policy::error;
+    unsigned color_tolerance = 0;                        // --color-tolerance
     mask_value_kind mask_values = mask_value_kind::automatic;
     std::vector<std::uint16_t> ignore_values;             // --ignore-values (index masks)
     record_codec codec = record_codec::zstd;

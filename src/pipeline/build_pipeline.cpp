@@ -81,7 +81,7 @@ private:
 
 std::vector<detail::class_record> to_records(const std::vector<class_entry>& classes) {
     std::vector<detail::class_record> out;
-    for (const auto& c : classes) out.push_back({c.name, c.has_colour, c.r, c.g, c.b});
+    for (const auto& c : classes) out.push_back({c.name, c.has_color, c.r, c.g, c.b});
     return out;
 }
 
@@ -150,8 +150,8 @@ json make_report(const build_options& o, const input_list& input, const build_to
         freq.push(e);
     }
     r.set("class_frequencies", freq);
-    if (seg) r.set("unknown_colour_pixels", t.unknown_pixels);
-    if (seg) r.set(index_masks ? "unknown_values" : "unknown_colours", unknown_values_json(t, index_masks));
+    if (seg) r.set("unknown_color_pixels", t.unknown_pixels);
+    if (seg) r.set(index_masks ? "unknown_values" : "unknown_colors", unknown_values_json(t, index_masks));
     if (seg) r.set("unknown_pixels_counted", unknown_pixels_counted(o));
     json warnings = json::array();
     for (const auto& w : build_warnings(input, t, index_masks, o)) warnings.push(w);
@@ -170,9 +170,9 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     d.set("resize", name_of(o.geometry.resize));
     d.set("crop", name_of(o.geometry.crop));
     d.set("filter", name_of(o.geometry.filter));
-    d.set("unknown_label", o.unknown_label == unknown_colour_policy::error ? "error" : "ignore");
+    d.set("unknown_label", o.unknown_label == unknown_color_policy::error ? "error" : "ignore");
     d.set("mask_values", mask_values);
-    d.set("color_tolerance", o.colour_tolerance);
+    d.set("color_tolerance", o.color_tolerance);
     json ignored = json::array();
     for (auto v : o.ignore_values) ignored.push(unsigned(v));
     d.set("ignore_values", ignored);
@@ -273,7 +273,7 @@ json effective_options_json(const build_options& o, task_kind task) {
     b.set("filter", name_of(o.geometry.filter));
     if (task == task_kind::segmentation) {
         b.set("label_layout", o.label_layout == label_layout_option::one_hot ? "onehot" : "index");
-        b.set("unknown_label", o.unknown_label == unknown_colour_policy::error ? "error" : "ignore");
+        b.set("unknown_label", o.unknown_label == unknown_color_policy::error ? "error" : "ignore");
     }
     b.set("compression", compression_name(o.codec));
     b.set("level", o.level);
@@ -328,7 +328,7 @@ build_result run_build(const build_options& options) {
     const char* mask_values_name = index_masks ? "index" : "color";
     if (input.task == task_kind::segmentation) {
         wo.build.set("mask_values", mask_values_name);
-        if (!index_masks) wo.build.set("color_tolerance", options.colour_tolerance);
+        if (!index_masks) wo.build.set("color_tolerance", options.color_tolerance);
         if (index_masks) {
             json ignored = json::array();
             for (auto v : options.ignore_values) ignored.push(unsigned(v));

@@ -4,7 +4,7 @@
 
 namespace shardpack {
 
-std::string colour_text(std::uint32_t rgb) {
+std::string color_text(std::uint32_t rgb) {
     return "(" + std::to_string((rgb >> 16) & 0xFF) + "," + std::to_string((rgb >> 8) & 0xFF) + "," +
            std::to_string(rgb & 0xFF) + ")";
 }
@@ -14,15 +14,15 @@ mask_value_kind resolve_mask_values(const build_options& o, const std::vector<cl
     mask_value_kind kind = o.mask_values;
     if (kind == mask_value_kind::automatic)
         kind = classes_have_values(classes) ? mask_value_kind::index : mask_value_kind::color;
-    if (kind == mask_value_kind::color && !classes_have_colours(classes))
-        throw usage_error("--mask-values color: " + path + " gives class ids, not colours (r,g,b columns); "
+    if (kind == mask_value_kind::color && !classes_have_colors(classes))
+        throw usage_error("--mask-values color: " + path + " gives class ids, not colors (r,g,b columns); "
                           "use --mask-values index for masks whose values are class ids");
     if (kind == mask_value_kind::color && !o.ignore_values.empty())
-        throw usage_error("--ignore-values applies to index masks (--mask-values index); colour masks map a colour "
+        throw usage_error("--ignore-values applies to index masks (--mask-values index); color masks map a color "
                           "not in the dictionary by --unknown-label");
-    if (kind == mask_value_kind::index && o.colour_tolerance)
-        throw usage_error("--color-tolerance applies to colour masks; index masks map values exactly");
-    if (kind == mask_value_kind::color) check_colour_tolerance(classes, o.colour_tolerance, path);
+    if (kind == mask_value_kind::index && o.color_tolerance)
+        throw usage_error("--color-tolerance applies to color masks; index masks map values exactly");
+    if (kind == mask_value_kind::color) check_color_tolerance(classes, o.color_tolerance, path);
     return kind;
 }
 
@@ -36,17 +36,17 @@ mask_mapper::mask_mapper(const std::vector<class_entry>& classes, mask_value_kin
             values.push_back(static_cast<std::uint16_t>(given ? classes[id].value : std::int32_t(id)));
         values_.emplace(values, o.ignore_values);
     } else {
-        std::vector<label_colour> colours;
-        for (const auto& c : classes) colours.push_back({c.r, c.g, c.b});
-        colours_.emplace(colours, o.colour_tolerance);
+        std::vector<label_color> colors;
+        for (const auto& c : classes) colors.push_back({c.r, c.g, c.b});
+        colors_.emplace(colors, o.color_tolerance);
     }
 }
 
-std::string mask_mapper::explain_colour(std::uint32_t rgb) const {
-    if (!colours_ || classes_.empty()) return "";
-    const auto n = colours_->nearest(rgb);
+std::string mask_mapper::explain_color(std::uint32_t rgb) const {
+    if (!colors_ || classes_.empty()) return "";
+    const auto n = colors_->nearest(rgb);
     const class_entry& c = classes_[std::size_t(n.id)];
-    std::string text = "nearest class '" + c.name + "' " + colour_text(std::uint32_t(c.r) << 16 | std::uint32_t(c.g) << 8 | c.b) +
+    std::string text = "nearest class '" + c.name + "' " + color_text(std::uint32_t(c.r) << 16 | std::uint32_t(c.g) << 8 | c.b) +
                        " at distance " + std::to_string(n.distance);
     // Would that tolerance be allowed with this dictionary? Only if no two classes lie within 2d.
     bool allowed = true;
@@ -54,12 +54,12 @@ std::string mask_mapper::explain_colour(std::uint32_t rgb) const {
         for (std::size_t b = a + 1; b < classes_.size() && allowed; ++b) {
             const auto& x = classes_[a];
             const auto& y = classes_[b];
-            allowed = colour_distance(std::uint32_t(x.r) << 16 | std::uint32_t(x.g) << 8 | x.b,
+            allowed = color_distance(std::uint32_t(x.r) << 16 | std::uint32_t(x.g) << 8 | x.b,
                                       std::uint32_t(y.r) << 16 | std::uint32_t(y.g) << 8 | y.b) > 2 * n.distance;
         }
     if (n.distance <= 8 && allowed)
         text += ": --color-tolerance " + std::to_string(n.distance) + " would map it to '" + c.name + "'";
-    text += "; --unknown-label ignore maps it to the ignore value; to see every colour of every mask: " + hint_;
+    text += "; --unknown-label ignore maps it to the ignore value; to see every color of every mask: " + hint_;
     return text;
 }
 
@@ -86,11 +86,11 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, const geometry
     request.layout = pixel_layout::rgb;
     request.max_rows = plan.y.src_rows_needed();
     request.interrupt = interrupt;
-    decode_image(data, size, request, scratch.colours);
+    decode_image(data, size, request, scratch.colors);
     try {
-        map_mask(scratch.colours, plan, *colours_, policy_, ignore_value, out, nullptr, &unknown, &stats);
-    } catch (const unknown_colour_error& e) {
-        throw input_error(std::string(e.what()) + "; " + explain_colour(e.rgb));
+        map_mask(scratch.colors, plan, *colors_, policy_, ignore_value, out, nullptr, &unknown, &stats);
+    } catch (const unknown_color_error& e) {
+        throw input_error(std::string(e.what()) + "; " + explain_color(e.rgb));
     }
 }
 

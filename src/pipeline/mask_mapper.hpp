@@ -1,4 +1,4 @@
-// How a build turns a mask file into class ids: colour masks through the dictionary (exactly,
+// How a build turns a mask file into class ids: color masks through the dictionary (exactly,
 // or within --color-tolerance), or index masks whose values are class ids (remapped through a
 // name,id table, with --ignore-values). Also writes the messages that help with a value the
 // table lacks. Immutable after construction; shared by the transformer's threads.
@@ -20,43 +20,43 @@
 namespace shardpack {
 
 // `automatic` resolved against the class table (index when it gives ids); throws usage_error
-// for a kind the table cannot serve (colour masks with a name,id table) and for options that
-// do not apply to the kind (--ignore-values with colours, --color-tolerance with index masks).
+// for a kind the table cannot serve (color masks with a name,id table) and for options that
+// do not apply to the kind (--ignore-values with colors, --color-tolerance with index masks).
 mask_value_kind resolve_mask_values(const build_options& options, const std::vector<class_entry>& classes);
 
 struct mask_scratch {
-    image_u8 colours;
+    image_u8 colors;
     value_plane values;
 };
 
 class mask_mapper {
 public:
-    // kind: resolved (color or index). `hint`: how to list every colour of the input, for messages
+    // kind: resolved (color or index). `hint`: how to list every color of the input, for messages
     // (e.g. "shardpack colors --csv list.csv --classes dict.csv").
     mask_mapper(const std::vector<class_entry>& classes, mask_value_kind kind, const build_options& options,
                 std::string hint);
     bool index_masks() const { return kind_ == mask_value_kind::index; }
 
     // Decodes the mask's rows that `plan` needs and maps them (see map_mask, map_index_mask).
-    // Throws input_error: decode errors, and unknown colours or values with what would fix them.
-    // interrupt: the build's signal flag, polled inside the colour mask's decode (may be null).
+    // Throws input_error: decode errors, and unknown colors or values with what would fix them.
+    // interrupt: the build's signal flag, polled inside the color mask's decode (may be null).
     void map(const std::uint8_t* data, std::size_t size, const geometry_plan& plan, std::uint16_t ignore_value,
              label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
              const std::atomic<int>* interrupt = nullptr) const;
 
     // "nearest class 'road' (128,64,128) at distance 2: --color-tolerance 2 would map it" and so on.
-    std::string explain_colour(std::uint32_t rgb) const;
+    std::string explain_color(std::uint32_t rgb) const;
     std::string explain_value(std::uint16_t value) const;
 
 private:
     const std::vector<class_entry>& classes_;
     mask_value_kind kind_;
-    unknown_colour_policy policy_;
+    unknown_color_policy policy_;
     std::string hint_;
-    std::optional<colour_lookup> colours_;
+    std::optional<color_lookup> colors_;
     std::optional<value_lookup> values_;
 };
 
-std::string colour_text(std::uint32_t rgb);  // "(r,g,b)"
+std::string color_text(std::uint32_t rgb);  // "(r,g,b)"
 
 }  // namespace shardpack

@@ -29,7 +29,7 @@ struct build_totals {
     std::uint64_t unknown_pixels = 0;
     std::vector<std::uint64_t> class_counts;
     std::vector<std::uint64_t> tolerance_counts;  // of class_counts, mapped by --color-tolerance
-    // Unknown colours (packed 0xRRGGBB) or index-mask values mapped to the ignore value: the
+    // Unknown colors (packed 0xRRGGBB) or index-mask values mapped to the ignore value: the
     // pixels of the records that hold them, the records, and the earliest such row (its CSV line
     // as value_total::row, its mask cell in unknown_examples) with its first source pixel there.
     value_totals unknown_values;  // at most max_unknown_listed entries

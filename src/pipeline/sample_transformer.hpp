@@ -1,4 +1,4 @@
-// Pipeline stage 3 (parallel): decode, crop/resize, convert colour, map the mask's colours to
+// Pipeline stage 3 (parallel): decode, crop/resize, convert color, map the mask's colors to
 // classes and lay the record out. Pure: the same job always gives the same bytes.
 #pragma once
 #include <atomic>
@@ -40,7 +40,7 @@ geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, c
 
 class sample_transformer {
 public:
-    // mask_values: resolved (resolve_mask_values); hint: how to list the input's colours, for messages.
+    // mask_values: resolved (resolve_mask_values); hint: how to list the input's colors, for messages.
     // max_row_bytes: the memory one row may take (memory_plan::per_row): a row whose files,
     // decodes and record would take more (from the headers, before decoding) is refused naming
     // the limit. interrupt: the build's signal flag, polled inside long decodes.

@@ -1,4 +1,4 @@
-// Dataset totals of mask values (colours packed 0xRRGGBB, or index-mask values): pixels, files,
+// Dataset totals of mask values (colors packed 0xRRGGBB, or index-mask values): pixels, files,
 // and an example, the earliest row in list order that holds the value with the first pixel there.
 // One code path for `shardpack colors` (every value of the whole masks) and `build` (the values
 // its records map to the ignore value), so that where both look at the same pixels (a build

@@ -25,7 +25,7 @@ value_lookup::value_lookup(const std::vector<std::uint16_t>& class_values, const
 }
 
 void map_index_mask(const value_plane& mask, const geometry_plan& plan, const value_lookup& lookup,
-                    unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
+                    unknown_color_policy policy, std::uint16_t ignore_value, label_plane& out,
                     std::uint64_t* unknown_count, mask_mapping_stats* stats) {
     const axis_plan &ax = plan.x, &ay = plan.y;
     for (const axis_plan* a : {&ax, &ay})
@@ -68,7 +68,7 @@ void map_index_mask(const value_plane& mask, const geometry_plan& plan, const va
                 }
                 dst[i] = ignore_value;
                 if (id == value_lookup::ignored) continue;
-                if (policy == unknown_colour_policy::error)
+                if (policy == unknown_color_policy::error)
                     throw unknown_value_error("unknown mask value " + std::to_string(v) + " at pixel (" + std::to_string(xs[i]) +
                                                   "," + std::to_string(sy) + ") \xE2\x80\x94 not in the class table",
                                               v, xs[i], sy);

@@ -43,7 +43,7 @@ struct unknown_value_error : input_error {
 // value V at pixel (x,y) ..."); under ignore, ignore_value, counted in *unknown_count and in
 // stats->unknown (whose rgb member then holds the value). stats may be null; by_tolerance stays 0.
 void map_index_mask(const value_plane& mask, const geometry_plan& plan, const value_lookup& lookup,
-                    unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
+                    unknown_color_policy policy, std::uint16_t ignore_value, label_plane& out,
                     std::uint64_t* unknown_count, mask_mapping_stats* stats);
 
 }  // namespace shardpack

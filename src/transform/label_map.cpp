@@ -11,26 +11,26 @@ namespace shardpack {
 
 namespace {
 
-std::string colour_text(std::uint8_t r, std::uint8_t g, std::uint8_t b) {
+std::string color_text(std::uint8_t r, std::uint8_t g, std::uint8_t b) {
     return "(" + std::to_string(r) + "," + std::to_string(g) + "," + std::to_string(b) + ")";
 }
 
-// Reads the colour of pixel p of a 1-, 3- or 4-channel row as packed 0xRRGGBB.
+// Reads the color of pixel p of a 1-, 3- or 4-channel row as packed 0xRRGGBB.
 template <int C>
 inline std::uint32_t packed_at(const std::uint8_t* row, std::uint32_t x) {
     const std::uint8_t* p = row + std::size_t(x) * C;
     if constexpr (C == 1)
-        return colour_lookup::pack(p[0], p[0], p[0]);
+        return color_lookup::pack(p[0], p[0], p[0]);
     else
-        return colour_lookup::pack(p[0], p[1], p[2]);
+        return color_lookup::pack(p[0], p[1], p[2]);
 }
 
 template <int C>
-void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
+void map_rows(const image_u8& mask, const geometry_plan& plan, const color_lookup& lookup, unknown_color_policy policy,
               std::uint16_t ignore_value, label_plane& out, const std::vector<std::uint32_t>& xs,
-              unknown_colour_hit& first, std::uint64_t& unknown, mask_mapping_stats* stats) {
+              unknown_color_hit& first, std::uint64_t& unknown, mask_mapping_stats* stats) {
     const axis_plan &ax = plan.x, &ay = plan.y;
-    std::uint32_t last_key = 0xFFFFFFFFu;  // never a 24-bit colour
+    std::uint32_t last_key = 0xFFFFFFFFu;  // never a 24-bit color
     std::uint16_t last_id = 0;
     bool last_tolerant = false;
     std::uint64_t* tolerant_counts = stats ? stats->by_tolerance.data() : nullptr;
@@ -49,7 +49,7 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
                     const std::uint32_t key = packed_at<C>(row, xs[i]);
                     const int v = lookup.find_packed(key);
                     if (v < 0) ++stats->unknown[stats->unknown_index.at(key)].pixels;
-                    else if (v & colour_lookup::by_tolerance) ++tolerant_counts[v & colour_lookup::id_mask];
+                    else if (v & color_lookup::by_tolerance) ++tolerant_counts[v & color_lookup::id_mask];
                 }
             }
             continue;
@@ -65,8 +65,8 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
                 if (v < 0) {
                     const auto r = static_cast<std::uint8_t>(key >> 16), g = static_cast<std::uint8_t>(key >> 8),
                                b = static_cast<std::uint8_t>(key);
-                    if (policy == unknown_colour_policy::error)
-                        throw unknown_colour_error("unknown colour " + colour_text(r, g, b) + " at pixel (" +
+                    if (policy == unknown_color_policy::error)
+                        throw unknown_color_error("unknown color " + color_text(r, g, b) + " at pixel (" +
                                                        std::to_string(xs[i]) + "," + std::to_string(sy) +
                                                        ") \xE2\x80\x94 not in the class dictionary",
                                                    key, xs[i], sy);
@@ -84,11 +84,11 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
                     }
                     ++prev_row_unknown;
                     dst[i] = ignore_value;
-                    continue;  // keep last_key: unknown colours are not cached
+                    continue;  // keep last_key: unknown colors are not cached
                 }
                 last_key = key;
-                last_id = static_cast<std::uint16_t>(v & colour_lookup::id_mask);
-                last_tolerant = (v & colour_lookup::by_tolerance) != 0;
+                last_id = static_cast<std::uint16_t>(v & color_lookup::id_mask);
+                last_tolerant = (v & color_lookup::by_tolerance) != 0;
             }
             dst[i] = last_id;
             if (last_tolerant && tolerant_counts) {
@@ -102,16 +102,16 @@ void map_rows(const image_u8& mask, const geometry_plan& plan, const colour_look
 
 }  // namespace
 
-colour_lookup::colour_lookup(const std::vector<label_colour>& colours, unsigned tolerance) : tolerance_(tolerance) {
-    if (colours.size() > 65535)
-        throw input_error("the class dictionary has " + std::to_string(colours.size()) +
+color_lookup::color_lookup(const std::vector<label_color>& colors, unsigned tolerance) : tolerance_(tolerance) {
+    if (colors.size() > 65535)
+        throw input_error("the class dictionary has " + std::to_string(colors.size()) +
                           " classes; at most 65535 are supported");
-    if (tolerance > 255) throw input_error("a colour tolerance is at most 255");
-    for (const label_colour& c : colours) colours_.push_back(pack(c.r, c.g, c.b));
+    if (tolerance > 255) throw input_error("a color tolerance is at most 255");
+    for (const label_color& c : colors) colors_.push_back(pack(c.r, c.g, c.b));
     const std::uint64_t side = 2 * std::uint64_t(tolerance) + 1;
-    const std::uint64_t cube_entries = colours.size() * side * side * side;
+    const std::uint64_t cube_entries = colors.size() * side * side * side;
     cube_ = tolerance > 0 && cube_entries <= (std::uint64_t(1) << 20);
-    const std::uint64_t entries = cube_ ? cube_entries : colours.size();
+    const std::uint64_t entries = cube_ ? cube_entries : colors.size();
     std::uint32_t size = 16;
     int bits = 4;
     while (size < entries * 2) {
@@ -122,13 +122,13 @@ colour_lookup::colour_lookup(const std::vector<label_colour>& colours, unsigned 
     values_.assign(size, -1);
     mask_ = size - 1;
     shift_ = 32 - bits;
-    for (std::size_t id = 0; id < colours.size(); ++id) {
-        const label_colour& c = colours[id];
+    for (std::size_t id = 0; id < colors.size(); ++id) {
+        const label_color& c = colors[id];
         const std::uint32_t key = pack(c.r, c.g, c.b);
         std::uint32_t i = hash(key);
         while (keys_[i] != empty_key) {
             if (keys_[i] == key)
-                throw input_error("colour " + colour_text(c.r, c.g, c.b) + " is given to class " +
+                throw input_error("color " + color_text(c.r, c.g, c.b) + " is given to class " +
                                   std::to_string(values_[i]) + " and to class " + std::to_string(id) +
                                   " of the class dictionary");
             i = (i + 1) & mask_;
@@ -137,16 +137,16 @@ colour_lookup::colour_lookup(const std::vector<label_colour>& colours, unsigned 
         values_[i] = static_cast<std::int32_t>(id);
     }
     if (tolerance > 0)
-        for (std::size_t a = 0; a < colours_.size(); ++a)
-            for (std::size_t b = a + 1; b < colours_.size(); ++b)
-                if (colour_distance(colours_[a], colours_[b]) <= 2 * tolerance)
+        for (std::size_t a = 0; a < colors_.size(); ++a)
+            for (std::size_t b = a + 1; b < colors_.size(); ++b)
+                if (color_distance(colors_[a], colors_[b]) <= 2 * tolerance)
                     throw input_error("classes " + std::to_string(a) + " and " + std::to_string(b) +
-                                      " of the class dictionary lie within twice the colour tolerance " +
+                                      " of the class dictionary lie within twice the color tolerance " +
                                       std::to_string(tolerance) + " of each other");
     if (cube_) {
         const int n = int(tolerance);
-        for (std::size_t id = 0; id < colours.size(); ++id) {
-            const label_colour& c = colours[id];
+        for (std::size_t id = 0; id < colors.size(); ++id) {
+            const label_color& c = colors[id];
             for (int dr = -n; dr <= n; ++dr)
                 for (int dg = -n; dg <= n; ++dg)
                     for (int db = -n; db <= n; ++db) {
@@ -158,28 +158,28 @@ colour_lookup::colour_lookup(const std::vector<label_colour>& colours, unsigned 
                     }
         }
     }
-    count_ = colours.size();
+    count_ = colors.size();
 }
 
-void colour_lookup::insert(std::uint32_t key, std::int32_t value) {
+void color_lookup::insert(std::uint32_t key, std::int32_t value) {
     std::uint32_t i = hash(key);
     while (keys_[i] != empty_key) {
-        if (keys_[i] == key) return;  // cannot happen: colours more than 2N apart have disjoint cubes
+        if (keys_[i] == key) return;  // cannot happen: colors more than 2N apart have disjoint cubes
         i = (i + 1) & mask_;
     }
     keys_[i] = key;
     values_[i] = value;
 }
 
-int colour_lookup::nearest_within(std::uint32_t rgb) const {
+int color_lookup::nearest_within(std::uint32_t rgb) const {
     const nearest_result n = nearest(rgb);
     return n.id >= 0 && n.distance <= tolerance_ ? (n.id | by_tolerance) : -1;
 }
 
-colour_lookup::nearest_result colour_lookup::nearest(std::uint32_t rgb) const {
+color_lookup::nearest_result color_lookup::nearest(std::uint32_t rgb) const {
     nearest_result best;
-    for (std::size_t id = 0; id < colours_.size(); ++id) {
-        const unsigned d = colour_distance(rgb, colours_[id]);
+    for (std::size_t id = 0; id < colors_.size(); ++id) {
+        const unsigned d = color_distance(rgb, colors_[id]);
         if (best.id < 0 || d < best.distance) {
             best.id = int(id);
             best.distance = d;
@@ -188,14 +188,14 @@ colour_lookup::nearest_result colour_lookup::nearest(std::uint32_t rgb) const {
     return best;
 }
 
-void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
-              std::uint16_t ignore_value, label_plane& out, unknown_colour_hit* first_unknown,
+void map_mask(const image_u8& mask, const geometry_plan& plan, const color_lookup& lookup, unknown_color_policy policy,
+              std::uint16_t ignore_value, label_plane& out, unknown_color_hit* first_unknown,
               std::uint64_t* unknown_count) {
     map_mask(mask, plan, lookup, policy, ignore_value, out, first_unknown, unknown_count, nullptr);
 }
 
-void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_lookup& lookup, unknown_colour_policy policy,
-              std::uint16_t ignore_value, label_plane& out, unknown_colour_hit* first_unknown,
+void map_mask(const image_u8& mask, const geometry_plan& plan, const color_lookup& lookup, unknown_color_policy policy,
+              std::uint16_t ignore_value, label_plane& out, unknown_color_hit* first_unknown,
               std::uint64_t* unknown_count, mask_mapping_stats* stats) {
     if (stats) {
         stats->by_tolerance.assign(lookup.size(), 0);
@@ -228,7 +228,7 @@ void map_mask(const image_u8& mask, const geometry_plan& plan, const colour_look
     if (ax.content_len < ax.out_len || ay.content_len < ay.out_len)
         std::fill(out.ids.begin(), out.ids.end(), ignore_value);
 
-    unknown_colour_hit first{};
+    unknown_color_hit first{};
     std::uint64_t unknown = 0;
     if (ax.content_len && ay.content_len) {
         thread_local std::vector<std::uint32_t> xs;

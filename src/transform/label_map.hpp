@@ -1,4 +1,4 @@
-// Colour-coded segmentation masks → class ids, and the label layouts derived from them.
+// Color-coded segmentation masks → class ids, and the label layouts derived from them.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -13,12 +13,12 @@
 
 namespace shardpack {
 
-struct label_colour {
+struct label_color {
     std::uint8_t r = 0, g = 0, b = 0;
 };
 
-// Largest colour difference between two colours: the largest of the three channel differences.
-inline unsigned colour_distance(std::uint32_t a_rgb, std::uint32_t b_rgb) {
+// Largest color difference between two colors: the largest of the three channel differences.
+inline unsigned color_distance(std::uint32_t a_rgb, std::uint32_t b_rgb) {
     unsigned d = 0;
     for (int shift = 0; shift <= 16; shift += 8) {
         const int a = int((a_rgb >> shift) & 0xFF), b = int((b_rgb >> shift) & 0xFF);
@@ -27,21 +27,21 @@ inline unsigned colour_distance(std::uint32_t a_rgb, std::uint32_t b_rgb) {
     return d;
 }
 
-// Colour → class id lookup (never a palette index), built from the class dictionary in order
-// (id = position). Exact by default; with a tolerance N, a colour within N (colour_distance) of
-// a dictionary colour maps to that class too. Since dictionary colours must then lie more than
-// 2N apart, such a colour is within N of exactly one class. Immutable after construction: one
-// instance may be shared by threads. Throws input_error for a colour listed twice, two colours
+// Color → class id lookup (never a palette index), built from the class dictionary in order
+// (id = position). Exact by default; with a tolerance N, a color within N (color_distance) of
+// a dictionary color maps to that class too. Since dictionary colors must then lie more than
+// 2N apart, such a color is within N of exactly one class. Immutable after construction: one
+// instance may be shared by threads. Throws input_error for a color listed twice, two colors
 // within 2N of each other, or more than 65535 classes.
-class colour_lookup {
+class color_lookup {
 public:
-    explicit colour_lookup(const std::vector<label_colour>& colours, unsigned tolerance = 0);
-    // The class id of the colour (exact or within the tolerance), or -1.
+    explicit color_lookup(const std::vector<label_color>& colors, unsigned tolerance = 0);
+    // The class id of the color (exact or within the tolerance), or -1.
     int find(std::uint8_t r, std::uint8_t g, std::uint8_t b) const {
         const int v = find_packed(pack(r, g, b));
         return v < 0 ? v : v & id_mask;
     }
-    // The class id, with by_tolerance set when the colour is not the dictionary's own; or -1.
+    // The class id, with by_tolerance set when the color is not the dictionary's own; or -1.
     int find_packed(std::uint32_t rgb) const {
         std::uint32_t i = hash(rgb);
         for (;;) {
@@ -55,7 +55,7 @@ public:
     static constexpr int id_mask = 0xFFFF;
     std::size_t size() const { return count_; }
     unsigned tolerance() const { return tolerance_; }
-    // The dictionary colour nearest to rgb (ties: the lower id) and its distance; id -1 when the
+    // The dictionary color nearest to rgb (ties: the lower id) and its distance; id -1 when the
     // dictionary is empty.
     struct nearest_result {
         int id = -1;
@@ -74,39 +74,39 @@ private:
     void insert(std::uint32_t key, std::int32_t value);
     std::vector<std::uint32_t> keys_;
     std::vector<std::int32_t> values_;
-    std::vector<std::uint32_t> colours_;  // packed, by id
+    std::vector<std::uint32_t> colors_;  // packed, by id
     std::uint32_t mask_ = 0;
     int shift_ = 32;
     std::size_t count_ = 0;
     unsigned tolerance_ = 0;
-    // With a small tolerance every colour within it is in the table; a large one (where that
+    // With a small tolerance every color within it is in the table; a large one (where that
     // table would pass 2^20 entries) searches the dictionary on a miss instead.
     bool cube_ = false;
 };
 
-// Thrown by map_mask for a colour outside the dictionary (and its tolerance) under policy error:
-// the colour and its source position, for callers that add what the dictionary suggests.
-struct unknown_colour_error : input_error {
-    unknown_colour_error(const std::string& what, std::uint32_t rgb_, std::uint32_t x_, std::uint32_t y_)
+// Thrown by map_mask for a color outside the dictionary (and its tolerance) under policy error:
+// the color and its source position, for callers that add what the dictionary suggests.
+struct unknown_color_error : input_error {
+    unknown_color_error(const std::string& what, std::uint32_t rgb_, std::uint32_t x_, std::uint32_t y_)
         : input_error(what), rgb(rgb_), x(x_), y(y_) {}
     std::uint32_t rgb = 0, x = 0, y = 0;
 };
 
 // What mapping one mask found besides its class ids: per class the output pixels mapped by
-// tolerance rather than exactly, and each distinct unknown colour (ignore policy) with its
+// tolerance rather than exactly, and each distinct unknown color (ignore policy) with its
 // output pixel count and first source position. Cleared by map_mask.
 struct mask_mapping_stats {
-    struct unknown_colour {
+    struct unknown_color {
         std::uint32_t rgb = 0;
         std::uint64_t pixels = 0;
         std::uint32_t x = 0, y = 0;
     };
     std::vector<std::uint64_t> by_tolerance;  // sized to the class count by map_mask
-    std::vector<unknown_colour> unknown;      // in order of first appearance (output order)
+    std::vector<unknown_color> unknown;      // in order of first appearance (output order)
     std::unordered_map<std::uint32_t, std::size_t> unknown_index;  // rgb -> position in unknown
 };
 
-enum class unknown_colour_policy { error, ignore };
+enum class unknown_color_policy { error, ignore };
 
 // Class id per pixel (row-major), or the ignore value.
 struct label_plane {
@@ -114,31 +114,31 @@ struct label_plane {
     std::vector<std::uint16_t> ids;
 };
 
-// The first output pixel (in row-major output order) whose colour is not in the dictionary:
-// its colour and source coordinates; count = all such output pixels (same as *unknown_count).
-struct unknown_colour_hit {
+// The first output pixel (in row-major output order) whose color is not in the dictionary:
+// its color and source coordinates; count = all such output pixels (same as *unknown_count).
+struct unknown_color_hit {
     std::uint8_t r = 0, g = 0, b = 0;
     std::uint32_t x = 0, y = 0;
     std::uint64_t count = 0;
 };
 
-// Nearest-neighbour geometry and colour lookup in one pass over the output pixels (masks are
+// Nearest-neighbour geometry and color lookup in one pass over the output pixels (masks are
 // never interpolated, classes never mixed): an output pixel inside the content shows source
 // pixel nearest_source(plan.x, cx), nearest_source(plan.y, cy) of the plan's scaled coordinates
 // (the same box as apply_geometry). Padding → ignore_value. rgb_mask has 3 channels, or 4
-// (alpha ignored), or 1 (gray g is colour (g,g,g)); its width must be plan.x.src_len and it needs
-// at least plan.y.src_rows_needed() rows. An unknown colour under policy error throws
-// input_error("unknown colour (r,g,b) at pixel (x,y) — not in the class dictionary") with
+// (alpha ignored), or 1 (gray g is color (g,g,g)); its width must be plan.x.src_len and it needs
+// at least plan.y.src_rows_needed() rows. An unknown color under policy error throws
+// input_error("unknown color (r,g,b) at pixel (x,y) — not in the class dictionary") with
 // source coordinates; under ignore it becomes ignore_value and is counted. first_unknown and
-// unknown_count may be null; they are always written when not null (count 0: no unknown colour).
-void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const colour_lookup& lookup,
-              unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
-              unknown_colour_hit* first_unknown, std::uint64_t* unknown_count);
+// unknown_count may be null; they are always written when not null (count 0: no unknown color).
+void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const color_lookup& lookup,
+              unknown_color_policy policy, std::uint16_t ignore_value, label_plane& out,
+              unknown_color_hit* first_unknown, std::uint64_t* unknown_count);
 // The same, also filling `stats` (may be null). The error under policy error is an
-// unknown_colour_error.
-void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const colour_lookup& lookup,
-              unknown_colour_policy policy, std::uint16_t ignore_value, label_plane& out,
-              unknown_colour_hit* first_unknown, std::uint64_t* unknown_count, mask_mapping_stats* stats);
+// unknown_color_error.
+void map_mask(const image_u8& rgb_mask, const geometry_plan& plan, const color_lookup& lookup,
+              unknown_color_policy policy, std::uint16_t ignore_value, label_plane& out,
+              unknown_color_hit* first_unknown, std::uint64_t* unknown_count, mask_mapping_stats* stats);
 
 // Index map → one-hot HWC u8 (0/1); an id >= classes (the ignore value) → all zeros. Writes
 // pixels * classes bytes to dst.

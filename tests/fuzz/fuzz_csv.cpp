@@ -60,19 +60,19 @@ void check_rows(const std::vector<csv_row>& rows) {
     }
 }
 
-// dictionary: a class_dict.csv, which gives every class a colour, a mask value (an id column,
+// dictionary: a class_dict.csv, which gives every class a color, a mask value (an id column,
 // for index masks), or both; each of them unique.
 void check_classes(const std::vector<class_entry>& classes, bool dictionary) {
     if (classes.empty() || classes.size() > max_class_count) finding("class table of impossible size");
-    const bool colours = dictionary && classes_have_colours(classes);
+    const bool colors = dictionary && classes_have_colors(classes);
     const bool values = dictionary && classes_have_values(classes);
-    if (dictionary && !colours && !values) finding("a class dictionary without a colour or an id for every class accepted");
+    if (dictionary && !colors && !values) finding("a class dictionary without a color or an id for every class accepted");
     std::set<std::string> names;
     std::set<std::uint32_t> rgb;
     std::set<std::int32_t> ids;
     for (const auto& c : classes) {
         if (c.name.empty() || !names.insert(c.name).second) finding("empty or duplicate class name accepted");
-        if (colours && !rgb.insert(std::uint32_t(c.r) << 16 | c.g << 8 | c.b).second) finding("duplicate colour accepted");
+        if (colors && !rgb.insert(std::uint32_t(c.r) << 16 | c.g << 8 | c.b).second) finding("duplicate color accepted");
         if (values && (c.value < 0 || c.value > 65535 || !ids.insert(c.value).second))
             finding("duplicate or out-of-range class id accepted");
     }

@@ -3,7 +3,7 @@
 // Input: three option bytes, then the file's bytes.
 //   byte 0: bits 0-1 output layout (gray, rgb, rgba, rgb); bits 2-3 resize (none, stretch,
 //           shorter, fit); bits 4-5 crop (center, topleft, none, center); bit 6 filter lanczos
-//           (else area / bilinear by bit 7); bit 7 also: unknown mask colours are errors
+//           (else area / bilinear by bit 7); bit 7 also: unknown mask colors are errors
 //   byte 1: target size: 0 = none, else width 1 + (b & 31), height 1 + (b >> 3)
 //   byte 2: bit 0: recompute the CRC of every PNG chunk first, so that mutations get past them
 // Steps, as the build's sample_transformer does them:
@@ -12,7 +12,7 @@
 //      so big dimensions are refused cheaply by the harness;
 //   2. plan_geometry, decode_image with the plan's max_rows (and the JPEG DCT scale for a
 //      downscale), apply_geometry on the result;
-//   3. the decoded image as a colour mask: map_mask with a colour_lookup, expand_one_hot,
+//   3. the decoded image as a color mask: map_mask with a color_lookup, expand_one_hot,
 //      count_classes;
 //   4. a full decode, and for PNG the libdeflate fast path against libpng: when the fast path
 //      takes a file, libpng must decode it too, to the same pixels.
@@ -65,31 +65,31 @@ std::string pixel_diff(const image_u8& a, const image_u8& b) {
 }
 
 void map_as_mask(const image_u8& mask, const geometry_plan& plan, bool strict) {
-    // A dictionary of some colours that occur (so lookups hit) and some that do not.
-    std::vector<label_colour> colours = {{0, 0, 0}, {255, 255, 255}, {128, 64, 128}};
+    // A dictionary of some colors that occur (so lookups hit) and some that do not.
+    std::vector<label_color> colors = {{0, 0, 0}, {255, 255, 255}, {128, 64, 128}};
     std::set<std::uint32_t> seen = {0, 0xFFFFFF, 0x804080};
     const std::size_t c = mask.channels;
-    for (std::size_t p = 0; p < mask.pixels.size() / c && colours.size() < 12; p += 1 + p / 2) {
+    for (std::size_t p = 0; p < mask.pixels.size() / c && colors.size() < 12; p += 1 + p / 2) {
         const std::uint8_t* px = mask.pixels.data() + p * c;
-        const label_colour col = c == 1 ? label_colour{px[0], px[0], px[0]} : label_colour{px[0], px[1], px[2]};
-        if (seen.insert(colour_lookup::pack(col.r, col.g, col.b)).second) colours.push_back(col);
+        const label_color col = c == 1 ? label_color{px[0], px[0], px[0]} : label_color{px[0], px[1], px[2]};
+        if (seen.insert(color_lookup::pack(col.r, col.g, col.b)).second) colors.push_back(col);
     }
-    const colour_lookup lookup(colours);
+    const color_lookup lookup(colors);
     label_plane plane;
-    unknown_colour_hit first{};
+    unknown_color_hit first{};
     std::uint64_t unknown = 0;
-    map_mask(mask, plan, lookup, strict ? unknown_colour_policy::error : unknown_colour_policy::ignore, 255, plane,
+    map_mask(mask, plan, lookup, strict ? unknown_color_policy::error : unknown_color_policy::ignore, 255, plane,
              &first, &unknown);
     if (plane.width != plan.x.out_len || plane.height != plan.y.out_len ||
         plane.ids.size() != std::size_t(plane.width) * plane.height)
         finding("map_mask: label plane of the wrong size");
     for (auto id : plane.ids)
-        if (id != 255 && id >= colours.size()) finding("map_mask: a class id outside the dictionary");
+        if (id != 255 && id >= colors.size()) finding("map_mask: a class id outside the dictionary");
     if (first.count != unknown) finding("map_mask: unknown counts disagree");
     const std::size_t pixels = plane.ids.size();
-    std::vector<std::uint8_t> one_hot(pixels * colours.size());
-    expand_one_hot(plane.ids.data(), pixels, static_cast<std::uint32_t>(colours.size()), one_hot.data());
-    std::vector<std::uint64_t> counts(colours.size());
+    std::vector<std::uint8_t> one_hot(pixels * colors.size());
+    expand_one_hot(plane.ids.data(), pixels, static_cast<std::uint32_t>(colors.size()), one_hot.data());
+    std::vector<std::uint64_t> counts(colors.size());
     count_classes(plane, counts);
     std::uint64_t total = 0, ones = 0;
     for (auto n : counts) total += n;

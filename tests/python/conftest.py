@@ -98,7 +98,7 @@ def cpp_dump(path):
     return [json.loads(line) for line in run(tool("dump_dataset"), path).splitlines()]
 
 
-def class_colours(class_dict):
+def class_colors(class_dict):
     rows = pathlib.Path(class_dict).read_text().splitlines()
     head = rows[0].split(",")
     ri, gi, bi = head.index("r"), head.index("g"), head.index("b")

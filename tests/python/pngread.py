@@ -22,9 +22,9 @@ def read_png(path):
         elif kind == b"IEND":
             break
         pos += 12 + length
-    width, height, depth, colour, _, _, interlace = header
-    assert depth == 8 and interlace == 0 and colour in _CHANNELS, f"{path}: unsupported PNG {header}"
-    ch = _CHANNELS[colour]
+    width, height, depth, color, _, _, interlace = header
+    assert depth == 8 and interlace == 0 and color in _CHANNELS, f"{path}: unsupported PNG {header}"
+    ch = _CHANNELS[color]
     raw = zlib.decompress(idat)
     stride = width * ch
     out = np.zeros((height, stride), dtype=np.uint8)

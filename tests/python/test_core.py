@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import shardpack
-from conftest import class_colours, cpp_dump, run, tool
+from conftest import class_colors, cpp_dump, run, tool
 from pngread import read_png
 
 ALL = ["onehot", "index", "raw", "raw-index", "cls", "cls-raw"]
@@ -47,7 +47,7 @@ def test_records_equal_the_cpp_reader(built, name):
 @pytest.mark.parametrize("name", ALL)
 def test_records_equal_shardpack_export(built, tmp_path, name):
     ds = shardpack.open(built[name])
-    colours = class_colours(built.class_dict)
+    colors = class_colors(built.class_dict)
     for i in (0, len(ds) // 2, len(ds) - 1):
         prefix = tmp_path / f"r{i}"
         info = json.loads(run(tool("shardpack"), "export", built[name], "--index", i, "--out", prefix))
@@ -60,7 +60,7 @@ def test_records_equal_shardpack_export(built, tmp_path, name):
             continue
         ids = label.argmax(-1) if label.ndim == 3 else label.astype(np.int64)
         drawn = read_png(f"{prefix}.label.png")[..., :3]
-        assert np.array_equal(drawn, colours[ids]), f"record {i}: label differs from export's drawing"
+        assert np.array_equal(drawn, colors[ids]), f"record {i}: label differs from export's drawing"
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -71,7 +71,7 @@ def parse_classes(p):
     if n > 65535: raise Refused("too many classes")
     for _ in range(n):
         if len(p) - at < 8: raise Refused("classes section ends inside a class")
-        if p[at] > 1: raise Refused("bad colour flag")
+        if p[at] > 1: raise Refused("bad color flag")
         ln = u32(p, at + 4)
         at += 8
         if ln > len(p) - at: raise Refused("class name runs past the section")

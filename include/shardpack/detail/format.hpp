@@ -58,7 +58,7 @@ inline constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { retu
 
 struct class_record {
     std::string name;
-    bool has_colour = false;
+    bool has_color = false;
     std::uint8_t r = 0, g = 0, b = 0;
 };
 
@@ -186,7 +186,7 @@ inline std::vector<unsigned char> encode_classes(const std::vector<class_record>
     for (const auto& c : classes) {
         const std::size_t at = out.size();
         out.resize(at + 8 + c.name.size());
-        out[at] = c.has_colour ? 1 : 0;
+        out[at] = c.has_color ? 1 : 0;
         out[at + 1] = c.r;
         out[at + 2] = c.g;
         out[at + 3] = c.b;
@@ -206,8 +206,8 @@ inline std::vector<class_record> decode_classes(const unsigned char* p, std::siz
     for (std::uint32_t i = 0; i < count; ++i) {
         if (n - at < 8) throw error("classes section ends inside class " + std::to_string(i));
         class_record c;
-        if (p[at] > 1) throw error("classes section: class " + std::to_string(i) + " has a bad colour flag");
-        c.has_colour = p[at] == 1;
+        if (p[at] > 1) throw error("classes section: class " + std::to_string(i) + " has a bad color flag");
+        c.has_color = p[at] == 1;
         c.r = p[at + 1];
         c.g = p[at + 2];
         c.b = p[at + 3];

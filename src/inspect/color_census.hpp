@@ -1,4 +1,4 @@
-// `shardpack colors`: every distinct colour (or, for index masks, value) in the masks a list
+// `shardpack colors`: every distinct color (or, for index masks, value) in the masks a list
 // names, with its pixel and file counts and one example, scanned in parallel; matched against
 // a class dictionary when one is given.
 #pragma once
@@ -12,7 +12,7 @@
 
 namespace shardpack {
 
-struct colour_census_options {
+struct color_census_options {
     input_options input;        // task is forced to segmentation; classes_path may be empty
     mask_value_kind mask_values = mask_value_kind::automatic;
     unsigned tolerance = 0;     // --color-tolerance
@@ -20,7 +20,7 @@ struct colour_census_options {
     unsigned threads = 0;       // 0: all cores
 };
 
-enum class colour_match { none, exact, tolerance, ignored };
+enum class color_match { none, exact, tolerance, ignored };
 
 struct census_entry {
     std::uint32_t value = 0;       // packed 0xRRGGBB, or an index mask's value
@@ -31,7 +31,7 @@ struct census_entry {
     std::uint32_t x = 0, y = 0;    // the first pixel there (row-major) with this value
     // With a class table: the class it maps to (or -1), how, and the nearest class and distance.
     int class_id = -1;
-    colour_match match = colour_match::none;
+    color_match match = color_match::none;
     int nearest = -1;
     unsigned distance = 0;
 };
@@ -41,7 +41,7 @@ struct unreadable_mask {
     std::string mask, reason;
 };
 
-struct colour_census {
+struct color_census {
     bool index_masks = false;
     bool from_folders = false;  // --images/--masks: examples are named by file, without a list line
     unsigned tolerance = 0;
@@ -56,16 +56,16 @@ struct colour_census {
 // Reads the list and scans every mask (whole, at its own size). A mask that cannot be read or
 // decoded is listed in `unreadable`, not fatal. Throws usage_error/input_error for bad options,
 // lists and class tables (as build does).
-colour_census scan_mask_colours(const colour_census_options& options);
+color_census scan_mask_colors(const color_census_options& options);
 
-detail::json census_to_json(const colour_census& census);
-std::string format_census(const colour_census& census, std::size_t max_rows = 200);
+detail::json census_to_json(const color_census& census);
+std::string format_census(const color_census& census, std::size_t max_rows = 200);
 
 // A class table that would build these masks: dictionary classes keep their names and ids; a
-// class that exactly one mask colour maps to (exactly or within the tolerance) gets that colour;
-// colours that map to no class become new classes named class_R_G_B (index masks: name,id with
+// class that exactly one mask color maps to (exactly or within the tolerance) gets that color;
+// colors that map to no class become new classes named class_R_G_B (index masks: name,id with
 // class_V). Returns the CSV text, and in `tolerance_needed` the --color-tolerance a build with it
-// needs (0 unless several colours map to one class).
-std::string census_class_dict(const colour_census& census, unsigned& tolerance_needed);
+// needs (0 unless several colors map to one class).
+std::string census_class_dict(const color_census& census, unsigned& tolerance_needed);
 
 }  // namespace shardpack

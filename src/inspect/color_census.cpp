@@ -1,4 +1,4 @@
-#include "inspect/colour_census.hpp"
+#include "inspect/color_census.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -35,14 +35,14 @@ struct census_worker {
     value_totals totals;  // rows are row indices
     std::unordered_map<std::uint32_t, file_tally> file;
     std::vector<std::uint8_t> bytes;
-    image_u8 colours;
+    image_u8 colors;
     value_plane values;
     std::string path;
     std::vector<unreadable_mask> unreadable;
     std::uint64_t masks = 0, pixels = 0;
 };
 
-// Counts runs, not pixels, into the per-file map: masks are mostly long runs of one colour.
+// Counts runs, not pixels, into the per-file map: masks are mostly long runs of one color.
 template <typename Key>
 void tally_runs(std::uint32_t width, std::uint32_t height, Key key_at, std::unordered_map<std::uint32_t, file_tally>& file) {
     for (std::uint32_t y = 0; y < height; ++y) {
@@ -64,7 +64,7 @@ void tally_runs(std::uint32_t width, std::uint32_t height, Key key_at, std::unor
 
 }  // namespace
 
-colour_census scan_mask_colours(const colour_census_options& o) {
+color_census scan_mask_colors(const color_census_options& o) {
     const auto started = std::chrono::steady_clock::now();
     input_options in = o.input;
     in.task = task_kind::segmentation;
@@ -72,7 +72,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
     const input_list list = load_input_list(in);
     if (list.empty()) throw input_error(in.csv_path + ": the list has no rows");
 
-    colour_census census;
+    color_census census;
     census.classes = list.classes;
     census.tolerance = o.tolerance;
     const bool have_table = !list.classes.empty();
@@ -81,7 +81,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
         build_options b;
         b.input = in;
         b.mask_values = o.mask_values;
-        b.colour_tolerance = o.tolerance;
+        b.color_tolerance = o.tolerance;
         b.ignore_values = o.ignore_values;
         kind = resolve_mask_values(b, list.classes);
     } else if (kind == mask_value_kind::automatic) {
@@ -112,8 +112,8 @@ colour_census scan_mask_colours(const colour_census_options& o) {
                         } else {
                             decode_request req;
                             req.layout = pixel_layout::rgb;
-                            decode_image(w.bytes.data(), w.bytes.size(), req, w.colours);
-                            const image_u8& m = w.colours;
+                            decode_image(w.bytes.data(), w.bytes.size(), req, w.colors);
+                            const image_u8& m = w.colors;
                             tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
                                 const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;
                                 return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2];
@@ -143,7 +143,7 @@ colour_census scan_mask_colours(const colour_census_options& o) {
     }
     std::sort(census.unreadable.begin(), census.unreadable.end(), [](const auto& a, const auto& b) { return a.line < b.line; });
 
-    std::optional<colour_lookup> colours;
+    std::optional<color_lookup> colors;
     std::optional<value_lookup> values;
     if (have_table && census.index_masks) {
         std::vector<std::uint16_t> v;
@@ -152,9 +152,9 @@ colour_census scan_mask_colours(const colour_census_options& o) {
             v.push_back(static_cast<std::uint16_t>(given ? list.classes[id].value : std::int32_t(id)));
         values.emplace(v, o.ignore_values);
     } else if (have_table) {
-        std::vector<label_colour> c;
+        std::vector<label_color> c;
         for (const auto& e : list.classes) c.push_back({e.r, e.g, e.b});
-        colours.emplace(c, o.tolerance);
+        colors.emplace(c, o.tolerance);
     }
     std::vector<bool> used(list.classes.size(), false);
     for (const auto& [k, t] : totals.values()) {
@@ -168,22 +168,22 @@ colour_census scan_mask_colours(const colour_census_options& o) {
         e.example_line = row.csv_line;
         e.x = t.x;
         e.y = t.y;
-        if (colours) {
-            const int v = colours->find_packed(k);
+        if (colors) {
+            const int v = colors->find_packed(k);
             if (v >= 0) {
-                e.class_id = v & colour_lookup::id_mask;
-                e.match = (v & colour_lookup::by_tolerance) ? colour_match::tolerance : colour_match::exact;
+                e.class_id = v & color_lookup::id_mask;
+                e.match = (v & color_lookup::by_tolerance) ? color_match::tolerance : color_match::exact;
             }
-            const auto n = colours->nearest(k);
+            const auto n = colors->nearest(k);
             e.nearest = n.id;
             e.distance = n.distance;
         } else if (values) {
             const int id = values->find(static_cast<std::uint16_t>(k));
             if (id >= 0) {
                 e.class_id = id;
-                e.match = colour_match::exact;
+                e.match = color_match::exact;
             } else if (id == value_lookup::ignored) {
-                e.match = colour_match::ignored;
+                e.match = color_match::ignored;
             }
         }
         if (e.class_id >= 0) used[std::size_t(e.class_id)] = true;
@@ -200,31 +200,31 @@ colour_census scan_mask_colours(const colour_census_options& o) {
 
 namespace {
 
-std::string value_text(const colour_census& c, std::uint32_t v) {
-    return c.index_masks ? std::to_string(v) : colour_text(v);
+std::string value_text(const color_census& c, std::uint32_t v) {
+    return c.index_masks ? std::to_string(v) : color_text(v);
 }
 
-const char* match_name(colour_match m) {
+const char* match_name(color_match m) {
     switch (m) {
-        case colour_match::exact: return "exact";
-        case colour_match::tolerance: return "tolerance";
-        case colour_match::ignored: return "ignored";
-        case colour_match::none: break;
+        case color_match::exact: return "exact";
+        case color_match::tolerance: return "tolerance";
+        case color_match::ignored: return "ignored";
+        case color_match::none: break;
     }
     return "unknown";
 }
 
-std::string class_text(const colour_census& c, std::size_t id) {
+std::string class_text(const color_census& c, std::size_t id) {
     const class_entry& e = c.classes[id];
     std::string t = "'" + e.name + "'";
     if (c.index_masks) t += " (value " + std::to_string(e.value >= 0 ? e.value : std::int32_t(id)) + ")";
-    else if (e.has_colour) t += " " + colour_text(std::uint32_t(e.r) << 16 | std::uint32_t(e.g) << 8 | e.b);
+    else if (e.has_color) t += " " + color_text(std::uint32_t(e.r) << 16 | std::uint32_t(e.g) << 8 | e.b);
     return t;
 }
 
 }  // namespace
 
-json census_to_json(const colour_census& c) {
+json census_to_json(const color_census& c) {
     json out = json::object();
     out.set("mask_values", c.index_masks ? "index" : "color");
     out.set("masks", c.masks);
@@ -278,17 +278,17 @@ json census_to_json(const colour_census& c) {
     return out;
 }
 
-std::string format_census(const colour_census& c, std::size_t max_rows) {
+std::string format_census(const color_census& c, std::size_t max_rows) {
     std::string out;
     char buf[512];
     std::snprintf(buf, sizeof buf,
                   "%llu masks, %llu pixels (the whole masks, at their own size; a build with --size counts its records' "
                   "pixels), %zu distinct %s (%.2f s)\n",
                   (unsigned long long)c.masks, (unsigned long long)c.pixels, c.entries.size(),
-                  c.index_masks ? "values" : "colours", c.seconds);
+                  c.index_masks ? "values" : "colors", c.seconds);
     out += buf;
     const bool table = !c.classes.empty();
-    std::snprintf(buf, sizeof buf, "%-15s %12s %7s %6s  %-30s%s\n", c.index_masks ? "value" : "colour", "pixels", "share",
+    std::snprintf(buf, sizeof buf, "%-15s %12s %7s %6s  %-30s%s\n", c.index_masks ? "value" : "color", "pixels", "share",
                   "files", c.from_folders ? "example at pixel" : "example (line) at pixel", table ? "  class" : "");
     out += buf;
     std::size_t shown = 0;
@@ -301,10 +301,10 @@ std::string format_census(const colour_census& c, std::size_t max_rows) {
                                     " at (" + std::to_string(e.x) + "," + std::to_string(e.y) + ")";
         std::string cls;
         if (table) {
-            if (e.match == colour_match::exact) cls = "  " + c.classes[std::size_t(e.class_id)].name;
-            else if (e.match == colour_match::tolerance)
+            if (e.match == color_match::exact) cls = "  " + c.classes[std::size_t(e.class_id)].name;
+            else if (e.match == color_match::tolerance)
                 cls = "  " + c.classes[std::size_t(e.class_id)].name + " (by tolerance, distance " + std::to_string(e.distance) + ")";
-            else if (e.match == colour_match::ignored) cls = "  ignored (--ignore-values)";
+            else if (e.match == color_match::ignored) cls = "  ignored (--ignore-values)";
             else if (e.nearest >= 0)
                 cls = "  UNKNOWN: nearest " + class_text(c, std::size_t(e.nearest)) + " at distance " + std::to_string(e.distance);
             else cls = "  UNKNOWN: not in the class table";
@@ -326,12 +326,12 @@ std::string format_census(const colour_census& c, std::size_t max_rows) {
         std::size_t unknown = 0;
         unsigned max_near = 0;
         for (const auto& e : c.entries)
-            if (e.match == colour_match::none) {
+            if (e.match == color_match::none) {
                 ++unknown;
                 max_near = std::max(max_near, e.distance);
             }
         if (unknown)
-            out += std::to_string(unknown) + (c.index_masks ? " value(s)" : " colour(s)") + " not in the class table" +
+            out += std::to_string(unknown) + (c.index_masks ? " value(s)" : " color(s)") + " not in the class table" +
                    (c.index_masks ? "" : " (within the tolerance " + std::to_string(c.tolerance) + ")") + "\n";
     }
     for (const auto& u : c.unreadable)
@@ -340,12 +340,12 @@ std::string format_census(const colour_census& c, std::size_t max_rows) {
     return out;
 }
 
-std::string census_class_dict(const colour_census& c, unsigned& tolerance_needed) {
+std::string census_class_dict(const color_census& c, unsigned& tolerance_needed) {
     tolerance_needed = 0;
     std::vector<std::vector<const census_entry*>> by_class(c.classes.size());
     std::vector<const census_entry*> strays;
     for (const auto& e : c.entries) {
-        if (e.match == colour_match::ignored) continue;
+        if (e.match == color_match::ignored) continue;
         if (e.class_id >= 0) by_class[std::size_t(e.class_id)].push_back(&e);
         else strays.push_back(&e);
     }
@@ -365,13 +365,13 @@ std::string census_class_dict(const colour_census& c, unsigned& tolerance_needed
             out += quote(k.name) + "," + std::to_string(k.value >= 0 ? k.value : std::int32_t(id)) + "\n";
             continue;
         }
-        std::uint32_t colour = std::uint32_t(k.r) << 16 | std::uint32_t(k.g) << 8 | k.b;
+        std::uint32_t color = std::uint32_t(k.r) << 16 | std::uint32_t(k.g) << 8 | k.b;
         if (by_class[id].size() == 1) {
-            colour = by_class[id].front()->value;
+            color = by_class[id].front()->value;
         } else {
             for (const auto* e : by_class[id]) tolerance_needed = std::max(tolerance_needed, e->distance);
         }
-        out += quote(k.name) + "," + rgb(colour) + "\n";
+        out += quote(k.name) + "," + rgb(color) + "\n";
     }
     std::vector<const census_entry*> sorted = strays;
     std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->value < b->value; });

@@ -1,0 +1,17 @@
+// `shardpack inspect DIR`: a dataset's schema, classes, counts, sizes and shards
+// (src/inspect/dataset_inspector.hpp does the work).
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace shardpack {
+
+struct inspect_command_options {
+    std::string dir;
+    bool json = false;
+};
+
+CLI::App* add_inspect_command(CLI::App& app, inspect_command_options& options);
+int run_inspect_command(const inspect_command_options& options);
+
+}  // namespace shardpack

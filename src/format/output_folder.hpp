@@ -1,4 +1,0 @@
-// Moved to src/io/output_folder.hpp (issue #18: one I/O layer); this forward stays only while branches
-// that include the old path are merged.
-#pragma once
-#include "io/output_folder.hpp"
