@@ -348,7 +348,8 @@ int run_build_command(const build_command_options& o, bool progress) {
     const auto& t = r.totals;
     spdlog::info("{}: {} records ({} decoded, {} unchanged) in {} shard(s) ({} rewritten), {} bytes (ratio {:.2f}), "
                  "{} skipped{}, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
-                 r.manifest.at("shards").as_array().size(), r.report.at("shards_written").as_u64(), manifest_bytes(r.manifest),
+                 r.report.at("shards_written").as_u64() + r.report.at("shards_reused").as_u64(), r.report.at("shards_written").as_u64(),
+                 r.report.at("bytes_out").as_u64(),
                  r.report.at("compression_ratio").as_double(), t.rejected.size(),
                  b.input.files_left_out ? ", " + std::to_string(b.input.files_left_out) + " file(s) of the folders left out (see above)"
                                         : std::string(), r.seconds,

@@ -100,7 +100,7 @@ json rejected_rows_json(const std::vector<rejected_row>& rows) {
 
 json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
                  const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused,
-                 bool index_masks) {
+                 bool index_masks, std::uint64_t bytes_out) {
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
@@ -118,7 +118,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
     r.set("bytes_in", t.bytes_in);
     r.set("bytes_decoded", t.decoded_bytes);
     r.set("bytes_stored", t.stored_bytes);
-    r.set("bytes_out", manifest_bytes(manifest));
+    r.set("bytes_out", bytes_out);
     r.set("compression_ratio", t.stored_bytes ? double(t.decoded_bytes) / double(t.stored_bytes) : 1.0);
     const bool seg = input.task == task_kind::segmentation;
     std::uint64_t total = 0;
@@ -241,12 +241,6 @@ json partition_json(const partition_spec& part, const row_slice& slice, std::uin
     p.set("options_digest", partition_options_digest(build, record_options_digest));
     p.set("records_digest", record_options_digest);
     return p;
-}
-
-std::uint64_t manifest_bytes(const json& manifest) {
-    std::uint64_t n = 0;
-    for (const auto& s : manifest.at("shards").as_array()) n += s.at("bytes").as_u64();
-    return n;
 }
 
 json effective_options_json(const build_options& o, task_kind task) {
@@ -450,7 +444,7 @@ build_result run_build(const build_options& options) {
     result.totals = sink.totals();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
-                                writer.shards_written(), writer.shards_reused(), index_masks);
+                                writer.shards_written(), writer.shards_reused(), index_masks, writer.bytes());
     if (!id_changes.empty()) {
         json warnings = result.report.at("warnings");
         for (const auto& w : id_changes) warnings.push(w);
