@@ -229,6 +229,9 @@ python_part() {
   log "Python: venv with Debian's torch, the peers from PyPI and this shardpack (pip install .)"
   scripts/bench/setup_py_venv.sh "$work/py-venv" "$root" >"$work/py-setup.json" \
     || { log "Python: the venv could not be made; the Python benchmark is left out"; return 0; }
+  # The uint8 target's floor, loaded into the uint8 methods' own processes (py_bare_zstd.cpp).
+  mkdir -p "$pw"
+  c++ -std=c++17 -O2 -DNDEBUG -shared -fPIC -Iinclude -o "$pw/libpy_bare_zstd.so" scripts/bench/py_bare_zstd.cpp -lzstd
   log "Python: generating data sets under $pw/src"
   gen "$pw/src/seg1080-$n_seg" --task seg --count "$n_seg" --width 1920 --height 1080
   gen "$pw/src/cls160-$n_cls" --task cls --jpeg --count "$n_cls" --width 160 --height 160 --seed 5
@@ -249,7 +252,7 @@ python_part() {
       --zstd-ds "$pw/$j.zstd.ds" --work "$pw/$j" >/dev/null
     "$py_python" scripts/bench/py_read_bench.py drive --work "$pw/$j" --results "$results" --python "$py_python" \
       ${tf_python:+--tf-python "$tf_python"} --bin "$bin" --rounds "$rounds" --epochs $epochs \
-      --threads 2 --setup "$work/py-setup.json"
+      --threads 2 --setup "$work/py-setup.json" --bare-lib "$pw/libpy_bare_zstd.so"
   done
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 
+#include "pipeline/option_names.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -98,7 +99,7 @@ TEST_CASE("the writer declares 1.1 only where it writes band frames; 1.0 files s
         o.records = 3;
         const auto samples = write_synthetic(dir.str(), o);
         const std::string bytes = read_file(only_shard(dir.str()));
-        INFO("codec " << compression_name(e.codec));
+        INFO("codec " << word_of(compression_words, e.codec));
         REQUIRE(header_minor(bytes) == e.minor);
         REQUIRE(detail::load_u64(reinterpret_cast<const unsigned char*>(bytes.data()) + 16) == e.features);
         REQUIRE(read_file(dir / "manifest.json").find(std::string("\"format_version\": \"") + e.manifest_version + "\"") !=
@@ -244,4 +245,116 @@ TEST_CASE("compression auto compresses a band only where zstd saves at least hal
     }
     REQUIRE(raw_bands >= 2);  // the rule is exercised on both sides
     REQUIRE(zstd_bands >= 2);
+}
+
+namespace {
+
+// Every output of read_batch for `which`, with the outputs named in `want` only (the others
+// null), so that both the straight-into-the-caller paths (one output alone) and the band-by-band
+// conversions run. The images and labels of all outputs are appended into one byte string.
+std::string read_outputs(const dataset& ds, const std::vector<std::size_t>& which, bool channels_first, unsigned want) {
+    const auto& sc = ds.schema();
+    const std::size_t pixels = sc.fixed_height * sc.fixed_width, n = which.size(), k = sc.class_count;
+    std::vector<std::uint8_t> image_u8(n * pixels * sc.channels), label_u8(n * pixels * k), index_u8(n * pixels);
+    std::vector<float> image_f32(image_u8.size()), label_f32(label_u8.size());
+    std::vector<std::uint16_t> index(n * pixels);
+    std::vector<std::int64_t> index_i64(n * pixels);
+    sample_buffers out;
+    out.channels_first = channels_first;
+    out.norm = normalization::imagenet();
+    out.image_capacity = image_u8.size();
+    out.label_capacity = label_u8.size();
+    out.label_index_capacity = index.size();
+    if (want & 1) out.image_u8 = image_u8.data();
+    if (want & 2) out.image_f32 = image_f32.data();
+    if (want & 4) out.label_u8 = label_u8.data();
+    if (want & 8) out.label_f32 = label_f32.data();
+    if (want & 16) out.label_index = index.data();
+    if (want & 32) out.label_index_i64 = index_i64.data();
+    if ((want & 64) && k <= 255) out.label_index_u8 = index_u8.data();
+    read_context ctx;
+    ds.read_batch(which.data(), n, out, ctx);
+    std::string all;
+    auto add = [&all](const auto& v) { all.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
+    add(image_u8), add(image_f32), add(label_u8), add(label_f32), add(index), add(index_i64), add(index_u8);
+    return all;
+}
+
+}  // namespace
+
+// Band records are converted band by band (read_slot), the others whole (dataset::fill): the
+// results must be the same bytes for every output, alone and together, every layout, channel
+// count and class count (the one-hot scan reads 8 bytes a pixel up to 8 classes and byte by byte
+// beyond), and band heights that do and do not divide the height. About 1 s.
+TEST_CASE("band-by-band conversions give the whole-record conversions' bytes for every output", "[format][bands][reader]") {
+    struct variant {
+        detail::layout_code layout;
+        std::uint32_t channels, classes;
+    };
+    const variant variants[] = {
+        {detail::layout_code::one_hot, 3, 6}, {detail::layout_code::one_hot, 1, 1}, {detail::layout_code::one_hot, 4, 8},
+        {detail::layout_code::one_hot, 3, 9}, {detail::layout_code::one_hot, 3, 2}, {detail::layout_code::index, 3, 5},
+        {detail::layout_code::index, 1, 300},
+    };
+    for (const auto& v : variants) {
+        synthetic_options o;
+        o.layout = v.layout;
+        o.channels = v.channels;
+        o.classes = v.classes;
+        o.width = 13;
+        o.height = 11;
+        o.records = 5;
+        temp_dir whole_dir("whole");
+        o.codec = record_codec::none;
+        write_synthetic(whole_dir.str(), o);
+        const auto whole = dataset::open(whole_dir.str());
+        for (std::uint32_t band_rows : {1u, 4u, 11u}) {
+            temp_dir band_dir("banded");
+            o.codec = record_codec::zstd;
+            o.band_rows = band_rows;
+            write_synthetic(band_dir.str(), o);
+            if (band_rows != 1) {  // (1-row bands of a tiny image may not pay: stored otherwise)
+                detail::shard_file f(only_shard(band_dir.str()), "s");
+                for (std::size_t i = 0; i < f.record_count(); ++i) REQUIRE(f.entry(i).codec == detail::codec_zstd_bands);
+            }
+            const auto banded = dataset::open(band_dir.str());
+            const std::vector<std::size_t> which = {4, 0, 2, 4};
+            for (bool channels_first : {false, true})
+                for (unsigned want : {1u, 2u, 4u, 8u, 16u, 32u, 64u, 1u | 64u, 1u | 4u, 127u}) {
+                    INFO("layout " << int(v.layout) << ", channels " << v.channels << ", classes " << v.classes
+                                   << ", band rows " << band_rows << ", channels first " << channels_first
+                                   << ", outputs " << want);
+                    REQUIRE(read_outputs(banded, which, channels_first, want) ==
+                            read_outputs(whole, which, channels_first, want));
+                }
+        }
+    }
+}
+
+// The one-hot scan (8 bytes a pixel up to 8 classes) names the first class whose byte is set and
+// the ignore value where none is, for every class count, pixel count and position, the last
+// pixels included (their 8-byte load would run past the label: they are read byte by byte).
+TEST_CASE("the one-hot scan finds each pixel's class and the ignore value, to the last pixel", "[reader]") {
+    std::mt19937 rng(11);
+    for (std::uint32_t k = 1; k <= 10; ++k)
+        for (std::size_t pixels : {std::size_t(1), std::size_t(2), std::size_t(3), std::size_t(7), std::size_t(64)}) {
+            detail::schema_record s;
+            s.task = detail::task_code::segmentation;
+            s.label_layout = detail::layout_code::one_hot;
+            s.class_count = k;
+            s.ignore_value = 255;
+            std::vector<unsigned char> label(pixels * k, 0);
+            std::vector<std::uint32_t> want(pixels);
+            for (std::size_t p = 0; p < pixels; ++p) {
+                const std::uint32_t c = rng() % (k + 1);  // k: ignored, all zeros
+                want[p] = c < k ? c : 255;
+                if (c < k) label[p * k + c] = static_cast<unsigned char>(1 + rng() % 255);
+                // a second set byte after the first must not change the answer
+                if (c + 1 < k && rng() % 3 == 0) label[p * k + c + 1] = 1;
+            }
+            std::vector<std::uint32_t> got(pixels, 1000);
+            detail::for_each_stored_class(s, label.data(), pixels, [&got](std::size_t p, std::uint32_t c) { got[p] = c; });
+            INFO("classes " << k << ", pixels " << pixels);
+            REQUIRE(got == want);
+        }
 }

@@ -53,10 +53,16 @@ Methods (2 threads or 2 workers each; --threads):
   sp_zstd_batch, sp_raw_batch
                   read_batch(out=...) straight in the loop into one pair of arrays reused for
                   every batch, threads=2, nothing ahead.
-  sp_raw_fresh    read_batch() straight in the loop into new arrays (out=None) on the raw dataset.
+  sp_raw_fresh    read_batch() straight in the loop into new arrays (out=None) on the raw dataset;
+                  after each of its steady epochs, one of sp_raw_batch's in the same process (the
+                  fresh/out= target's ratio from one process: "read_batch_out_in_process").
   bare_zstd       tools/bench_read --modes zstd_nt,reader_nt: bare ZSTD_decompressDCtx of the zstd
                   dataset's frames into one buffer per thread, same threads (no conversion), and
-                  the C++ reader's read_into (uint8) beside it.
+                  the C++ reader's read_into (uint8) beside it. With --bare-lib (bench.sh builds
+                  scripts/bench/py_bare_zstd.cpp), the uint8 methods also time bare zstd epochs
+                  (ctypes, same batches and threads) between their own, in their own process
+                  ("bare_zstd_in_process"): the uint8 target's ratio without the load moving
+                  between two processes.
 
 run measures in one fresh process: the time from before the dataset/loader is made to the first
 batch (worker start-up, np.load, shard opening included), the first epoch, then E-1 more
@@ -555,6 +561,33 @@ def make_method(method, job, work, threads, seed):
     raise SystemExit(f"run: unknown method {method}")
 
 
+class BareZstd:
+    """scripts/bench/py_bare_zstd.cpp (built by bench.sh) through ctypes: bare ZSTD_decompressDCtx
+    of the dataset's stored frames, a batch split over the threads as read_batch splits it."""
+
+    def __init__(self, lib, dataset):
+        import ctypes
+        self.lib = ctypes.CDLL(lib)
+        self.lib.bare_open.restype = ctypes.c_void_p
+        self.lib.bare_open.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
+        self.lib.bare_read.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t]
+        error = ctypes.create_string_buffer(1024)
+        self.handle = self.lib.bare_open(os.fsencode(dataset), error, len(error))
+        if not self.handle:
+            raise SystemExit(f"bare zstd: {error.value.decode(errors='replace')}")
+
+    def epoch(self, order, threads):
+        """Seconds to decompress every record of `order`, BATCH records a call."""
+        import numpy as np
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        start = time.perf_counter()
+        for b in range(0, len(order), BATCH):
+            idx = order[b:b + BATCH]
+            if self.lib.bare_read(self.handle, idx.ctypes.data, len(idx), threads) != 0:
+                raise SystemExit("bare zstd: a record failed to decompress")
+        return time.perf_counter() - start
+
+
 class NpyDataset:
     """A map-style dataset over in-RAM arrays: sample i is (images[i], labels[i])."""
 
@@ -625,12 +658,12 @@ def cmd_run(a):
     sampler.start()
     n = job["n"]
 
-    def run_epoch(e, check=False):
+    def run_epoch(e, check=False, fn=epoch_fn):
         count = 0
         image_sum = label_sum = 0.0
         first = None
         start = time.perf_counter()
-        for images, labels in epoch_fn(e):
+        for images, labels in fn(e):
             if first is None:
                 first = time.perf_counter() - start
             count += len(labels)
@@ -641,19 +674,42 @@ def cmd_run(a):
                     float(labels.double().sum())
         return time.perf_counter() - start, first, count, image_sum, label_sum
 
+    # The uint8 target's floor in this same process: a bare zstd epoch after each steady epoch
+    # (py_bare_zstd.cpp through ctypes, the same batches and threads), so that the machine's
+    # load changes both sides of the ratio alike.
+    bare = BareZstd(a.bare_lib, job["zstd_ds"]) if a.bare_lib and a.method in U8_METHODS else None
+    # Likewise fresh read_batch's target: an epoch of read_batch(out=) (sp_raw_batch's way) after
+    # each steady epoch of sp_raw_fresh, in this process.
+    reused = make_method("sp_raw_batch", job, a.work, a.threads, a.seed) if a.method == "sp_raw_fresh" else None
+    if reused is not None:
+        run_epoch(0, fn=reused)  # its arrays allocated and faulted in, as sp_raw_fresh's first epoch does
     first_epoch, ttfb, count, _, _ = run_epoch(0)
-    times = []
+    times, bare_times, reused_times = [], [], []
     for e in range(1, a.epochs):
         t, _, c, _, _ = run_epoch(e)
         times.append(t)
         if c != count:
             raise SystemExit(f"{a.method}: epoch {e} delivered {c} samples, epoch 0 {count}")
+        if bare is not None:
+            bare_times.append(bare.epoch(np.random.default_rng([a.seed, e]).permutation(n), a.threads))
+        if reused is not None:
+            reused_times.append(run_epoch(e, fn=reused)[0])
     result = {"tool": "py_read_bench.run", "method": a.method, "job": job["job"], "samples": count,
               "dataset_samples": n, "threads": a.threads,
               "ttfb_s": round(ttfb, 4), "first_epoch_s": round(first_epoch, 4),
               "epoch_s": [round(t, 4) for t in times]}
     steady = statistics.median(times) if times else first_epoch
     result["samples_per_s"] = round(count / steady, 1)
+    if reused_times:
+        reused_rate = count / statistics.median(reused_times)
+        result["read_batch_out_in_process"] = {"samples_per_s": round(reused_rate, 1),
+                                               "epoch_s": [round(t, 4) for t in reused_times],
+                                               "ratio": round(result["samples_per_s"] / reused_rate, 3)}
+    if bare_times:
+        bare_rate = n / statistics.median(bare_times)
+        result["bare_zstd_in_process"] = {"samples_per_s": round(bare_rate, 1),
+                                          "epoch_s": [round(t, 4) for t in bare_times],
+                                          "ratio": round(result["samples_per_s"] / bare_rate, 3)}
     if a.check:
         t, _, c, isum, lsum = run_epoch(a.epochs, check=True)
         tol = 2e-3 if (a.method == "source_cv2" and job["task"] == "classification") else 1e-5
@@ -844,6 +900,8 @@ def cmd_drive(a):
                        str(epochs), "--seed", str(a.seed + r), "--threads", str(a.threads)]
                 if r == 0:
                     cmd.append("--check")
+                if a.bare_lib and m in U8_METHODS:
+                    cmd += ["--bare-lib", a.bare_lib]
             start = time.perf_counter()
             p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=a.timeout)
             wall = time.perf_counter() - start
@@ -889,6 +947,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--check", action="store_true")
+    p.add_argument("--bare-lib", help="py_bare_zstd.cpp built as a shared library: the uint8 methods time "
+                                      "bare zstd epochs in their own process, between their own")
     p = sub.add_parser("parts")
     p.add_argument("--work", required=True)
     p.add_argument("--threads", type=int, default=2)
@@ -906,6 +966,7 @@ def main():
     p.add_argument("--methods")
     p.add_argument("--setup", help="setup_py_venv.sh's JSON: ways whose package is missing are skipped")
     p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--bare-lib", help="passed to run for the uint8 methods")
     a = ap.parse_args()
     if getattr(a, "work", None):
         a.work = os.path.abspath(a.work)

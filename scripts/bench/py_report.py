@@ -8,11 +8,15 @@ the median steady epoch), the steady epoch, the first epoch and the time to the 
 fresh process), and peak RSS (the process and its DataLoader workers; anon = not file-backed).
 The target column holds issue 19's targets, each a ratio of medians from the same run:
   fresh read_batch of raw records (new arrays) >= 0.9x read_batch(out=) into reused arrays
+    (out= epochs timed in sp_raw_fresh's own process between its epochs; the ratio per run,
+    then the median; else sp_raw_batch's separate process)
     and >= 1.0x NumPy indexing of the in-RAM .npy array (npy_ram);
   Loader (float32, the faster of new tensors and reused buffers) >= 3x TFRecord + tf.data and
     >= 2x every streaming peer (MosaicML Streaming, WebDataset, LitData);
   uint8 delivery of zstd records (Loader, uint8 images + index labels) >= 0.85x bare
-    ZSTD_decompressDCtx of the same frames on the same threads;
+    ZSTD_decompressDCtx of the same frames on the same threads, timed in the Loader's own
+    process between its epochs (py_bare_zstd.cpp; the ratio per run, then the median); where
+    that was not run, against bench_read's separate process;
 and, without a target, Loader against the .npy arrays in a DataLoader (npy_dl).
 shardpack's figure in a target is its faster way for that kind of record, named in the cell.
 A way that could not run says why instead of a number.
@@ -52,10 +56,14 @@ WAYS = [
     ("sp_raw_batch", "shardpack raw, read_batch(out=) into reused arrays in the loop"),
     ("sp_raw_fresh", "shardpack raw, read_batch() into new arrays in the loop"),
     ("bare_zstd", "bare ZSTD_decompressDCtx of the zstd records, 2 threads (C++, uint8, no conversion)"),
+    ("bare_zstd_inproc", "bare ZSTD_decompressDCtx in the uint8 Loaders' processes, an epoch after each of theirs"),
 ]
 AGAINST = {"npy_ram": "the .npy array indexed in the loop", "npy_dl": "the .npy arrays in a DataLoader",
            "tfdata": "TFRecord + tf.data", "mds": "MosaicML Streaming", "wds": "WebDataset", "litdata": "LitData",
-           "bare_zstd": "bare zstd", "sp_raw_batch": "read_batch(out=) of raw records"}
+           "bare_zstd": "bare zstd (bench_read, its own process)",
+           "bare_zstd_inproc": "bare zstd in the same process, epochs interleaved",
+           "sp_raw_batch": "read_batch(out=) of raw records (its own process)",
+           "sp_raw_batch_inproc": "read_batch(out=) of raw records in the same process, epochs interleaved"}
 FLOAT_LOADERS = {"zstd": ("sp_zstd_loader", "sp_zstd_ring"), "raw": ("sp_raw_loader", "sp_raw_ring")}
 U8_LOADERS = ("sp_zstd_u8", "sp_zstd_u8_ring")
 
@@ -66,6 +74,13 @@ def med(values):
 
 
 def summarise(runs, job, way):
+    if way == "bare_zstd_inproc":  # measured inside the uint8 Loaders' runs
+        bare = [e["bare_zstd_in_process"] for w in U8_LOADERS for e in runs.get(f"py.{job}.{w}", [])
+                if "bare_zstd_in_process" in e]
+        if not bare:
+            return None
+        return {"status": "ok", "samples_per_s": med([b["samples_per_s"] for b in bare]), "runs": len(bare),
+                "failed_runs": 0}
     entries = runs.get(f"py.{job}.{way}", [])
     skipped = [e["skipped"] for e in entries if "skipped" in e]
     if skipped:
@@ -80,7 +95,10 @@ def summarise(runs, job, way):
         return {"status": "ok", "samples_per_s": z, "reader_uint8_samples_per_s": r, "runs": len(ok),
                 "failed_runs": len(failed)}
     checks = [e["check"]["ok"] for e in ok if "check" in e]
+    paired = [e["bare_zstd_in_process"]["ratio"] for e in ok if "bare_zstd_in_process" in e]
+    out_paired = [e["read_batch_out_in_process"]["ratio"] for e in ok if "read_batch_out_in_process" in e]
     return {
+        "vs_bare_in_process": med(paired), "vs_out_in_process": med(out_paired),
         "status": "ok", "runs": len(ok), "failed_runs": len(failed),
         "samples_per_s": med([e["samples_per_s"] for e in ok]),
         "epoch_s": med([med(e["epoch_s"]) for e in ok if e["epoch_s"]]),
@@ -116,8 +134,15 @@ def build(runs):
             per_row_target.setdefault(way, []).append(entry)
 
         fresh = rate.get("sp_raw_fresh")
+        # Fresh against out=: each sp_raw_fresh run's own ratio to the out= epochs it timed between
+        # its own (median over the runs), else the two separate processes' rates.
+        fresh_paired = s["sp_raw_fresh"].get("vs_out_in_process") if s.get("sp_raw_fresh") and \
+            s["sp_raw_fresh"]["status"] == "ok" else None
+        if fresh_paired:
+            target("sp_raw_batch_inproc", "fresh read_batch of raw records", fresh_paired, 0.9, "sp_raw_fresh")
         if fresh and rate.get("sp_raw_batch"):
-            target("sp_raw_batch", "fresh read_batch of raw records", fresh / rate["sp_raw_batch"], 0.9, "sp_raw_fresh")
+            target("sp_raw_batch", "fresh read_batch of raw records", fresh / rate["sp_raw_batch"],
+                   None if fresh_paired else 0.9, "sp_raw_fresh")
         if fresh and rate.get("npy_ram"):
             target("npy_ram", "fresh read_batch of raw records", fresh / rate["npy_ram"], 1.0, "sp_raw_fresh")
         loaders = {kind: best(*ways) for kind, ways in FLOAT_LOADERS.items()}
@@ -127,9 +152,17 @@ def build(runs):
             for kind, (r, way) in loaders.items():
                 if r:
                     target(peer, f"Loader {kind}", r / rate[peer], minimum, way)
+        # uint8 delivery against bare zstd: the ratio of each run to the bare zstd epochs timed in
+        # its own process (medians over the runs), else against bench_read's separate process.
+        paired = [(s[w]["vs_bare_in_process"], w) for w in U8_LOADERS
+                  if s.get(w) and s[w]["status"] == "ok" and s[w].get("vs_bare_in_process")]
         u8_rate, u8_way = best(*U8_LOADERS)
+        if paired:
+            ratio, way = max(paired)
+            target("bare_zstd_inproc", "uint8 delivery of zstd records", ratio, 0.85, way)
         if rate.get("bare_zstd") and u8_rate:
-            target("bare_zstd", "uint8 delivery of zstd records", u8_rate / rate["bare_zstd"], 0.85, u8_way)
+            target("bare_zstd", "uint8 delivery of zstd records", u8_rate / rate["bare_zstd"],
+                   None if paired else 0.85, u8_way)
         for way, label in WAYS:
             v = s[way]
             if v is None:
@@ -151,7 +184,7 @@ def cells(r):
     if r["status"] != "ok":
         reason = r["reason"]
         return [r["label"], f"not measured: {reason}", "", "", "", "", ""]
-    if r["way"] == "bare_zstd":
+    if r["way"] in ("bare_zstd", "bare_zstd_inproc"):
         t = "; ".join(target_text(e) for e in r["targets"])
         return [r["label"], fmt(r["samples_per_s"]), "", "", "", "", t]
     t = "; ".join(target_text(e) for e in r["targets"])
@@ -211,7 +244,7 @@ def combined_markdown(rows, targets):
                 line += ["", "", ""]
             elif r["status"] != "ok":
                 line += [f"not measured: {r['reason']}", "", ""]
-            elif way == "bare_zstd":
+            elif way in ("bare_zstd", "bare_zstd_inproc"):
                 line += [fmt(r["samples_per_s"]), "", ""]
             else:
                 check = "" if r.get("check") is not False else " CHECK FAILED"

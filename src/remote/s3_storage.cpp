@@ -570,17 +570,27 @@ std::string s3_storage::read_small_file(const std::string& name, std::uint64_t m
     body = impl_->client->get_object(impl_->where.bucket, impl_->where.key(name), max_bytes, &found);
     if (!found) throw error(impl_->where.url(name) + ": no such object");
     std::string text(body.begin(), body.end());
-    if (name != manifest_file_name) return text;
-    // The shards' sizes, so that opening one needs no HEAD request. (Nothing of the shards is
-    // fetched now: each is opened when first read, see will_open.)
+    const bool table = name.size() > 4 && name.compare(name.size() - 4, 4, ".spt") == 0;  // format 1.2's shard table
+    if (name != manifest_file_name && !table) return text;
+    // The shards' sizes, so that opening one needs no HEAD request, from the manifest's
+    // "shards" or from the binary shard table the reader asks for next when the manifest names
+    // one. (Nothing of the shards is fetched now: each is opened when first read, see will_open.)
     try {
-        const detail::json m = detail::json::parse(text, detail::manifest_max_values);
-        const auto& list = m.at("shards").as_array();
+        std::vector<std::pair<std::string, std::uint64_t>> files;
+        if (table) {
+            const auto entries = detail::decode_shard_table(reinterpret_cast<const unsigned char*>(text.data()), text.size());
+            for (std::size_t k = 0; k < entries.size(); ++k)
+                files.emplace_back(detail::shard_file_name(k, entries[k].hash), entries[k].bytes);
+        } else {
+            const detail::json m = detail::json::parse(text, detail::manifest_max_values);
+            if (m.find("shard_table")) return text;
+            for (const auto& e : m.at("shards").as_array()) files.emplace_back(e.at("file").as_string(), e.at("bytes").as_u64());
+        }
         std::lock_guard<std::mutex> lock(impl_->m);
         impl_->sizes.clear();
         impl_->preopened.clear();
         impl_->preopened_order.clear();
-        for (const auto& e : list) impl_->sizes[e.at("file").as_string()] = e.at("bytes").as_u64();
+        for (const auto& [file, bytes] : files) impl_->sizes[file] = bytes;
     } catch (const error&) {
         return text;  // the reader reports what is wrong with it
     }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "endian.hpp"
 #include "error.hpp"
@@ -126,6 +127,32 @@ inline void decompress_bands(ZSTD_DCtx* dctx, const band_table& b, std::uint32_t
             }
             frame += size;
         }
+    }
+}
+
+// Decompresses the bands of one region (0: the image, 1: the label) one at a time into `scratch`
+// and calls f(first_row, end_row, rows) after each, `rows` holding the band's rows as stored (a
+// raw band: its stored bytes, in place). A conversion in f then reads rows that are still in
+// the cache.
+template <class F>
+inline void for_each_band(ZSTD_DCtx* dctx, const band_table& b, std::uint32_t height, std::uint32_t region,
+                          std::vector<unsigned char>& scratch, F&& f) {
+    const unsigned char* frame = b.frames;
+    for (std::uint32_t g = 0; g < region * b.bands; ++g) frame += b.frame_size(g);
+    const std::uint64_t row_bytes = region == 0 ? b.image_row_bytes : b.label_row_bytes;
+    for (std::uint32_t band = 0; band < b.bands; ++band) {
+        const std::uint32_t g = region * b.bands + band;
+        const std::uint64_t size = b.frame_size(g);
+        const std::uint32_t first = b.band_begin(band), last = b.band_end(band, height);
+        const std::uint64_t bytes = std::uint64_t(last - first) * row_bytes;
+        const unsigned char* rows = frame;  // size checked at parse
+        if (!b.frame_raw(g)) {
+            if (scratch.size() < bytes) scratch.resize(static_cast<std::size_t>(bytes));
+            decompress_band(dctx, frame, size, scratch.data(), bytes, g);
+            rows = scratch.data();
+        }
+        f(first, last, rows);
+        frame += size;
     }
 }
 

@@ -1,0 +1,147 @@
+// The floor of the Python reading benchmark's uint8 target, loaded into the benchmark's own
+// process (ctypes) so that it is measured in the same process as the Loader, epoch for epoch:
+// bare ZSTD_decompressDCtx of a batch's stored frames into one reused buffer per thread (no
+// checksum, no conversion, no output arrays), the batch split over the threads in contiguous
+// parts as the extension splits it. The frames are found as tools/bench_read's bare_decode
+// finds them (codec 2: one call per band frame at its place; codec 1: one call; raw: a memcpy).
+//
+// Built by scripts/bench.sh (c++ -O2 -shared -fPIC -Iinclude ... -lzstd); used by
+// py_read_bench.py run (the sp_zstd_u8 methods). C interface:
+//   void* bare_open(const char* dataset, char* error, size_t error_size)   NULL on failure
+//   int bare_read(void* h, const int64_t* indices, size_t n, size_t threads)  0, or -1
+//   uint64_t bare_sink(void* h)   a byte of every result folded in (nothing optimised away)
+//   void bare_close(void* h)
+#include <zstd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardpack/reader.hpp"
+
+namespace {
+
+namespace d = shardpack::detail;
+
+struct stored_record {
+    const unsigned char* data = nullptr;
+    std::size_t stored = 0, decoded = 0;
+    std::uint32_t codec = 0;
+};
+
+struct worker {
+    std::unique_ptr<ZSTD_DCtx, d::dctx_deleter> dctx{ZSTD_createDCtx()};
+    std::vector<unsigned char> buffer;
+    std::uint64_t sink = 0;
+};
+
+struct handle {
+    shardpack::dataset ds;
+    std::vector<stored_record> records;
+    std::vector<worker> workers;
+    std::size_t max_decoded = 0;
+};
+
+void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const d::schema_record& schema, unsigned char* out) {
+    if (r.codec == d::codec_zstd) {
+        const std::size_t got = ZSTD_decompressDCtx(dctx, out, r.decoded, r.data, r.stored);
+        if (ZSTD_isError(got) || got != r.decoded) throw std::runtime_error("zstd failed");
+    } else if (r.codec == d::codec_zstd_bands) {
+        const auto lay = d::make_record_layout(schema, d::load_u32(r.data), d::load_u32(r.data + 4),
+                                               static_cast<std::int32_t>(d::load_u32(r.data + 8)), d::load_u32(r.data + 12));
+        std::memcpy(out, r.data, std::size_t(lay.image_offset));
+        const unsigned char* table = r.data + lay.image_offset;
+        const std::uint32_t rows = d::load_u32(table), frames = d::load_u32(table + 4);
+        const std::uint32_t bands = (lay.height + rows - 1) / rows;
+        const unsigned char* frame = table + 8 + 8 * std::size_t(frames);
+        for (std::uint32_t f = 0; f < frames; ++f) {
+            const bool label = f >= bands;
+            const std::uint32_t band = label ? f - bands : f;
+            const std::size_t row_bytes = std::size_t(label ? lay.label_bytes : lay.image_bytes) / lay.height;
+            const std::size_t first = std::size_t(band) * rows, last = std::min<std::size_t>(first + rows, lay.height);
+            unsigned char* dst = out + (label ? lay.label_offset : lay.image_offset) + first * row_bytes;
+            const std::uint64_t entry = d::load_u64(table + 8 + 8 * std::size_t(f));
+            const std::size_t n = std::size_t(entry & ~d::band_stored_raw);
+            if (entry & d::band_stored_raw) {
+                std::memcpy(dst, frame, n);
+            } else {
+                const std::size_t got = ZSTD_decompressDCtx(dctx, dst, (last - first) * row_bytes, frame, n);
+                if (ZSTD_isError(got) || got != (last - first) * row_bytes) throw std::runtime_error("zstd failed");
+            }
+            frame += n;
+        }
+    } else {
+        std::memcpy(out, r.data, r.stored);
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+void* bare_open(const char* path, char* error, std::size_t error_size) {
+    try {
+        shardpack::open_options o;
+        o.io = shardpack::io_mode::mmap;
+        o.max_open_shards = shardpack::open_options::all_shards;  // pointers into every shard
+        auto h = std::make_unique<handle>(handle{shardpack::dataset::open(path, o), {}, {}, 0});
+        for (std::size_t k = 0; k < h->ds.shard_count(); ++k) {
+            const auto& shard = h->ds.shard(k);
+            for (std::size_t i = 0; i < shard.record_count(); ++i) {
+                const auto e = shard.entry(i);
+                h->records.push_back({shard.bytes() + e.offset, std::size_t(e.stored_size), std::size_t(e.decoded_size), e.codec});
+                h->max_decoded = std::max(h->max_decoded, std::size_t(e.decoded_size));
+            }
+        }
+        return h.release();
+    } catch (const std::exception& e) {
+        std::snprintf(error, error_size, "%s", e.what());
+        return nullptr;
+    }
+}
+
+int bare_read(void* hp, const std::int64_t* indices, std::size_t n, std::size_t threads) {
+    handle& h = *static_cast<handle*>(hp);
+    const std::size_t parts = std::max<std::size_t>(1, std::min(threads, n));
+    while (h.workers.size() < parts) {
+        h.workers.emplace_back();
+        h.workers.back().buffer.resize(h.max_decoded);
+    }
+    const d::schema_record schema = h.ds.shard(0).schema();
+    std::atomic<bool> failed{false};
+    auto part = [&](std::size_t p) {
+        worker& w = h.workers[p];
+        try {
+            for (std::size_t j = n * p / parts; j < n * (p + 1) / parts; ++j) {
+                const std::int64_t i = indices[j];
+                if (i < 0 || std::size_t(i) >= h.records.size()) throw std::runtime_error("index out of range");
+                bare_decode(w.dctx.get(), h.records[std::size_t(i)], schema, w.buffer.data());
+                w.sink += w.buffer[w.buffer.size() / 2];
+            }
+        } catch (const std::exception&) {
+            failed = true;
+        }
+    };
+    std::vector<std::thread> others;
+    for (std::size_t p = 1; p < parts; ++p) others.emplace_back(part, p);
+    part(0);
+    for (auto& t : others) t.join();
+    return failed ? -1 : 0;
+}
+
+std::uint64_t bare_sink(void* hp) {
+    std::uint64_t s = 0;
+    for (const auto& w : static_cast<handle*>(hp)->workers) s += w.sink;
+    return s;
+}
+
+void bare_close(void* hp) { delete static_cast<handle*>(hp); }
+
+}  // extern "C"
