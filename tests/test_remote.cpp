@@ -897,3 +897,52 @@ TEST_CASE("s3 block read-ahead: each block fetched once, in ranges of at most ma
         CHECK(failed >= 1);  // (the data is the same every run: this does not depend on chance)
     }
 }
+
+TEST_CASE("s3 reads of a format 1.2 dataset: the binary shard table fetched once with the manifest, shards opened lazily", "[remote]") {
+    temp_dir tmp("s3tbl");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/table/ds";
+    synthetic_options o;
+    o.records = 60;
+    o.shard_size = 4 << 10;
+    o.shard_table_above = 0;  // a binary shard table (format 1.2) whatever the shard count
+    write_synthetic(tmp / "ds", o);
+    const dataset local = dataset::open(tmp / "ds");
+    REQUIRE_FALSE(local.shard_table_file().empty());
+    REQUIRE(local.shard_count() >= 20);
+    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
+    CHECK(listed_names(client, server.bucket, "table/ds").count(local.shard_table_file()));
+
+    s3_config exact = cfg;
+    exact.hedge_percentile = 0;  // GETs counted exactly
+    auto counting = std::make_shared<s3_client>(exact);
+    remote_options ro;
+    ro.cache_dir = tmp / "cache";
+    auto st = open_s3_storage(counting, url, ro);
+    const dataset remote = open_remote(st, url);
+    // manifest.json, the shard table and shard 0 (whole); the shards' sizes come from the table:
+    // no HEAD per shard, now or when a shard is opened.
+    CHECK(counting->stats().gets == 3);
+    CHECK(remote.open_shard_count() == 1);
+    CHECK(remote.shard_table_file() == local.shard_table_file());
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 2; idx.size() < 8; k += local.shard_count() / 9) idx.push_back(std::size_t(local.shard_first_record(k)));
+    batch_buffers got(o, idx.size()), want(o, idx.size());
+    read_context ctx;
+    local.read_batch(idx.data(), idx.size(), want.out, ctx);
+    const auto gets_before = counting->stats().gets;
+    remote.read_batch(idx.data(), idx.size(), got.out, ctx);
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(counting->stats().gets - gets_before == shards_of(local, idx).size());
+    require_same_records(remote, local);
+    CHECK(counting->stats().requests == counting->stats().gets + 1);  // + the HEAD of manifest.json at open
+
+    // verify reads the pushed 1.2 dataset from the server.
+    ::setenv("SHARDPACK_CACHE_DIR", (tmp / "cache-verify").c_str(), 1);
+    const auto v = run_command(SHARDPACK_CLI, {"verify", url, "--json"});
+    INFO(v.err);
+    CHECK(v.code == 0);
+}

@@ -143,7 +143,9 @@ def main():
 
         def lit_iter(cache, r):
             sd = litdata.StreamingDataset("s3://%s/peers/lit" % a.bucket, shuffle=True, seed=r, cache_dir=cache)
-            dl = litdata.StreamingDataLoader(sd, batch_size=a.batch, num_workers=0)
+            # prefetch_factor=2: litdata 0.2.40 passes None with num_workers=0, which Debian's
+            # torch 1.13 DataLoader refuses (it accepts only its default, 2, without workers).
+            dl = litdata.StreamingDataLoader(sd, batch_size=a.batch, num_workers=0, prefetch_factor=2)
             for b in dl:
                 yield len(b["image"])
 
