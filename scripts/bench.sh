@@ -213,7 +213,7 @@ crops() {
 gen() { [ -f "$1/list.csv" ] || "$bin/make_sample_data" --out "$@" >/dev/null; }
 
 tf_python=""
-if [ $tf = 1 ]; then
+if [ $tf = 1 ] && [ $remote_only = 0 ]; then  # (--remote needs no TensorFlow)
   if scripts/bench/setup_tf_venv.sh "$work/tf-venv" >&2; then
     tf_python=$work/tf-venv/bin/python
   else

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "pipeline/option_names.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -47,7 +48,7 @@ TEST_CASE("crops and flips equal the slice and flip of the full record at the re
             write_synthetic(dir.str(), o);
             auto ds = dataset::open(dir.str());
             for (bool planar : {false, true}) {
-                INFO("layout " << int(layout) << ", codec " << compression_name(codec) << ", channels first " << planar);
+                INFO("layout " << int(layout) << ", codec " << word_of(compression_words, codec) << ", channels first " << planar);
                 augmentation a;
                 a.height = 7;
                 a.width = 9;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <random>
 
+#include "pipeline/option_names.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -98,7 +99,7 @@ TEST_CASE("the writer declares 1.1 only where it writes band frames; 1.0 files s
         o.records = 3;
         const auto samples = write_synthetic(dir.str(), o);
         const std::string bytes = read_file(only_shard(dir.str()));
-        INFO("codec " << compression_name(e.codec));
+        INFO("codec " << word_of(compression_words, e.codec));
         REQUIRE(header_minor(bytes) == e.minor);
         REQUIRE(detail::load_u64(reinterpret_cast<const unsigned char*>(bytes.data()) + 16) == e.features);
         REQUIRE(read_file(dir / "manifest.json").find(std::string("\"format_version\": \"") + e.manifest_version + "\"") !=

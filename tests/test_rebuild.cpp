@@ -171,7 +171,7 @@ TEST_CASE("a rebuild after one changed row rewrites only its shard and equals a 
     fixture f(40);
     const std::string out = f.dir / "ds";
     REQUIRE(run_cli(f.build_args(out)).code == 0);
-    const auto before = dataset::open(out).manifest().at("shards").dump();
+    const auto before = detail::json::parse(read_file(out + "/manifest.json")).at("shards").dump();
 
     // Replace one image with another of the same size (a real content change).
     fs::copy_file(f.dir / "src/images/img_0003.png", f.dir / "src/images/img_0020.png", fs::copy_options::overwrite_existing);

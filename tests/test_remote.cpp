@@ -17,6 +17,7 @@
 #include "remote/s3_client.hpp"
 #include "remote/s3_storage.hpp"
 #include "remote_fixture.hpp"
+#include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -412,7 +413,9 @@ TEST_CASE("s3 reads: every record equals the local one; a batch is a few merged 
     const dataset remote = open_remote(st, url);
     require_same_records(remote, local);
     const auto after_open = st->stats();
-    CHECK(after_open.metadata_gets >= local.shard_count());  // fetched, not in the cache yet
+    // Every shard opened when first read: small ones fetched whole (one GET), none from the cache yet.
+    CHECK(after_open.metadata_gets + after_open.shard_gets >= local.shard_count());
+    CHECK(remote.open_shard_count() == local.shard_count());
 
     // A batch: its records grouped by shard, ranges merged, fetched concurrently; the decoded
     // batch equals the local one.
@@ -435,12 +438,15 @@ TEST_CASE("s3 reads: every record equals the local one; a batch is a few merged 
     const auto s0 = st2->stats();
     // Opened again with the same cache: heads, tails and indexes come from the disk.
     CHECK(s0.metadata_gets == 0);
-    CHECK(s0.metadata_cache_hits >= 2 * local.shard_count());
+    CHECK(s0.shard_gets == 0);
     batch(remote2, img_r, lab_r);
     batch(local, img_l, lab_l);
     CHECK(img_r == img_l);
     CHECK(lab_r == lab_l);
     const auto s1 = st2->stats();
+    CHECK(s1.metadata_gets == 0);
+    CHECK(s1.shard_gets == 0);
+    CHECK(s1.metadata_cache_hits >= 2 * remote2.open_shard_count());
     std::set<std::size_t> shards_touched;
     for (auto i : idx) {
         std::size_t k = 0;
@@ -510,7 +516,10 @@ TEST_CASE("s3 reads under faults: retries succeed, else a clear error naming sha
     push_dataset(dir, url, client, [](const std::string&) {});
     const dataset local = dataset::open(dir);
     s3_config proxied = test_config(server, true);
-    { const dataset warm = open_remote(storage_for(proxied, url, tmp / "cache"), url); (void)warm; }
+    {  // every shard's head and index into the disk cache: the faults below hit record GETs
+        const dataset warm = open_remote(storage_for(proxied, url, tmp / "cache"), url);
+        require_same_records(warm, local);
+    }
 
     const std::size_t n = 16, pixels = o.width * o.height;
     std::vector<std::size_t> idx(n);
@@ -627,4 +636,313 @@ TEST_CASE("s3 reads during rebuilds and pushes: a reader sees the old dataset or
     CHECK(failure.empty());
     INFO(failure);
     CHECK(reads_a + reads_b >= 2);
+}
+
+namespace {
+
+// GETs of every kind a storage made (records, whole small shards, heads and tails).
+std::uint64_t storage_gets(const remote_stats& s) { return s.range_gets + s.shard_gets + s.metadata_gets; }
+
+// The shards the records `idx` lie in.
+std::set<std::size_t> shards_of(const dataset& ds, const std::vector<std::size_t>& idx) {
+    std::set<std::size_t> out;
+    for (auto i : idx) {
+        std::size_t k = 0;
+        while (k + 1 < ds.shard_count() && ds.shard_first_record(k + 1) <= i) ++k;
+        out.insert(k);
+    }
+    return out;
+}
+
+struct batch_buffers {
+    std::vector<std::uint8_t> image, label;
+    sample_buffers out;
+    batch_buffers(const synthetic_options& o, std::size_t n)
+        : image(n * o.width * o.height * o.channels), label(n * o.width * o.height * o.classes) {
+        out.image_u8 = image.data();
+        out.image_capacity = image.size();
+        out.label_u8 = label.data();
+        out.label_capacity = label.size();
+    }
+};
+
+}  // namespace
+
+TEST_CASE("s3 lazy opens: open fetches the manifest and shard 0; a first batch fetches its shards at once, a small one whole", "[remote]") {
+    temp_dir tmp("s3lazy");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/lazy/ds";
+    synthetic_options o;
+    o.records = 160;
+    o.shard_size = 4 << 10;  // a record or two per shard: about a hundred shards
+    write_synthetic(tmp / "ds", o);
+    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
+    const dataset local = dataset::open(tmp / "ds");
+    REQUIRE(local.shard_count() >= 60);
+
+    s3_config exact = cfg;
+    exact.hedge_percentile = 0;  // GETs counted exactly: no hedged duplicates
+    auto counting = std::make_shared<s3_client>(exact);
+    remote_options ro;
+    ro.cache_dir = tmp / "cache";
+    auto st = open_s3_storage(counting, url, ro);
+    const dataset remote = open_remote(st, url);
+    // open: manifest.json and shard 0 (small: one GET, whole); no other shard opened or fetched.
+    CHECK(counting->stats().gets == 2);
+    CHECK(st->stats().shard_gets == 1);
+    CHECK(st->stats().metadata_gets == 0);
+    CHECK(remote.open_shard_count() == 1);
+
+    // A first batch of 16 records from 16 shards spread over the dataset: one GET per shard
+    // (head, index and records together), all sent at once: each GET held back 400 ms by the
+    // proxy, the batch takes about that once, not 16 times.
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 1; idx.size() < 16; k += local.shard_count() / 17) idx.push_back(std::size_t(local.shard_first_record(k)));
+    const auto touched = shards_of(local, idx);
+    REQUIRE(touched.size() == 16);
+    batch_buffers got(o, idx.size()), want(o, idx.size());
+    read_context ctx;
+    local.read_batch(idx.data(), idx.size(), want.out, ctx);
+    remote_options cold = ro;
+    cold.cache_dir = tmp / "cache-slow";
+    auto slow_st = open_s3_storage(std::make_shared<s3_client>(test_config(server, true)), url, cold);
+    const dataset slow = open_remote(slow_st, url);
+    REQUIRE(server.command("fault slow 16 400") == "ok");
+    const auto t0 = std::chrono::steady_clock::now();
+    slow.read_batch(idx.data(), idx.size(), got.out, ctx);
+    const double took = seconds_since(t0);
+    REQUIRE(server.command("clear") == "ok");
+    CHECK(took < 2.5);  // 16 GETs one after the other: at least 6.4 s
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(slow_st->stats().shard_gets == 1 + touched.size());
+    CHECK(slow_st->stats().range_gets == 0);
+
+    const auto before = st->stats();
+    const auto gets_before = counting->stats().gets;
+    std::fill(got.image.begin(), got.image.end(), 0);
+    remote.read_batch(idx.data(), idx.size(), got.out, ctx);
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(storage_gets(st->stats()) - storage_gets(before) == touched.size());
+    CHECK(counting->stats().gets - gets_before == touched.size());
+    CHECK(remote.open_shard_count() == 1 + touched.size());
+
+    // Opened again with the same disk cache: heads and indexes come from the disk (no GET at
+    // open but the manifest's), and the batch GETs only its records, one range per shard.
+    auto again_client = std::make_shared<s3_client>(exact);
+    auto st2 = open_s3_storage(again_client, url, ro);
+    const dataset again = open_remote(st2, url);
+    CHECK(again_client->stats().gets == 1);
+    std::fill(got.image.begin(), got.image.end(), 0);
+    again.read_batch(idx.data(), idx.size(), got.out, ctx);
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    const auto s2 = st2->stats();
+    CHECK(s2.metadata_gets == 0);
+    CHECK(s2.shard_gets == 0);
+    CHECK(s2.range_gets == touched.size());
+    CHECK(s2.metadata_cache_hits >= 2 * (1 + touched.size()));
+
+    // One record read alone (at(), no batch to announce it): its shard opens with its GETs
+    // started together, and the record is right.
+    const std::size_t lone = std::size_t(local.shard_first_record(local.shard_count() - 1));
+    const sample a = again.at(lone), b = local.at(lone);
+    CHECK(a.key() == b.key());
+    CHECK(std::equal(a.image().begin(), a.image().end(), b.image().begin(), b.image().end()));
+
+    // A shard damaged on the server is found when first read (its index checksum), naming it.
+    const std::string victim = local.shard_name(local.shard_count() - 2);
+    auto bytes = client.get_object(server.bucket, "lazy/ds/" + victim, 1 << 20);
+    bytes[bytes.size() - 50] ^= 1;  // in the index
+    client.put_object(server.bucket, "lazy/ds/" + victim, bytes);
+    remote_options fresh = ro;
+    fresh.cache_dir = tmp / "cache-damaged";
+    const dataset damaged = open_remote(open_s3_storage(std::make_shared<s3_client>(cfg), url, fresh), url);
+    CHECK_THROWS_WITH(damaged.at(std::size_t(local.shard_first_record(local.shard_count() - 2))),
+                      Catch::Contains(victim) && Catch::Contains("checksum"));
+}
+
+TEST_CASE("s3 block read-ahead: each block fetched once, in ranges of at most max_request, every batch exact, under faults too", "[remote]") {
+    temp_dir tmp("s3blk");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/blocks/ds";
+    synthetic_options o;
+    o.records = 240;
+    o.width = 48;
+    o.height = 32;
+    o.shard_size = 160 << 10;
+    write_synthetic(tmp / "ds", o);
+    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
+    const dataset local = dataset::open(tmp / "ds");
+    REQUIRE(local.shard_count() >= 3);
+
+    order_options oo;
+    oo.kind = order_kind::blocks;
+    oo.block = 10;
+    oo.window = 4;
+    oo.shard_starts = shard_starts_of(local);
+    const auto order64 = full_order(local.size(), 7, 0, oo);
+    const std::vector<std::size_t> order(order64.begin(), order64.end());
+    const auto blocks = order_blocks(local.size(), oo.block, oo.shard_starts);
+    const std::size_t batch = 16;
+    std::uint64_t record_bytes = 0;  // the stored bytes of every record
+    for (std::size_t k = 0; k < local.shard_count(); ++k)
+        for (std::size_t r = 0; r < local.shard(k).record_count(); ++r) record_bytes += local.shard(k).entry(r).stored_size;
+
+    remote_options ro;
+    ro.cache_dir = tmp / "cache";
+    ro.merge_gap = 4 << 10;      // shards of 160 KiB are above the whole-shard size (2 x 64 KiB + 4 KiB)
+    ro.max_request = 48 << 10;   // a block (~10 records) takes several GETs: records straddle them
+    {  // every shard's head and index into the disk cache: the GETs below are all of records
+        const dataset warm = open_remote(open_s3_storage(std::make_shared<s3_client>(cfg), url, ro), url);
+        require_same_records(warm, local);
+    }
+
+    // Reads the epoch (or `batches` batches of it) with the read-ahead, each batch compared with
+    // the local one.
+    auto epoch = [&](const dataset& ds, std::size_t batches) {
+        block_read_ahead ahead(order64, blocks, 2 * batch);
+        batch_buffers got(o, batch), want(o, batch);
+        read_context ctx, lctx;
+        for (std::size_t p = 0, b = 0; p + batch <= order.size() && b < batches; p += batch, ++b) {
+            const auto& records = ahead.before(p);
+            if (!records.empty()) ds.prefetch(records.data(), records.size(), ctx);
+            local.read_batch(order.data() + p, batch, want.out, lctx);
+            std::fill(got.image.begin(), got.image.end(), 0);
+            ds.read_batch(order.data() + p, batch, got.out, ctx);
+            REQUIRE(got.image == want.image);  // never a wrong byte
+            REQUIRE(got.label == want.label);
+        }
+    };
+
+    SECTION("every block once") {
+        auto st = open_s3_storage(std::make_shared<s3_client>(cfg), url, ro);
+        const dataset remote = open_remote(st, url);
+        epoch(remote, order.size());
+        const auto s = st->stats();
+        // Each block's byte range fetched once (adjacent blocks announced together may share a
+        // GET), in pieces of at most max_request: no record fetched twice, no GET per record.
+        std::uint64_t pieces = 0;
+        for (std::size_t b = 0; b + 1 < blocks.size(); ++b) {
+            std::size_t k = 0;
+            while (k + 1 < local.shard_count() && local.shard_first_record(k + 1) <= blocks[b]) ++k;
+            const auto first = local.shard(k).entry(std::size_t(blocks[b] - local.shard_first_record(k)));
+            const auto last = local.shard(k).entry(std::size_t(blocks[b + 1] - 1 - local.shard_first_record(k)));
+            pieces += (last.offset + last.stored_size - first.offset + ro.max_request - 1) / ro.max_request;
+        }
+        CHECK(s.range_gets <= pieces);
+        CHECK(s.range_bytes >= record_bytes);
+        CHECK(s.range_bytes <= record_bytes + record_bytes / 10);  // alignment padding between records only
+        CHECK(s.metadata_gets == 0);
+    }
+    SECTION("a range buffer smaller than the read-ahead: blocks dropped early are fetched again, bytes still exact") {
+        remote_options tiny = ro;
+        tiny.buffer_bytes = 96 << 10;
+        auto st = open_s3_storage(std::make_shared<s3_client>(cfg), url, tiny);
+        const dataset remote = open_remote(st, url);
+        epoch(remote, order.size());
+        CHECK(st->stats().range_bytes > record_bytes);
+    }
+    SECTION("faulty block GETs through the proxy: retried, the bytes exact") {
+        const s3_config proxied = test_config(server, true);
+        for (const char* mode : {"503", "truncate", "badrange", "reset", "slow"}) {
+            INFO(mode);
+            const dataset remote = open_remote(open_s3_storage(std::make_shared<s3_client>(proxied), url, ro), url);
+            REQUIRE(server.command(std::string("fault ") + mode + " 3 1500") == "ok");
+            const auto t0 = std::chrono::steady_clock::now();
+            epoch(remote, 4);
+            CHECK(seconds_since(t0) < 10);
+            REQUIRE(server.command("clear") == "ok");
+        }
+    }
+    SECTION("a block GET whose body has one byte changed: the record holding it fails its checksum, the others are exact") {
+        const s3_config proxied = test_config(server, true);
+        remote_options one_get = ro;
+        one_get.max_request = 1 << 20;  // the block in one GET: the proxy changes its middle byte
+        const dataset remote = open_remote(open_s3_storage(std::make_shared<s3_client>(proxied), url, one_get), url);
+        std::size_t failed = 0;
+        for (std::size_t b : {std::size_t(0), blocks.size() / 2}) {
+            INFO("block " << b);
+            std::vector<std::size_t> records;
+            for (auto i = blocks[b]; i < blocks[b + 1]; ++i) records.push_back(std::size_t(i));
+            std::size_t k = 0;
+            while (k + 1 < local.shard_count() && local.shard_first_record(k + 1) <= blocks[b]) ++k;
+            const auto first = local.shard(k).entry(std::size_t(blocks[b] - local.shard_first_record(k)));
+            const auto last = local.shard(k).entry(std::size_t(blocks[b + 1] - 1 - local.shard_first_record(k)));
+            const std::uint64_t changed = first.offset + (last.offset + last.stored_size - first.offset) / 2;
+            REQUIRE(server.command("fault corrupt 1") == "ok");
+            remote.prefetch(records.data(), records.size());
+            const std::size_t failed_before = failed;
+            for (const std::size_t i : records) {
+                const auto e = local.shard(k).entry(std::size_t(i - local.shard_first_record(k)));
+                const bool holds = changed >= e.offset && changed < e.offset + e.stored_size;
+                if (holds) {
+                    CHECK_THROWS_WITH(remote.at(i), Catch::Contains(local.shard_name(k) + ": record") &&
+                                                        Catch::Contains("checksum mismatch"));
+                    ++failed;
+                } else {
+                    const sample x = remote.at(i), y = local.at(i);
+                    CHECK(std::equal(x.image().begin(), x.image().end(), y.image().begin(), y.image().end()));
+                    CHECK(std::equal(x.label().begin(), x.label().end(), y.label().begin(), y.label().end()));
+                }
+            }
+            CHECK(failed - failed_before <= 1);  // none when the changed byte is alignment padding between records
+            REQUIRE(server.command("clear") == "ok");
+        }
+        CHECK(failed >= 1);  // (the data is the same every run: this does not depend on chance)
+    }
+}
+
+TEST_CASE("s3 reads of a format 1.2 dataset: the binary shard table fetched once with the manifest, shards opened lazily", "[remote]") {
+    temp_dir tmp("s3tbl");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/table/ds";
+    synthetic_options o;
+    o.records = 60;
+    o.shard_size = 4 << 10;
+    o.shard_table_above = 0;  // a binary shard table (format 1.2) whatever the shard count
+    write_synthetic(tmp / "ds", o);
+    const dataset local = dataset::open(tmp / "ds");
+    REQUIRE_FALSE(local.shard_table_file().empty());
+    REQUIRE(local.shard_count() >= 20);
+    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
+    CHECK(listed_names(client, server.bucket, "table/ds").count(local.shard_table_file()));
+
+    s3_config exact = cfg;
+    exact.hedge_percentile = 0;  // GETs counted exactly
+    auto counting = std::make_shared<s3_client>(exact);
+    remote_options ro;
+    ro.cache_dir = tmp / "cache";
+    auto st = open_s3_storage(counting, url, ro);
+    const dataset remote = open_remote(st, url);
+    // manifest.json, the shard table and shard 0 (whole); the shards' sizes come from the table:
+    // no HEAD per shard, now or when a shard is opened.
+    CHECK(counting->stats().gets == 3);
+    CHECK(remote.open_shard_count() == 1);
+    CHECK(remote.shard_table_file() == local.shard_table_file());
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 2; idx.size() < 8; k += local.shard_count() / 9) idx.push_back(std::size_t(local.shard_first_record(k)));
+    batch_buffers got(o, idx.size()), want(o, idx.size());
+    read_context ctx;
+    local.read_batch(idx.data(), idx.size(), want.out, ctx);
+    const auto gets_before = counting->stats().gets;
+    remote.read_batch(idx.data(), idx.size(), got.out, ctx);
+    CHECK(got.image == want.image);
+    CHECK(got.label == want.label);
+    CHECK(counting->stats().gets - gets_before == shards_of(local, idx).size());
+    require_same_records(remote, local);
+    CHECK(counting->stats().requests == counting->stats().gets + 1);  // + the HEAD of manifest.json at open
+
+    // verify reads the pushed 1.2 dataset from the server.
+    ::setenv("SHARDPACK_CACHE_DIR", (tmp / "cache-verify").c_str(), 1);
+    const auto v = run_command(SHARDPACK_CLI, {"verify", url, "--json"});
+    INFO(v.err);
+    CHECK(v.code == 0);
 }

@@ -124,6 +124,7 @@ struct synthetic_options {
     std::uint32_t band_rows = 0;  // codec 2 band height; 0: the writer's default
     std::uint64_t shard_size = std::uint64_t(1) << 30;
     std::vector<extra_section> extra;
+    std::size_t shard_table_above = dataset_writer_options{}.shard_table_above;  // 0: always a binary shard table
 };
 
 inline detail::schema_record synthetic_schema(const synthetic_options& o) {
@@ -152,6 +153,7 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     wo.uses_bands = uses_band_frames(o.codec);
     wo.input_digest = "0000000000000000";
     wo.extra_sections = o.extra;
+    wo.shard_table_above = o.shard_table_above;
     dataset_writer writer(wo);
     record_compressor compressor(o.codec, 3, wo.schema, o.band_rows);
     std::vector<synthetic_sample> samples;

@@ -2,14 +2,17 @@
 // measurements of datasets with hundreds of thousands of shards (lazy shard opening, open time
 // and memory).
 //
-//   make_many_shards OUT_DIR --shards N [--records R]
+//   make_many_shards OUT_DIR --shards N [--records R] [--shard-table auto|always|never]
 //
 // The shardpack writer writes one shard of R records (4x4 RGB, 2 classes, one-hot, raw), then
 // this tool copies it N times with each copy's shard number and first record set in its header,
 // the header/index checksum recomputed, and the file named by its whole-file XXH3-64, as the
 // writer names shards (spec 13.1); then writes manifest.json the way the writer does (the
-// writer's manifest with records, content_hash and shards replaced). Files are written without
-// fsync (test data). OUT_DIR must not exist. Exit 0; 1 on an I/O error; 2 on bad usage.
+// writer's manifest with records, content_hash and shards replaced), and the shard list where
+// the writer puts it: --shard-table auto (the default) as the writer does (a binary shard table,
+// format 1.2, above 4096 shards), always, or never (a JSON list: how 1.1 wrote any dataset).
+// Files are written without fsync (test data). OUT_DIR must not exist. Exit 0; 1 on an I/O
+// error; 2 on bad usage.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,7 +34,8 @@ using namespace shardpack;
 namespace {
 
 [[noreturn]] void usage(const std::string& why) {
-    std::fprintf(stderr, "make_many_shards: %s\nusage: make_many_shards OUT_DIR --shards N [--records R]\n", why.c_str());
+    std::fprintf(stderr, "make_many_shards: %s\nusage: make_many_shards OUT_DIR --shards N [--records R] "
+                         "[--shard-table auto|always|never]\n", why.c_str());
     std::exit(2);
 }
 
@@ -63,6 +67,7 @@ void write_all(const std::string& path, const std::string& bytes) {
 int main(int argc, char** argv) {
     std::string out;
     std::size_t shards = 0, records = 1;
+    std::string table_mode = "auto";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         auto number = [&]() -> std::size_t {
@@ -75,6 +80,12 @@ int main(int argc, char** argv) {
         };
         if (a == "--shards") shards = number();
         else if (a == "--records") records = number();
+        else if (a == "--shard-table") {
+            if (i + 1 >= argc) usage(a + " needs a value");
+            table_mode = argv[++i];
+            if (table_mode != "auto" && table_mode != "always" && table_mode != "never")
+                usage("--shard-table is auto, always or never, not \"" + table_mode + "\"");
+        }
         else if (!a.empty() && a[0] == '-') usage("unknown option \"" + a + "\"");
         else if (out.empty()) out = a;
         else usage("more than one OUT_DIR");
@@ -124,7 +135,9 @@ int main(int argc, char** argv) {
         const std::size_t size = bytes.size();
         const std::uint64_t index_offset = detail::load_u64(p + size - 40);
         const std::uint32_t header_length = detail::load_u32(p + 12);
+        const bool with_table = table_mode == "always" || (table_mode == "auto" && shards > dataset_writer_options{}.shard_table_above);
         detail::json list = detail::json::array();
+        std::vector<detail::shard_table_entry> table;
         std::vector<unsigned char> hashes(shards * 8);
         for (std::size_t k = 0; k < shards; ++k) {
             const std::uint64_t first = std::uint64_t(k) * records;
@@ -140,6 +153,10 @@ int main(int argc, char** argv) {
             char name[64];
             std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", k, hex16(hash).c_str());
             write_all(out + "/" + name, bytes);
+            if (with_table) {
+                table.push_back({std::uint64_t(records), std::uint64_t(size), hash});
+                continue;
+            }
             detail::json e = detail::json::object();
             e.set("file", std::string(name));
             e.set("records", std::uint64_t(records));
@@ -151,9 +168,19 @@ int main(int argc, char** argv) {
         detail::json m = detail::json::object();
         for (const auto& [key, value] : manifest.as_object()) {
             if (key == "records") m.set(key, std::uint64_t(shards * records));
+            else if (key == "format_version" && with_table) m.set(key, "1.2");
             else if (key == "content_hash") m.set(key, hex16(XXH3_64bits(hashes.data(), hashes.size())));
-            else if (key == "shards") m.set(key, list);
-            else m.set(key, value);
+            else if (key == "shards" && !with_table) m.set(key, list);
+            else if (key == "shards") {
+                const std::string table_bytes = detail::encode_shard_table(table);
+                const std::uint64_t table_hash = XXH3_64bits(table_bytes.data(), table_bytes.size());
+                write_all(out + "/" + detail::shard_table_file_name(table_hash), table_bytes);
+                detail::json t = detail::json::object();
+                t.set("file", detail::shard_table_file_name(table_hash));
+                t.set("bytes", std::uint64_t(table_bytes.size()));
+                t.set("xxh3", hex16(table_hash));
+                m.set("shard_table", t);
+            } else m.set(key, value);
         }
         write_all(out + "/manifest.json", m.dump());
         std::filesystem::remove_all(model_dir);

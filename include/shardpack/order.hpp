@@ -191,6 +191,68 @@ inline std::vector<std::uint64_t> epoch_order(std::uint64_t n, std::uint64_t see
     return mine;
 }
 
+// Read-ahead of whole blocks for the blocks order (what the torch Loader does in Python, see
+// shardpack/_readahead.py): before position p of an epoch's order is read, every block that
+// positions [p, p + ahead) touch and that was not announced yet is announced whole, so that a
+// cold disk reads a block per seek and object storage fetches a block per GET, rather than the
+// records each batch drew (a batch takes a few records from each block of its window).
+//
+//   const auto blocks = shardpack::order_blocks(ds.size(), o.block, o.shard_starts);
+//   shardpack::block_read_ahead ahead(order, blocks, shardpack::records_per_window(blocks, o.window));
+//   for (std::size_t p = 0; p < order.size(); p += batch) {
+//       const auto& records = ahead.before(p);          // the records to announce now, maybe none
+//       if (!records.empty()) ds.prefetch(records.data(), records.size());
+//       ds.read_batch(order.data() + p, std::min(batch, order.size() - p), out, ctx);
+//   }
+//
+// Each block is announced once per read-ahead (make one per epoch); positions may jump forward
+// (a resumed epoch): blocks of the positions skipped are not announced.
+class block_read_ahead {
+public:
+    // order: the indices in the order they are read; block_starts: order_blocks(...) of the
+    // same dataset and options; ahead: how many positions ahead to look (at least 1).
+    block_read_ahead(std::vector<std::uint64_t> order, std::vector<std::uint64_t> block_starts, std::size_t ahead)
+        : order_(std::move(order)), starts_(std::move(block_starts)), ahead_(std::max<std::size_t>(1, ahead)),
+          announced_(starts_.size() > 1 ? starts_.size() - 1 : 0, false) {
+        if (starts_.empty()) throw std::invalid_argument("shardpack block_read_ahead: no block starts");
+    }
+
+    // The records of the blocks to announce before reading position `position`, ascending.
+    const std::vector<std::size_t>& before(std::size_t position) {
+        records_.clear();
+        blocks_.clear();
+        scanned_ = std::max(scanned_, position);
+        const std::size_t end = std::min(order_.size(), position + ahead_);
+        for (; scanned_ < end; ++scanned_) {
+            const std::uint64_t i = order_[scanned_];
+            const auto it = std::upper_bound(starts_.begin(), starts_.end(), i);
+            if (it == starts_.begin() || it == starts_.end()) continue;  // outside the blocks: not announced
+            const std::size_t b = static_cast<std::size_t>(it - starts_.begin() - 1);
+            if (announced_[b]) continue;
+            announced_[b] = true;
+            blocks_.push_back(b);
+        }
+        std::sort(blocks_.begin(), blocks_.end());
+        for (const std::size_t b : blocks_)
+            for (std::uint64_t i = starts_[b]; i < starts_[b + 1]; ++i) records_.push_back(static_cast<std::size_t>(i));
+        return records_;
+    }
+
+private:
+    std::vector<std::uint64_t> order_, starts_;
+    std::size_t ahead_;
+    std::vector<bool> announced_;
+    std::size_t scanned_ = 0;  // positions below this were looked at
+    std::vector<std::size_t> blocks_, records_;
+};
+
+// The mean number of records in `window` blocks (block_starts: order_blocks(...)): a
+// block_read_ahead distance of one window.
+inline std::size_t records_per_window(const std::vector<std::uint64_t>& block_starts, std::size_t window) {
+    if (block_starts.size() < 2) return 1;
+    return static_cast<std::size_t>(block_starts.back() * window / (block_starts.size() - 1));
+}
+
 // The first record of every shard of a shardpack::dataset (or anything with shard_count() and
 // shard_records(k)), for order_options::shard_starts; from the shard table, opening no shard.
 template <class Dataset>

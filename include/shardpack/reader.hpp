@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.1).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.2).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -56,14 +56,18 @@
 //   reads the manifest's shard table at open, opens shard 0 (the schema), and opens every other
 //   shard when first read, checking it then; at most max_open_shards stay open (least recently
 //   used closed first; a shard in use by a read or a sample stays open until released), so the
-//   process stays under vm.max_map_count and the open-file limit. Measured (tools/bench_open,
-//   one-record shards from tools/make_many_shards): 1,000 shards open in 0.04-0.09 s, 9 MB RSS;
-//   100,000 in 0.76-1.1 s, 90 MB RSS after open (the parsed manifest.json: ~0.8 KB a shard).
-//   manifest.json is limited to 64 MiB (about 300,000 shards).
+//   process stays under vm.max_map_count and the open-file limit. A dataset of more than 4096
+//   shards (format 1.2) lists them in a binary shard table (24 bytes a shard, spec 13.8) that
+//   manifest.json names, instead of a JSON list; the dataset keeps ~50 bytes a shard either way
+//   (never the parsed JSON list). Measured with tools/bench_open: see scripts/bench/scaling.md.
+//   A storage whose opens cost requests (object storage, storage::opens_shards_lazily) opens
+//   shards when first read whatever their number, unless max_open_shards is set; read_batch
+//   and prefetch announce a batch's unopened shards together (storage::will_open) first.
 //
 // LIMITS
 //   Images and masks up to 65536 x 65536; records up to 4 GiB decoded; up to 65535 classes;
-//   keys up to 64 KiB; manifest.json up to 64 MiB and 2,097,152 JSON values. Offsets are 64-bit everywhere. Every size and offset read from a file is
+//   keys up to 64 KiB; manifest.json up to 64 MiB and 2,097,152 JSON values; a shard table up
+//   to 4,194,304 shards (128 MiB). Offsets are 64-bit everywhere. Every size and offset read from a file is
 //   checked against the mapping and these limits before use.
 //
 // ERROR MODEL
@@ -104,7 +108,8 @@
 // FORMAT
 //   formats/shardpack-v1.md describes every byte. This reader accepts major version 1, any
 //   minor version, skips optional sections it does not know and refuses unknown required
-//   sections and feature bits.
+//   sections and feature bits. It reads a manifest's shard list (1.0, 1.1) or its binary shard
+//   table (1.2), checking the table's size and XXH3-64 against the manifest before using it.
 #pragma once
 #include <sys/stat.h>
 #include <zstd.h>
@@ -134,6 +139,7 @@
 #include "detail/json.hpp"
 #include "detail/regular_file.hpp"
 #include "detail/shard_file.hpp"
+#include "detail/shard_table.hpp"
 #include "detail/storage.hpp"
 #include "detail/zstd_frames.hpp"
 
@@ -313,6 +319,12 @@ public:
     const file_ptr& eager_ptr(std::size_t k) const { return slots_[k]; }
     void set_eager(std::size_t k, file_ptr f) { slots_[k] = std::move(f); }
 
+    bool is_open(std::size_t k) const {
+        if (eager_) return true;
+        std::lock_guard<std::mutex> lock(mutex_);
+        return slots_[k] != nullptr;
+    }
+
     std::size_t open_count() const {
         if (eager_) return slots_.size();
         std::lock_guard<std::mutex> lock(mutex_);
@@ -399,9 +411,16 @@ struct dataset_state {
     std::string path;
     std::shared_ptr<const shardpack::storage> store;
     std::string manifest_version;  // storage::version_of(manifest.json) at open
-    // The shard table, from the manifest: every shard's name, size and first record.
-    std::string names;                        // the names, one after the other
-    std::vector<std::uint64_t> name_end;      // per shard: where its name ends in `names`
+    // The shard table: every shard's name, size and first record, from the manifest's
+    // "shards" list (1.0, 1.1) or its binary shard table (1.2, detail/shard_table.hpp). About
+    // 50 bytes a shard with a table (names are made from the number and hash when needed).
+    bool names_from_hashes = false;           // a binary table: name(k) = shard-<k>-<hash>.spk
+    std::string names;                        // a "shards" list: the names, one after the other
+    std::vector<std::uint64_t> name_end;      // a "shards" list: where each name ends in `names`
+    std::vector<std::uint64_t> shard_hash;    // per shard: the whole-file XXH3-64 listed (not checked here)
+    // A "shards" list only: per shard, 0 when its "xxh3" is 16 hex digits, else 1 (no member), 2
+    // (not a string) or 3 (not 16 hex digits): readers do not need it, verify reports it.
+    std::vector<unsigned char> shard_hash_problem;
     std::vector<std::uint64_t> shard_bytes;   // per shard
     std::vector<std::uint64_t> first_record;  // per shard, plus the total at the end
     std::string schema_bytes;                 // shard 0's schema and classes sections
@@ -409,11 +428,12 @@ struct dataset_state {
     schema_record schema;
     schema_info info;
     std::vector<class_info> classes;
-    json manifest;
+    json manifest;  // manifest.json without its "shards" list (the table above holds it)
     bool verify = true;
 
     std::size_t shard_count() const { return shard_bytes.size(); }
     std::string name(std::size_t k) const {
+        if (names_from_hashes) return shard_file_name(k, shard_hash[k]);
         const std::uint64_t begin = k ? name_end[k - 1] : 0;
         return names.substr(static_cast<std::size_t>(begin), static_cast<std::size_t>(name_end[k] - begin));
     }
@@ -608,8 +628,14 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(s_->first_record.back()); }
     const schema_info& schema() const { return s_->info; }
     const std::vector<class_info>& classes() const { return s_->classes; }
-    // The parsed manifest.json (build options, versions, hashes).
+    // The parsed manifest.json (build options, versions, hashes), without its "shards" list:
+    // the shard accessors below answer from the dataset's compact shard table.
     const detail::json& manifest() const { return s_->manifest; }
+    // The binary shard table's file name (format 1.2), or "" when manifest.json lists the shards.
+    std::string shard_table_file() const {
+        const detail::json* t = s_->manifest.find("shard_table");
+        return t ? t->at("file").as_string() : std::string();
+    }
     const std::string& content_hash() const { return s_->manifest.at("content_hash").as_string(); }
     std::size_t shard_count() const { return s_->shard_count(); }
     // Shard k, opened now if it is not open; it stays open while the handle lives.
@@ -621,6 +647,17 @@ public:
         return s_->first_record[checked_shard(k) + 1] - s_->first_record[k];
     }
     std::uint64_t shard_bytes(std::size_t k) const { return s_->shard_bytes[checked_shard(k)]; }
+    // The whole-file XXH3-64 listed for shard k (readers do not check it; verify does). False
+    // when the manifest's entry has no "xxh3" of 16 hex digits; `why` then says what is wrong.
+    bool listed_shard_hash(std::size_t k, std::uint64_t& hash, std::string* why = nullptr) const {
+        const std::size_t j = checked_shard(k);
+        const unsigned char problem = s_->shard_hash_problem.empty() ? 0 : s_->shard_hash_problem[j];
+        if (why)
+            *why = problem == 1 ? "no \"xxh3\" member" : problem == 2 ? "\"xxh3\" is not a string"
+                 : problem == 3 ? "\"xxh3\" is not 16 lowercase hex digits" : "";
+        hash = s_->shard_hash[j];
+        return problem == 0;
+    }
     // How many shards are open now, and at most (open_options::max_open_shards, resolved).
     std::size_t open_shard_count() const { return s_->shards.open_count(); }
     std::size_t max_open_shards() const { return s_->shards.limit(); }
@@ -769,44 +806,123 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
         if (version.rfind(std::to_string(version_major) + ".", 0) != 0)
             throw error("format version " + version + " is not supported by this reader (it reads major version " +
                         std::to_string(version_major) + ")");
-        const auto& list = m.at("shards").as_array();
-        if (list.empty()) throw error("lists no shards");
+        const json* table = m.find("shard_table");
+        const json* list = m.find("shards");
+        if (table && list)
+            throw error("has both \"shards\" and \"shard_table\"; a manifest lists its shards in one of them");
         std::uint64_t total = 0;
-        st->name_end.reserve(list.size());
-        st->shard_bytes.reserve(list.size());
-        st->first_record.reserve(list.size() + 1);
-        for (std::size_t k = 0; k < list.size(); ++k) {
-            const json& e = list[k];
-            const std::string& name = e.at("file").as_string();
-            if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
-                throw error("shard name \"" + name + "\" is not a plain file name");
-            const std::uint64_t records = e.at("records").as_u64();
-            if (e.at("first_record").as_u64() != total)
-                throw error(name + ": the manifest lists it as starting at record " +
-                            std::to_string(e.at("first_record").as_u64()) + ", after " + std::to_string(total) +
-                            " records in the shards before it");
-            st->names += name;
-            st->name_end.push_back(st->names.size());
-            st->shard_bytes.push_back(e.at("bytes").as_u64());
-            st->first_record.push_back(total);
-            if (records > ~std::uint64_t(0) - total) throw error("lists more records than 2^64");
-            total += records;
+        if (table) {
+            // Format 1.2: the shards are listed in a binary table (spec 13.8), checked whole
+            // against the manifest's size and XXH3-64 before any entry is used.
+            const std::string& file = table->at("file").as_string();
+            if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
+                throw error("shard table name \"" + file + "\" is not a plain file name");
+            const std::uint64_t bytes = table->at("bytes").as_u64();
+            std::uint64_t hash = 0;
+            if (!parse_hex16(table->at("xxh3").as_string(), hash))
+                throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
+            if (bytes > shard_table_max_bytes)
+                throw error(file + ": the manifest says " + std::to_string(bytes) + " bytes, more than a shard table may have (" +
+                            std::to_string(shard_table_max_bytes) + ")");
+            std::string bytes_read;
+            try {
+                bytes_read = store.read_small_file(file, shard_table_max_bytes);
+            } catch (const error& e) {
+                throw error(std::string(e.what()) + " (the manifest's shard table)");
+            }
+            const auto* p = reinterpret_cast<const unsigned char*>(bytes_read.data());
+            if (bytes_read.size() != bytes)
+                throw error(file + ": the shard table is " + std::to_string(bytes_read.size()) + " bytes, the manifest says " +
+                            std::to_string(bytes) + " (truncated, or not the table this manifest names)");
+            const std::uint64_t h = XXH3_64bits(p, bytes_read.size());
+            if (h != hash)
+                throw error(file + ": the shard table's XXH3-64 is " + hex16(h) + ", the manifest says " + hex16(hash) +
+                            ": it is damaged");
+            std::vector<shard_table_entry> entries;
+            try {
+                entries = decode_shard_table(p, bytes_read.size());
+            } catch (const error& e) {
+                throw error(file + ": " + e.what());
+            }
+            bytes_read = std::string();
+            st->names_from_hashes = true;
+            st->shard_hash.reserve(entries.size());
+            st->shard_bytes.reserve(entries.size());
+            st->first_record.reserve(entries.size() + 1);
+            for (std::size_t k = 0; k < entries.size(); ++k) {
+                st->shard_hash.push_back(entries[k].hash);
+                st->shard_bytes.push_back(entries[k].bytes);
+                st->first_record.push_back(total);
+                if (entries[k].records > ~std::uint64_t(0) - total)
+                    throw error(file + ": lists more records than 2^64");
+                total += entries[k].records;
+            }
+        } else {
+            if (!list) throw error("JSON: missing field \"shards\"");
+            const auto& shards = list->as_array();
+            if (shards.empty()) throw error("lists no shards");
+            st->name_end.reserve(shards.size());
+            st->shard_hash.reserve(shards.size());
+            st->shard_hash_problem.reserve(shards.size());
+            st->shard_bytes.reserve(shards.size());
+            st->first_record.reserve(shards.size() + 1);
+            for (std::size_t k = 0; k < shards.size(); ++k) {
+                const json& e = shards[k];
+                const std::string& name = e.at("file").as_string();
+                if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+                    throw error("shard name \"" + name + "\" is not a plain file name");
+                const std::uint64_t records = e.at("records").as_u64();
+                if (e.at("first_record").as_u64() != total)
+                    throw error(name + ": the manifest lists it as starting at record " +
+                                std::to_string(e.at("first_record").as_u64()) + ", after " + std::to_string(total) +
+                                " records in the shards before it");
+                st->names += name;
+                st->name_end.push_back(st->names.size());
+                st->shard_bytes.push_back(e.at("bytes").as_u64());
+                st->first_record.push_back(total);
+                // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
+                const json* x = e.is_object() ? e.find("xxh3") : nullptr;
+                std::uint64_t hash = 0;
+                st->shard_hash_problem.push_back(!x ? 1 : !x->is_string() ? 2 : parse_hex16(x->as_string(), hash) ? 0 : 3);
+                st->shard_hash.push_back(hash);
+                if (records > ~std::uint64_t(0) - total) throw error("lists more records than 2^64");
+                total += records;
+            }
+            st->names.shrink_to_fit();
         }
         st->first_record.push_back(total);
         if (total != m.at("records").as_u64())
             throw error("the shards hold " + std::to_string(total) + " records, the manifest says " +
                         std::to_string(m.at("records").as_u64()));
+        // The dataset keeps the manifest without its shard list (~0.8 KB a shard as a JSON
+        // tree): the vectors above hold what readers need.
+        if (list) {
+            json kept = json::object();
+            for (const auto& member : m.as_object())
+                if (member.first != "shards") kept.set(member.first, member.second);
+            st->manifest = std::move(kept);
+        }
         // Shard 0 gives the schema; with no more shards than may be open at once, every shard
-        // is opened and checked now (a damaged dataset is refused at open); else each is opened
-        // and checked when first read.
+        // is opened and checked now (a damaged dataset is refused at open); else, or when the
+        // storage's opens cost requests (object storage) and max_open_shards is automatic,
+        // each is opened and checked when first read.
         const std::size_t count = st->shard_count();
         const std::size_t limit = resolve_max_open_shards(options);
-        st->shards.init(count, limit, count <= limit);
+        st->shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
         auto first = st->open_shard(0);
         st->schema_bytes = first->schema_bytes();
         if (st->shards.eager()) {
             st->shards.set_eager(0, first);
-            for (std::size_t k = 1; k < count; ++k) st->shards.set_eager(k, st->open_shard(k));
+            constexpr std::size_t announce = 64;  // shards whose opens the storage may start ahead
+            std::vector<std::string> next;
+            for (std::size_t k = 1; k < count; ++k) {
+                if (k % announce == 1) {
+                    next.clear();
+                    for (std::size_t j = k; j < std::min(count, k + announce); ++j) next.push_back(st->name(j));
+                    store.will_open(next.data(), next.size());
+                }
+                st->shards.set_eager(k, st->open_shard(k));
+            }
         } else {
             st->shards.get(0, [&first](std::size_t) { return first; });
         }
@@ -1497,25 +1613,35 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
     std::vector<byte_range>& ranges = ctx.ranges_;
     // Indices grouped by shard: sort (shard, offset) pairs, then one prefetch call per shard.
     struct wanted {
-        std::size_t shard;
-        byte_range range;
+        std::size_t shard, local;
     };
     thread_local std::vector<wanted> wants;
+    thread_local std::vector<std::string> opening;
     wants.clear();
     for (std::size_t j = 0; j < count; ++j) {
         if (indices[j] >= size()) continue;  // read_slot reports it
         std::size_t k = 0, local = 0;
         locate(indices[j], k, local);
-        const detail::index_entry e = s_->pin(k)->entry(local);
-        wants.push_back({k, {e.offset, e.stored_size}});
+        wants.push_back({k, local});
     }
     std::sort(wants.begin(), wants.end(), [](const wanted& a, const wanted& b) { return a.shard < b.shard; });
+    // Shards not open yet are announced together first, so that a storage whose opens cost
+    // requests (object storage) makes them all at once rather than one shard after the other.
+    opening.clear();
+    for (std::size_t a = 0; a < wants.size(); ++a)
+        if ((a == 0 || wants[a].shard != wants[a - 1].shard) && !s_->shards.is_open(wants[a].shard))
+            opening.push_back(s_->name(wants[a].shard));
+    if (!opening.empty()) s_->store->will_open(opening.data(), opening.size());
     for (std::size_t a = 0; a < wants.size();) {
+        const detail::shard_pin shard = s_->pin(wants[a].shard);
         std::size_t b = a;
         ranges.clear();
-        while (b < wants.size() && wants[b].shard == wants[a].shard) ranges.push_back(wants[b++].range);
+        for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
+            const detail::index_entry e = shard->entry(wants[b].local);
+            ranges.push_back({e.offset, e.stored_size});
+        }
         detail::merge_ranges(ranges, merge_gap);
-        s_->pin(wants[a].shard)->source()->prefetch(ranges.data(), ranges.size());
+        shard->source()->prefetch(ranges.data(), ranges.size());
         a = b;
     }
 }

@@ -4,10 +4,10 @@
 # Starts SeaweedFS (`weed mini`, scripts/remote/setup_seaweedfs.sh) on 127.0.0.1 with its data
 # under WORK/remote/server, builds two datasets from generated images, pushes them with
 # `shardpack push`, and measures, in one run:
-#   - tools/bench_remote: samples/s reading batches of 256 with dataset::read_batch from the
-#     server and from local disk, global shuffle and locality-aware (blocks of 2 MiB) order,
-#     interleaved rounds, medians; GETs per batch, GETs per MB delivered, bytes fetched per byte
-#     delivered; the global shuffle with 64 KiB merges, the blocks order with the default 1 MiB;
+#   - tools/bench_remote: samples/s reading an epoch in batches of 256 with dataset::read_batch
+#     from the server and from local disk, global shuffle and locality-aware (blocks of 2 MiB,
+#     read ahead whole) order, interleaved rounds, medians; GETs per batch, GETs per MB
+#     delivered, bytes fetched per byte delivered; the global shuffle with 64 KiB merges;
 #   - tools/bench_remote --first-batch: open to the end of the first batch on a 1,000-shard
 #     dataset with an empty disk cache;
 #   - scripts/bench/remote_peers.py (in WORK/py-venv, made by setup_py_venv.sh): MosaicML
@@ -26,10 +26,13 @@ if ! weed=$(scripts/remote/setup_seaweedfs.sh "$work/weed-venv" 2>"$rw/setup.log
   exit 0
 fi
 weed=$(realpath "$weed")
-if [ "$quick" = --quick ]; then n=1000 batches=8 rounds=1; else n=8000 batches=16 rounds=3; fi
-# The reader keeps fetched ranges in a buffer (256 MiB by default); here 64 MiB, less than the
-# dataset (~120 MiB), as a real dataset is larger than any such buffer.
-export SHARDPACK_S3_BUFFER_BYTES=64M
+# Full: each measurement reads a whole epoch (0: every whole batch) from its start.
+# (the peers, slower by 10x or more, read 16 batches: their rate includes opening and downloads).
+if [ "$quick" = --quick ]; then n=1000 batches=8 peer_batches=8 rounds=1; else n=8000 batches=0 peer_batches=16 rounds=3; fi
+# The reader keeps fetched ranges in a buffer (256 MiB by default); here 96 MiB, less than a
+# third of the dataset (~312 MB), as a real dataset is larger than any such buffer, and enough
+# for the blocks order's read-ahead (two windows of 16 blocks of 2 MiB, see tools/bench_remote).
+export SHARDPACK_S3_BUFFER_BYTES=96M
 src=$rw/src-$n
 [ -f "$src/list.csv" ] || "$bin/make_sample_data" --out "$src" --count "$n" --width 96 --height 96 >/dev/null
 [ "$(cat "$rw/count" 2>/dev/null)" = "$n" ] || rm -rf "$rw/ds" "$rw/ds1000"
@@ -72,7 +75,7 @@ peers='{"tool":"remote_peers","peers":{}}'
 if [ -x "$work/py-venv/bin/python" ] && "$work/py-venv/bin/python" -c "import shardpack, streaming, litdata" 2>/dev/null; then
   log "peers: MosaicML Streaming and LitData from the same server"
   peers=$("$work/py-venv/bin/python" scripts/bench/remote_peers.py --local "$rw/ds" --endpoint "$endpoint" --bucket "$bucket" \
-    --work "$rw/peers" --batch 256 --batches "$batches" --rounds "$rounds" 2>"$rw/peers.log" | tail -n 1) \
+    --work "$rw/peers" --batch 256 --batches "$peer_batches" --rounds "$rounds" 2>"$rw/peers.log" | tail -n 1) \
     || peers="{\"tool\":\"remote_peers\",\"error\":\"$(tail -n 1 "$rw/peers.log" | tr -d '"\\')\"}"
 else
   log "peers left out: $work/py-venv cannot import shardpack, streaming and litdata (scripts/bench/setup_py_venv.sh WORK/py-venv REPO)"

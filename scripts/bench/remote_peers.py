@@ -15,12 +15,15 @@ line: per peer, the median samples/s and bytes downloaded per byte delivered (fr
 of its cache folder), or the reason it was left out.
 """
 import argparse
+import functools
 import json
 import os
 import shutil
 import statistics
 import sys
 import time
+
+import numpy as np
 
 
 def folder_bytes(path):
@@ -34,13 +37,17 @@ def folder_bytes(path):
     return total
 
 
-# The tensors litdata.optimize's worker processes read (inherited through fork): its fn must be
-# a module-level function to be pickled.
-_IMAGES = _LABELS = None
+# litdata.optimize runs fn in worker processes it starts with spawn (not fork): they see none of
+# this process's globals, so the tensors reach them through files (.npy, memory-mapped once per
+# worker) named in fn's arguments. fn must be a module-level function (pickled by name).
+_MAPPED = {}
 
 
-def _lit_sample(i):
-    return {"image": _IMAGES[i], "label": _LABELS[i]}
+def _lit_sample(images_path, labels_path, i):
+    for p in (images_path, labels_path):
+        if p not in _MAPPED:
+            _MAPPED[p] = np.load(p, mmap_mode="r")
+    return {"image": np.array(_MAPPED[images_path][i]), "label": np.array(_MAPPED[labels_path][i])}
 
 
 def upload(s3, bucket, folder, prefix):
@@ -63,7 +70,6 @@ def main():
     os.environ["AWS_ENDPOINT_URL"] = a.endpoint
     os.environ["S3_ENDPOINT_URL"] = a.endpoint  # MosaicML Streaming's name for it
     import boto3
-    import numpy as np
     import shardpack
 
     s3 = boto3.client("s3", endpoint_url=a.endpoint)
@@ -125,14 +131,21 @@ def main():
         lit = os.path.join(a.work, "lit")
         shutil.rmtree(lit, ignore_errors=True)
 
-        global _IMAGES, _LABELS
-        _IMAGES, _LABELS = images, labels
-        litdata.optimize(fn=_lit_sample, inputs=list(range(n)), output_dir=lit, chunk_bytes=shard_bytes, num_workers=1)
+        os.makedirs(a.work, exist_ok=True)
+        images_path, labels_path = os.path.join(a.work, "lit-images.npy"), os.path.join(a.work, "lit-labels.npy")
+        np.save(images_path, images)
+        np.save(labels_path, labels)
+        litdata.optimize(fn=functools.partial(_lit_sample, images_path, labels_path), inputs=list(range(n)),
+                         output_dir=lit, chunk_bytes=shard_bytes, num_workers=1)
+        os.remove(images_path)
+        os.remove(labels_path)
         upload(s3, a.bucket, lit, "peers/lit")
 
         def lit_iter(cache, r):
             sd = litdata.StreamingDataset("s3://%s/peers/lit" % a.bucket, shuffle=True, seed=r, cache_dir=cache)
-            dl = litdata.StreamingDataLoader(sd, batch_size=a.batch, num_workers=0)
+            # prefetch_factor=2: litdata 0.2.40 passes None with num_workers=0, which Debian's
+            # torch 1.13 DataLoader refuses (it accepts only its default, 2, without workers).
+            dl = litdata.StreamingDataLoader(sd, batch_size=a.batch, num_workers=0, prefetch_factor=2)
             for b in dl:
                 yield len(b["image"])
 

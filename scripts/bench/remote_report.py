@@ -25,7 +25,7 @@ def main():
     for name, label in (("local_global", "shardpack, local disk, global shuffle"),
                         ("local_blocks", "shardpack, local disk, blocks order"),
                         ("remote_global", "shardpack, server, global shuffle (64 KiB merges)"),
-                        ("remote_blocks", "shardpack, server, blocks order (1 MiB merges)")):
+                        ("remote_blocks", "shardpack, server, blocks order (whole blocks read ahead)")):
         r = m[name]
         remote = name.startswith("remote")
         rows.append((label, r["samples_per_s"], r["gets_per_batch"] if remote else None,
@@ -55,9 +55,14 @@ def main():
     lines.append("")
     lines.append("Range buffer %d MiB, blocks of %d KiB. " % (sp.get("buffer_bytes", 0) >> 20, sp.get("block_bytes", 0) >> 10) +
                  "%d records in %d shards, batches of %d, %d batches per measurement, %d rounds (medians). "
-                 "First batch: %d shards, open %.3f s, open to first batch %.3f s (median of 3, empty disk cache)."
+                 "First batch: %d shards, open %.3f s, open to first batch %.3f s (median of 3, max %.3f, empty "
+                 "disk cache), %s GETs."
                  % (sp["records"], sp["shards"], sp["batch"], sp["batches"], sp["rounds"], fb["shards"],
-                    fb["open_s_median"], fb["open_to_first_batch_s_median"]))
+                    fb["open_s_median"], fb["open_to_first_batch_s_median"], fb.get("open_to_first_batch_s_max", 0),
+                    fb.get("gets_median", "?")))
+    lines.append("Samples/s per round: " + "; ".join(
+        "%s %s" % (name, ", ".join("%.0f" % x for x in m[name].get("samples_per_s_rounds", [])))
+        for name in ("local_global", "local_blocks", "remote_global", "remote_blocks")) + ".")
     for peer in ("mosaicml-streaming", "litdata"):
         p = peers.get(peer)
         if p is not None and not p.get("ok"):

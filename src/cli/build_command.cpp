@@ -17,6 +17,7 @@
 
 #include "errors.hpp"
 #include "input/folder_input.hpp"
+#include "pipeline/option_names.hpp"
 #include "pipeline/build_pipeline.hpp"
 #include "input/csv_reader.hpp"
 #include "pipeline/memory_budget.hpp"
@@ -33,7 +34,7 @@ void add_label_options(CLI::App& b, build_command_options& o) {
     b.add_option("--mask-values", o.mask_values,
                  "color (mask colors through the dictionary) or index (pixel values are class ids: gray or palette "
                  "indices); auto: index when --classes gives ids (name,id)")
-        ->check(CLI::IsMember({"auto", "color", "index"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(mask_values_words)))->capture_default_str();
     b.add_option("--ignore-values", o.ignore_values, "Index masks: values that become the ignore value, e.g. 255 or 0,255");
 }
 }  // namespace
@@ -86,27 +87,27 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--image-col", o.image_col, "Image column: a header name or a 0-based index")->capture_default_str();
     b->add_option("--label-col", o.label_col, "Label column: a header name or a 0-based index")->capture_default_str();
     b->add_option("--task", o.task, "seg (label = mask image), cls (label = class id or name), or auto")
-        ->check(CLI::IsMember({"auto", "seg", "cls"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(task_words)))->capture_default_str();
     b->add_option("--classes", o.classes, "seg: class_dict.csv (name,r,g,b); cls: optional list of class names");
     b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L) or rgba")
-        ->check(CLI::IsMember({"rgb", "gray", "rgba"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(color_words)))->capture_default_str();
     b->add_option("--size", o.size, "Output size WxH, e.g. 512x512");
     b->add_option("--resize", o.resize, "none (crop or pad), stretch, shorter (cover, then crop) or fit (contain, then pad); default: none, or shorter with --size")
-        ->check(CLI::IsMember({"none", "stretch", "shorter", "fit"}));
+        ->check(CLI::IsMember(words_of(resize_words)));
     b->add_option("--crop", o.crop, "center, topleft or none: where the --size box is taken (or padding goes)")
-        ->check(CLI::IsMember({"center", "topleft", "none"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(crop_words)))->capture_default_str();
     b->add_option("--filter", o.filter, "Image resampling filter: area, bilinear or lanczos (antialiased); masks are always nearest")
-        ->check(CLI::IsMember({"area", "bilinear", "lanczos"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(filter_words)))->capture_default_str();
     b->add_option("--label-layout", o.label_layout, "Segmentation labels: onehot (HxWxC of 0/1) or index (HxW class ids)")
-        ->check(CLI::IsMember({"onehot", "index"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(label_layout_words)))->capture_default_str();
     b->add_option("--unknown-label", o.unknown_label, "A mask color not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
-        ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(unknown_label_words)))->capture_default_str();
     add_label_options(*b, o);
     b->add_option("--compression", o.compression,
                   "zstd (format 1.1: one frame per band of rows of image and label; raw where it is not smaller), "
                   "auto (zstd where it saves at least half of a record, else raw), zstd-record (format 1.0: one frame "
                   "per record, for 1.0 readers) or none")
-        ->check(CLI::IsMember({"zstd", "auto", "zstd-record", "none"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(compression_words)))->capture_default_str();
     b->add_option("--band-rows", o.band_rows, "Rows per zstd band frame (zstd, auto); 0 = about 256 KiB of image per band")
         ->check(CLI::Range(0, 65536))->capture_default_str();
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
@@ -114,7 +115,7 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_flag("--shuffle", o.shuffle, "Write records in a seeded random order instead of CSV order");
     b->add_option("--seed", o.seed, "Seed for --shuffle")->check(count_in_range(UINT64_MAX))->capture_default_str();
     b->add_option("--on-error", o.on_error, "A bad row: fail (stop, publish nothing) or skip (list it in rejected.csv)")
-        ->check(CLI::IsMember({"fail", "skip"}))->capture_default_str();
+        ->check(CLI::IsMember(words_of(on_error_words)))->capture_default_str();
     b->add_option("--max-errors", o.max_errors, "With --on-error skip: stop (publish nothing) once this many rows are rejected; 0 = no limit")
         ->check(count_in_range(std::uint64_t(INT64_MAX)))->capture_default_str();
     b->add_option("--threads", o.threads, "Worker threads; 0 = all cores (at most 4 x the cores are used)")
@@ -242,7 +243,7 @@ build_options to_build_options(const build_command_options& o) {
     b.input.header = o.header ? header_mode::present : o.no_header ? header_mode::absent : header_mode::detect;
     b.input.image_col = o.image_col;
     b.input.label_col = o.label_col;
-    b.input.task = o.task == "seg" ? task_kind::segmentation : o.task == "cls" ? task_kind::classification : task_kind::automatic;
+    b.input.task = value_of(task_words, o.task, "--task");
     b.input.classes_path = o.classes;
     if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
         throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
@@ -252,25 +253,21 @@ build_options to_build_options(const build_command_options& o) {
         b.input.files_left_out = listing.left_out.size();
     }
     b.out_dir = o.out;
-    b.color = o.color == "gray" ? pixel_layout::gray : o.color == "rgba" ? pixel_layout::rgba : pixel_layout::rgb;
+    b.color = value_of(color_words, o.color, "--color");
 
     if (!o.size.empty()) parse_wxh(o.size, b.geometry.width, b.geometry.height);
     const std::string resize = o.resize.empty() ? (o.size.empty() ? "none" : "shorter") : o.resize;
-    b.geometry.resize = resize == "stretch" ? resize_mode::stretch : resize == "shorter" ? resize_mode::shorter
-                      : resize == "fit" ? resize_mode::fit : resize_mode::none;
+    b.geometry.resize = value_of(resize_words, resize, "--resize");
     if (b.geometry.resize != resize_mode::none && o.size.empty())
         throw usage_error("--resize " + resize + " needs --size WxH");
-    b.geometry.crop = o.crop == "topleft" ? crop_mode::topleft : o.crop == "none" ? crop_mode::none : crop_mode::center;
-    b.geometry.filter = o.filter == "bilinear" ? resample_filter::bilinear : o.filter == "lanczos" ? resample_filter::lanczos
-                      : resample_filter::area;
-    b.label_layout = o.label_layout == "index" ? label_layout_option::index : label_layout_option::one_hot;
-    b.unknown_label = o.unknown_label == "ignore" ? unknown_color_policy::ignore : unknown_color_policy::error;
+    b.geometry.crop = value_of(crop_words, o.crop, "--crop");
+    b.geometry.filter = value_of(filter_words, o.filter, "--filter");
+    b.label_layout = value_of(label_layout_words, o.label_layout, "--label-layout");
+    b.unknown_label = value_of(unknown_label_words, o.unknown_label, "--unknown-label");
     b.color_tolerance = o.color_tolerance;
-    b.mask_values = o.mask_values == "index" ? mask_value_kind::index
-                  : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
+    b.mask_values = value_of(mask_values_words, o.mask_values, "--mask-values");
     b.ignore_values = parse_ignore_values(o.ignore_values);
-    b.codec = o.compression == "none" ? record_codec::none : o.compression == "auto" ? record_codec::automatic
-            : o.compression == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
+    b.codec = value_of(compression_words, o.compression, "--compression");
     b.band_rows = o.band_rows;
     if (o.band_rows && !uses_band_frames(b.codec)) throw usage_error("--band-rows needs --compression zstd or auto");
     b.level = o.level;
@@ -283,7 +280,7 @@ build_options to_build_options(const build_command_options& o) {
     check_record_fits(b);
     b.shuffle = o.shuffle;
     b.seed = o.seed;
-    b.on_error = o.on_error == "skip" ? error_policy::skip : error_policy::fail;
+    b.on_error = value_of(on_error_words, o.on_error, "--on-error");
     b.max_errors = o.max_errors;
     if (b.max_errors && b.on_error != error_policy::skip) throw usage_error("--max-errors needs --on-error skip");
     b.threads = o.threads;
@@ -351,7 +348,8 @@ int run_build_command(const build_command_options& o, bool progress) {
     const auto& t = r.totals;
     spdlog::info("{}: {} records ({} decoded, {} unchanged) in {} shard(s) ({} rewritten), {} bytes (ratio {:.2f}), "
                  "{} skipped{}, {:.2f} s, {:.1f} samples/s", b.out_dir, t.records, t.records - t.reused, t.reused,
-                 r.manifest.at("shards").as_array().size(), r.report.at("shards_written").as_u64(), manifest_bytes(r.manifest),
+                 r.report.at("shards_written").as_u64() + r.report.at("shards_reused").as_u64(), r.report.at("shards_written").as_u64(),
+                 r.report.at("bytes_out").as_u64(),
                  r.report.at("compression_ratio").as_double(), t.rejected.size(),
                  b.input.files_left_out ? ", " + std::to_string(b.input.files_left_out) + " file(s) of the folders left out (see above)"
                                         : std::string(), r.seconds,

@@ -452,11 +452,11 @@ merge_result merge_parts(const merge_options& o) {
     }
     r.manifest = writer->publish();
     held.clear();
-    r.shards = r.manifest.at("shards").as_array().size();
+    r.shards = writer->shards().size();
     r.shards_linked = writer->shards_linked();
     r.shards_copied = writer->shards_reused() - writer->shards_linked();
     r.shards_written = writer->shards_written();
-    for (const auto& s : r.manifest.at("shards").as_array()) r.bytes += s.at("bytes").as_u64();
+    r.bytes = writer->bytes();
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
     json report = json::object();

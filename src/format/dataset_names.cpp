@@ -36,6 +36,13 @@ bool is_shard_name(std::string_view name) {
     return true;
 }
 
+bool is_shard_table_name(std::string_view name) {
+    if (name.size() != 7 + 16 + 4 || !starts_with(name, "shards-") || !ends_with(name, ".spt")) return false;
+    for (char c : name.substr(7, 16))
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+    return true;
+}
+
 bool is_temporary_name(std::string_view name) {
     if (starts_with(name, ".tmp-")) {
         const std::string_view rest = name.substr(5);
@@ -45,6 +52,10 @@ bool is_temporary_name(std::string_view name) {
         if (what == "fingerprints.tsv") return true;
         return starts_with(what, "shard-") && ends_with(what, ".spk") && all_digits(what.substr(6, what.size() - 10));
     }
+    // A shard table written atomically: shards-<hash>.spt.tmp-P.
+    if (const auto at = name.find(".tmp-"); at != std::string_view::npos && is_shard_table_name(name.substr(0, at)) &&
+                                            all_digits(name.substr(at + 5)))
+        return true;
     for (std::string_view base : replaced) {
         if (starts_with(name, base) && name.substr(base.size(), 5) == ".tmp-" && all_digits(name.substr(base.size() + 5)))
             return true;

@@ -11,6 +11,7 @@
 #include <set>
 #include <string_view>
 #include <algorithm>
+#include <stdexcept>
 
 #include "errors.hpp"
 #include "format/dataset_names.hpp"
@@ -20,6 +21,7 @@
 
 #include "io/input_file.hpp"
 #include "io/output_file.hpp"
+#include "shardpack/detail/shard_table.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -136,6 +138,12 @@ dataset_writer::~dataset_writer() {
 
 std::uint64_t dataset_writer::shards_reused() const {
     return std::uint64_t(std::count_if(done_.begin(), done_.end(), [](const published_shard& s) { return s.reused; }));
+}
+
+std::uint64_t dataset_writer::bytes() const {
+    std::uint64_t n = 0;
+    for (const auto& s : done_) n += s.bytes;
+    return n;
 }
 
 std::uint64_t dataset_writer::shards_written() const { return done_.size() - shards_reused(); }
@@ -272,12 +280,22 @@ json dataset_writer::publish() {
     if (extent_.count() > 0 || done_.empty()) finish_shard();  // an empty dataset still has one shard, for the schema
 
     std::vector<unsigned char> shard_hashes;  // the content hash covers these, in order
+    // The shard list: in manifest.json (1.0, 1.1), or, for more than shard_table_above shards,
+    // in a binary shard table the manifest names (1.2, spec 13.8): one place, never both.
+    const bool with_table = done_.size() > opt_.shard_table_above;
     json shards = json::array();
+    std::vector<detail::shard_table_entry> table;
     std::set<std::string> named;  // by the new manifest
     for (const auto& s : done_) {
         named.insert(s.file);
         shard_hashes.resize(shard_hashes.size() + 8);
         detail::store_u64(shard_hashes.data() + shard_hashes.size() - 8, s.hash);
+        if (with_table) {
+            if (s.file != detail::shard_file_name(table.size(), s.hash))
+                throw std::logic_error("shard " + s.file + " is not named by its number and hash");
+            table.push_back({s.records, s.bytes, s.hash});
+            continue;
+        }
         json e = json::object();
         e.set("file", s.file);
         e.set("records", s.records);
@@ -285,6 +303,12 @@ json dataset_writer::publish() {
         e.set("bytes", s.bytes);
         e.set("xxh3", hex64(s.hash));
         shards.push(e);
+    }
+    std::string table_bytes, table_name;
+    if (with_table) {
+        table_bytes = detail::encode_shard_table(table);
+        table_name = detail::shard_table_file_name(XXH3_64bits(table_bytes.data(), table_bytes.size()));
+        named.insert(table_name);
     }
 
     // The ledger first: the shards about to be named and those of the current manifest, so
@@ -300,6 +324,9 @@ json dataset_writer::publish() {
     for (const auto& s : done_)
         if (s.in_partial) partial_->rename(s.file, *folder_, s.file);
     folder_->sync();
+    // The table under its content-addressed name (a new name: no reader of the current manifest
+    // reads it), durable before the manifest that names it.
+    if (with_table) folder_->write_atomically(table_name, table_bytes);
 
     // The fingerprints under a temporary name first, their digest for a part's manifest; the
     // rename after the manifest's (see below).
@@ -329,12 +356,22 @@ json dataset_writer::publish() {
     json m = json::object();
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
-                                std::to_string(opt_.uses_bands ? detail::version_minor : detail::version_minor_plain));
+                                std::to_string(with_table       ? detail::version_minor_shard_table
+                                               : opt_.uses_bands ? detail::version_minor
+                                                                 : detail::version_minor_plain));
     m.set("records", records_);
     m.set("content_hash", content_hash);
     m.set("schema", schema_to_json(opt_.schema));
     m.set("classes", classes_to_json(opt_.classes));
-    m.set("shards", shards);
+    if (with_table) {
+        json t = json::object();
+        t.set("file", table_name);
+        t.set("bytes", std::uint64_t(table_bytes.size()));
+        t.set("xxh3", hex64(XXH3_64bits(table_bytes.data(), table_bytes.size())));
+        m.set("shard_table", t);
+    } else {
+        m.set("shards", shards);
+    }
     m.set("input_digest", opt_.input_digest);
     m.set("build", opt_.build);
     json tool = json::object();

@@ -52,6 +52,11 @@ struct dataset_writer_options {
     std::string options_digest = "none";              // what shapes record bytes; keys fingerprints
     std::vector<extra_section> extra_sections;        // for forward-compatibility tests
     detail::json partition;                           // `build --partition`: the manifest's "partition" member; null: none
+    // With more shards than this, the shard list goes into a binary shard table (format 1.2,
+    // spec 13.8) instead of manifest.json: a JSON list of 4096 shards is ~0.7 MB and parses in
+    // tens of milliseconds in every reader process, 400,000 would be ~71 MB. Smaller datasets
+    // keep the JSON list, which 1.0 and 1.1 readers read. Tests set 0 (always a table).
+    std::size_t shard_table_above = 4096;
     // How a shard taken over unchanged comes into the folder. `move` (a build): it is a previous
     // build's file in this folder, renamed. `link` (a merge, whose sources are other datasets'
     // shards): hard-linked, or copied where a link cannot be made (another file system);
@@ -88,6 +93,9 @@ public:
     std::uint64_t shards_reused() const;
     std::uint64_t shards_written() const;
     std::uint64_t shards_linked() const { return shards_linked_; }  // adopt_mode::link: taken by hard link
+    // After publish(): the shards of the dataset, in order (manifest.json may not list them).
+    const std::vector<published_shard>& shards() const { return done_; }
+    std::uint64_t bytes() const;  // their total size
 
     detail::json publish();
     // Removes the shard being written (finished shards stay for a resumed build).

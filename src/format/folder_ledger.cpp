@@ -23,8 +23,8 @@ std::optional<folder_ledger> folder_ledger::parse(const std::string& text) {
         const auto tab = line.find('\t');
         if (tab == std::string::npos) return std::nullopt;
         const std::string what = line.substr(0, tab), name = line.substr(tab + 1);
-        // Only shard names: a ledger can never make a build remove anything else.
-        if (!is_shard_name(name)) return std::nullopt;
+        // Only shard and shard table names: a ledger can never make a build remove anything else.
+        if (!is_shard_name(name) && !is_shard_table_name(name)) return std::nullopt;
         if (what == "retained") l.retained.insert(name);
         else if (what == "pending") l.pending.insert(name);
         else return std::nullopt;

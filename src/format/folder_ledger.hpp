@@ -5,6 +5,7 @@
 //   #shardpack-folder<TAB>1
 //   retained<TAB>shard-...spk    named by an earlier manifest; kept for readers that read it
 //   pending<TAB>shard-...spk     moved in by a publish that may not have completed
+//   (shard tables, shards-<hash>.spt, are listed the same way as shards)
 //
 // A build removes a shard only when this ledger or a manifest it wrote names it, and only when
 // neither the current manifest nor the new one does: so the shards of the manifest before the

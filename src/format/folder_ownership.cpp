@@ -12,6 +12,7 @@
 #include "io/output_folder.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
+#include "shardpack/detail/shard_table.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
@@ -63,12 +64,29 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
             dot <= 5 && s.version.size() - dot - 1 <= 5) {
             const unsigned long major = std::stoul(s.version.substr(0, dot));
             const unsigned long minor = std::stoul(s.version.substr(dot + 1));
-            s.version_known = major == detail::version_major && minor <= detail::version_minor;
+            s.version_known = major == detail::version_major && minor <= detail::version_minor_shard_table;
         }
         if (const detail::json* shards = m.find("shards"); shards && shards->is_array()) {
             for (const auto& e : shards->as_array()) {
                 const detail::json* file = e.is_object() ? e.find("file") : nullptr;
                 if (file && file->is_string() && is_shard_name(file->as_string())) s.shards.push_back(file->as_string());
+            }
+        }
+        // Format 1.2: the shard table file, and the shards it lists (named by number and hash).
+        if (const detail::json* t = m.find("shard_table"); t && t->is_object()) {
+            const detail::json* file = t->find("file");
+            if (file && file->is_string() && is_shard_table_name(file->as_string())) {
+                s.shards.push_back(file->as_string());
+                if (const auto bytes = folder.read_small(file->as_string(), detail::shard_table_max_bytes)) {
+                    try {
+                        const auto entries = detail::decode_shard_table(
+                            reinterpret_cast<const unsigned char*>(bytes->data()), bytes->size());
+                        for (std::size_t k = 0; k < entries.size(); ++k)
+                            s.shards.push_back(detail::shard_file_name(k, entries[k].hash));
+                    } catch (const std::exception&) {
+                        // A damaged table: its shards stay listed only by the ledger.
+                    }
+                }
             }
         }
     } catch (const std::exception&) {

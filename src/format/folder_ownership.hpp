@@ -21,7 +21,7 @@ struct manifest_summary {
     bool is_shardpack = false;       // a JSON object with "format": "shardpack"
     std::string version;             // its format_version, as written
     bool version_known = false;      // a MAJOR.MINOR this writer writes or an older minor of it
-    std::vector<std::string> shards; // the shard names it lists (only well-formed shard names)
+    std::vector<std::string> shards; // the shard names it lists (only well-formed names), and its shard table's (1.2)
 };
 // Nothing when there is no manifest.json, or it is a link, not a regular file, or not JSON.
 std::optional<manifest_summary> read_manifest_summary(const output_folder& folder);

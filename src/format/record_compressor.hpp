@@ -31,15 +31,6 @@ inline constexpr std::uint64_t default_band_bytes = 256 * 1024;
 // True when a writer with this codec declares the band-frame feature (and format 1.1).
 inline bool uses_band_frames(record_codec c) { return c == record_codec::zstd || c == record_codec::automatic; }
 inline bool uses_record_frames(record_codec c) { return c == record_codec::zstd_record; }
-inline const char* compression_name(record_codec c) {
-    switch (c) {
-        case record_codec::zstd: return "zstd";
-        case record_codec::zstd_record: return "zstd-record";
-        case record_codec::none: return "none";
-        case record_codec::automatic: return "auto";
-    }
-    return "?";
-}
 
 class record_compressor {
 public:

@@ -183,14 +183,14 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         return r;
     }
     const auto& manifest = ds.manifest();
-    const auto& listed = manifest.at("shards").as_array();
+    const std::string table_file = ds.shard_table_file();  // format 1.2; the reader checked its hash
 
     // The folder must hold exactly the shards the manifest names, besides those shardpack's
     // ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
     // that read it, and those a publish moved in before it was interrupted. Both are warnings.
     // An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
     std::set<std::string> names;
-    for (const auto& s : listed) names.insert(s.at("file").as_string());
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) names.insert(ds.shard_name(k));
     std::vector<std::pair<std::string, std::string>> entries;  // name, local path ("" remotely)
     folder_ledger ledger;
     if (remote::is_s3_url(dir)) {
@@ -227,6 +227,11 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
                                      "ledger lists it, so no build removes it");
             else
                 problem(dir + ": extra shard " + name + " is not named by the manifest, and its bytes do not hash to its name");
+        } else if (is_shard_table_name(name) && name != table_file) {
+            r.warnings.push_back(dir + ": shard table " + name + " is not named by the manifest" +
+                                 (ledger.retained.count(name) || ledger.pending.count(name)
+                                      ? " (kept from an earlier build; the next build removes it)"
+                                      : " nor by the ledger; no build removes it"));
         } else if (is_temporary_name(name))
             r.warnings.push_back(dir + ": leftover temporary file " + name + " (an interrupted build)");
     }
@@ -263,12 +268,17 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         }
         // The reader does not use these members; a manifest without them is damage to report,
         // not a reason to stop checking the records.
-        if (const std::string* want = manifest_string(listed[k], "xxh3", dir + ": manifest.json: shard " + shard.name(), problem)) {
-            if (hex64(h) != *want)
-                problem(dir + ": " + shard.name() + ": file hash " + hex64(h) + " differs from the manifest's " + *want);
-            char expected_name[64];
-            std::snprintf(expected_name, sizeof expected_name, "shard-%05zu-%s.spk", k, want->c_str());
-            if (shard.name() != expected_name) problem(dir + ": " + shard.name() + ": name does not match its number and hash");
+        std::uint64_t listed_hash = 0;
+        std::string why;
+        if (ds.listed_shard_hash(k, listed_hash, &why)) {
+            const std::string want = hex64(listed_hash);
+            if (h != listed_hash)
+                problem(dir + ": " + shard.name() + ": file hash " + hex64(h) + " differs from the " +
+                        (table_file.empty() ? "manifest's " : "shard table's ") + want);
+            if (shard.name() != detail::shard_file_name(k, listed_hash))
+                problem(dir + ": " + shard.name() + ": name does not match its number and hash");
+        } else {
+            problem(dir + ": manifest.json: shard " + shard.name() + ": " + why);
         }
         shard_hashes.resize(shard_hashes.size() + 8);
         detail::store_u64(shard_hashes.data() + shard_hashes.size() - 8, h);

@@ -21,6 +21,7 @@
 #include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/file_loader.hpp"
+#include "pipeline/option_names.hpp"
 #include "pipeline/library_versions.hpp"
 #include "pipeline/memory_budget.hpp"
 #include "pipeline/previous_build.hpp"
@@ -36,20 +37,6 @@ std::atomic<int> build_interrupt_signal{0};
 
 namespace {
 
-const char* name_of(resize_mode m) {
-    switch (m) {
-        case resize_mode::none: return "none";
-        case resize_mode::stretch: return "stretch";
-        case resize_mode::shorter: return "shorter";
-        case resize_mode::fit: return "fit";
-    }
-    return "?";
-}
-const char* name_of(crop_mode m) { return m == crop_mode::center ? "center" : m == crop_mode::topleft ? "topleft" : "none"; }
-const char* name_of(resample_filter f) {
-    return f == resample_filter::area ? "area" : f == resample_filter::bilinear ? "bilinear" : "lanczos";
-}
-const char* name_of(pixel_layout p) { return p == pixel_layout::gray ? "gray" : p == pixel_layout::rgb ? "rgb" : "rgba"; }
 
 // A single status line on a terminal: rows done, rate, ETA. Updated at most 4 times a second.
 class progress_line {
@@ -113,7 +100,7 @@ json rejected_rows_json(const std::vector<rejected_row>& rows) {
 
 json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
                  const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused,
-                 bool index_masks) {
+                 bool index_masks, std::uint64_t bytes_out) {
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
@@ -131,7 +118,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
     r.set("bytes_in", t.bytes_in);
     r.set("bytes_decoded", t.decoded_bytes);
     r.set("bytes_stored", t.stored_bytes);
-    r.set("bytes_out", manifest_bytes(manifest));
+    r.set("bytes_out", bytes_out);
     r.set("compression_ratio", t.stored_bytes ? double(t.decoded_bytes) / double(t.stored_bytes) : 1.0);
     const bool seg = input.task == task_kind::segmentation;
     std::uint64_t total = 0;
@@ -165,18 +152,18 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
                                   const std::vector<detail::class_record>& classes, const json& libraries,
                                   const char* mask_values, const std::vector<class_entry>& table) {
     json d = json::object();
-    d.set("color", name_of(o.color));
+    d.set("color", word_of(color_words, o.color));
     d.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
-    d.set("resize", name_of(o.geometry.resize));
-    d.set("crop", name_of(o.geometry.crop));
-    d.set("filter", name_of(o.geometry.filter));
-    d.set("unknown_label", o.unknown_label == unknown_color_policy::error ? "error" : "ignore");
+    d.set("resize", word_of(resize_words, o.geometry.resize));
+    d.set("crop", word_of(crop_words, o.geometry.crop));
+    d.set("filter", word_of(filter_words, o.geometry.filter));
+    d.set("unknown_label", word_of(unknown_label_words, o.unknown_label));
     d.set("mask_values", mask_values);
     d.set("color_tolerance", o.color_tolerance);
     json ignored = json::array();
     for (auto v : o.ignore_values) ignored.push(unsigned(v));
     d.set("ignore_values", ignored);
-    d.set("compression", compression_name(o.codec));
+    d.set("compression", word_of(compression_words, o.codec));
     d.set("level", o.level);
     d.set("band_rows", std::uint64_t(o.band_rows));
     d.set("tool", SHARDPACK_VERSION);
@@ -256,26 +243,20 @@ json partition_json(const partition_spec& part, const row_slice& slice, std::uin
     return p;
 }
 
-std::uint64_t manifest_bytes(const json& manifest) {
-    std::uint64_t n = 0;
-    for (const auto& s : manifest.at("shards").as_array()) n += s.at("bytes").as_u64();
-    return n;
-}
-
 json effective_options_json(const build_options& o, task_kind task) {
     json b = json::object();
-    b.set("task", task == task_kind::segmentation ? "seg" : "cls");
-    b.set("color", name_of(o.color));
+    b.set("task", word_of(task_words, task));
+    b.set("color", word_of(color_words, o.color));
     if (o.geometry.width) b.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
     else b.set("size", nullptr);
-    b.set("resize", name_of(o.geometry.resize));
-    b.set("crop", name_of(o.geometry.crop));
-    b.set("filter", name_of(o.geometry.filter));
+    b.set("resize", word_of(resize_words, o.geometry.resize));
+    b.set("crop", word_of(crop_words, o.geometry.crop));
+    b.set("filter", word_of(filter_words, o.geometry.filter));
     if (task == task_kind::segmentation) {
-        b.set("label_layout", o.label_layout == label_layout_option::one_hot ? "onehot" : "index");
-        b.set("unknown_label", o.unknown_label == unknown_color_policy::error ? "error" : "ignore");
+        b.set("label_layout", word_of(label_layout_words, o.label_layout));
+        b.set("unknown_label", word_of(unknown_label_words, o.unknown_label));
     }
-    b.set("compression", compression_name(o.codec));
+    b.set("compression", word_of(compression_words, o.codec));
     b.set("level", o.level);
     if (uses_band_frames(o.codec)) {
         if (o.band_rows) b.set("band_rows", std::uint64_t(o.band_rows));
@@ -284,7 +265,7 @@ json effective_options_json(const build_options& o, task_kind task) {
     b.set("shard_size", o.shard_size);
     b.set("shuffle", o.shuffle);
     b.set("seed", o.seed);
-    b.set("on_error", o.on_error == error_policy::fail ? "fail" : "skip");
+    b.set("on_error", word_of(on_error_words, o.on_error));
     b.set("image_col", o.input.image_col);
     b.set("label_col", o.input.label_col);
     return b;
@@ -325,7 +306,7 @@ build_result run_build(const build_options& options) {
     wo.build = effective_options_json(options, input.task);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);
-    const char* mask_values_name = index_masks ? "index" : "color";
+    const char* mask_values_name = word_of(mask_values_words, mask_values);
     if (input.task == task_kind::segmentation) {
         wo.build.set("mask_values", mask_values_name);
         if (!index_masks) wo.build.set("color_tolerance", options.color_tolerance);
@@ -463,7 +444,7 @@ build_result run_build(const build_options& options) {
     result.totals = sink.totals();
     result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
-                                writer.shards_written(), writer.shards_reused(), index_masks);
+                                writer.shards_written(), writer.shards_reused(), index_masks, writer.bytes());
     if (!id_changes.empty()) {
         json warnings = result.report.at("warnings");
         for (const auto& w : id_changes) warnings.push(w);

@@ -40,7 +40,4 @@ detail::json partition_json(const partition_spec& part, const row_slice& slice, 
                             const detail::json& build, const std::string& record_options_digest);
 std::string partition_options_digest(const detail::json& build, const std::string& record_options_digest);
 
-// The total size of the shards a manifest lists.
-std::uint64_t manifest_bytes(const detail::json& manifest);
-
 }  // namespace shardpack

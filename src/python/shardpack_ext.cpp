@@ -910,7 +910,7 @@ NB_MODULE(_shardpack, m) {
         }
     });
 
-    m.def("_interpreter_exiting", &interpreter_exiting,
+    m.def("interpreter_exiting", &interpreter_exiting,
           "For atexit only: threads coming back from a read from now on wait for the process's end.");
     m.def("_set_allocation", [](const std::string& how) {
         if (how == "pool") fresh_allocation = allocation::pool;

@@ -9,6 +9,7 @@
 #include "inspect/dataset_verifier.hpp"
 #include "io/input_file.hpp"
 #include "shardpack/detail/error.hpp"
+#include "shardpack/detail/shard_table.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack::remote {
@@ -18,6 +19,18 @@ namespace {
 constexpr std::uint64_t ledger_max_bytes = std::uint64_t(64) << 20;
 
 std::vector<unsigned char> bytes_of(const std::string& s) { return {s.begin(), s.end()}; }
+
+// The shards a binary shard table (format 1.2) lists: name and size, in order.
+std::vector<std::pair<std::string, std::uint64_t>> table_files(const std::string& bytes, const std::string& where) {
+    std::vector<std::pair<std::string, std::uint64_t>> out;
+    try {
+        const auto entries = detail::decode_shard_table(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+        for (std::size_t k = 0; k < entries.size(); ++k) out.emplace_back(detail::shard_file_name(k, entries[k].hash), entries[k].bytes);
+    } catch (const error& e) {
+        throw error(where + ": " + e.what());
+    }
+    return out;
+}
 
 }  // namespace
 
@@ -62,13 +75,28 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
     r.records = manifest.at("records").as_u64();
     std::map<std::string, std::uint64_t> local;  // name -> bytes
     std::vector<std::string> order;
-    for (const auto& s : manifest.at("shards").as_array()) {
-        const std::string& name = s.at("file").as_string();
-        if (!is_shard_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard name");
-        local[name] = s.at("bytes").as_u64();
+    if (const detail::json* table = manifest.find("shard_table")) {
+        // Format 1.2: the shards listed in the binary shard table, which is pushed like a shard
+        // (before the manifest that names it).
+        const std::string& name = table->at("file").as_string();
+        if (!is_shard_table_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard table name");
+        const std::string bytes = input_file(dir + "/" + name).read_all(detail::shard_table_max_bytes);
+        for (const auto& [shard, size] : table_files(bytes, dir + "/" + name)) {
+            local[shard] = size;
+            order.push_back(shard);
+        }
+        r.shards = order.size();
+        local[name] = bytes.size();
         order.push_back(name);
+    } else {
+        for (const auto& s : manifest.at("shards").as_array()) {
+            const std::string& name = s.at("file").as_string();
+            if (!is_shard_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard name");
+            local[name] = s.at("bytes").as_u64();
+            order.push_back(name);
+        }
+        r.shards = order.size();
     }
-    r.shards = order.size();
 
     // 2. What the prefix holds.
     bool found = false;
@@ -78,9 +106,20 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
     if (found) {
         try {
             const detail::json old = detail::json::parse(old_text, detail::manifest_max_values);
-            for (const auto& s : old.at("shards").as_array()) {
-                const std::string& name = s.at("file").as_string();
-                if (is_shard_name(name)) old_names.insert(name);
+            if (const detail::json* table = old.find("shard_table")) {
+                const std::string& name = table->at("file").as_string();
+                if (!is_shard_table_name(name)) throw error("\"" + name + "\" is not a shard table name");
+                bool table_found = false;
+                const auto bytes = client.get_object(where.bucket, where.key(name), detail::shard_table_max_bytes, &table_found);
+                if (!table_found) throw error(where.url(name) + ": no such object");
+                old_names.insert(name);
+                for (const auto& entry : table_files(std::string(bytes.begin(), bytes.end()), where.url(name)))
+                    old_names.insert(entry.first);
+            } else {
+                for (const auto& s : old.at("shards").as_array()) {
+                    const std::string& name = s.at("file").as_string();
+                    if (is_shard_name(name)) old_names.insert(name);
+                }
             }
         } catch (const error& e) {
             throw error(where.url(manifest_file_name) + ": not a shardpack manifest (" + e.what() +

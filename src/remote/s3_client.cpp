@@ -1003,7 +1003,9 @@ std::shared_ptr<s3_client> shared_client() {
         if (have.endpoint != want.endpoint || have.region != want.region || have.access_key != want.access_key ||
             have.secret_key != want.secret_key || have.session_token != want.session_token ||
             have.max_attempts != want.max_attempts || have.deadline_ms != want.deadline_ms ||
-            have.attempt_timeout_ms != want.attempt_timeout_ms || have.max_connections != want.max_connections)
+            have.attempt_timeout_ms != want.attempt_timeout_ms || have.max_connections != want.max_connections ||
+            have.hedge_percentile != want.hedge_percentile || have.hedge_min_ms != want.hedge_min_ms ||
+            have.hedge_budget != want.hedge_budget)
             client.reset();
     }
     if (!client) client = std::make_shared<s3_client>(std::move(want));

@@ -110,10 +110,14 @@ remote_options remote_options::from_environment() {
 
 class s3_source;
 
+// What a GET fetched for: a shard's head or tail at open (released once the open parsed it),
+// a small shard whole at open (its records are read from it too), or records.
+enum class chunk_kind { metadata, whole_shard, records };
+
 struct chunk {
     std::uint64_t offset = 0, length = 0;
     s3_pending pending;  // reset when evicted
-    bool metadata = false;
+    chunk_kind kind = chunk_kind::records;
 };
 
 struct s3_storage::impl {
@@ -123,12 +127,13 @@ struct s3_storage::impl {
     std::string meta_dir, shard_dir;  // empty: no disk cache
 
     mutable std::mutex m;
-    std::map<std::string, std::uint64_t> sizes;                 // from the last manifest read
-    std::map<std::string, std::shared_ptr<s3_source>> preopened;  // metadata prefetched, not yet opened
-    std::vector<std::pair<std::string, std::uint64_t>> order;     // the manifest's shards, in order
-    std::size_t next_meta = 0, opened = 0;                        // metadata prefetched up to; shards opened
-    static constexpr std::size_t meta_lookahead = 128;           // shards whose heads are fetched ahead of open
-    std::deque<std::shared_ptr<chunk>> fifo;                    // every chunk holding memory, oldest first
+    std::map<std::string, std::uint64_t> sizes;  // from the last manifest read
+    // Shards announced by will_open, their GETs in flight, not opened yet (at most
+    // max_preopened: the oldest announcements are dropped first).
+    std::map<std::string, std::shared_ptr<s3_source>> preopened;
+    std::deque<std::string> preopened_order;
+    static constexpr std::size_t max_preopened = 4096;
+    std::deque<std::shared_ptr<chunk>> fifo;  // every chunk holding memory, oldest first
     std::uint64_t held = 0;
     remote_stats stats;
     std::mutex shard_cache_m;  // one whole-shard download or eviction at a time
@@ -214,7 +219,7 @@ public:
         const auto body = st_->client->get_range(st_->where.bucket, key_, offset, length, size_);
         {
             std::lock_guard<std::mutex> lock(st_->m);
-            if (meta) ++st_->stats.metadata_gets;
+            if (meta) ++st_->stats.metadata_gets, st_->stats.metadata_bytes += length;
             else ++st_->stats.range_gets, st_->stats.range_bytes += length;
         }
         std::memcpy(dst, body.data(), length);
@@ -267,7 +272,10 @@ public:
                     continue;
                 }
             }
-            gets.push_back({r.offset, end - r.offset});
+            // A range longer than max_request (a whole window of blocks in one shard) is
+            // fetched as several GETs of max_request bytes, concurrently.
+            for (std::uint64_t at = r.offset; at < end; at += st_->opts.max_request)
+                gets.push_back({at, std::min(st_->opts.max_request, end - at)});
         }
         std::lock_guard<std::mutex> lock(st_->m);
         for (const byte_range& g : gets) {
@@ -275,19 +283,33 @@ public:
             for (const auto& c : chunks_)
                 if (c->pending.valid() && g.offset >= c->offset && g.offset + g.length <= c->offset + c->length) covered = true;
             if (covered) continue;
-            add_chunk(g.offset, g.length, false);
+            add_chunk(g.offset, g.length, chunk_kind::records);
         }
     }
 
-    // Metadata GETs (head and tail) at manifest time, unless the disk cache has them.
-    void prefetch_metadata(std::uint64_t speculative) {
+    // Starts the GETs an open will read (once per source): nothing when the disk cache holds
+    // the head and the tail; a shard small enough that its record area would be merged into
+    // one request with them (at most 2 * speculative + merge_gap bytes) in one GET, whole, its
+    // records then read from it too; else its head and its tail, at once.
+    void start_open(std::uint64_t speculative) const {
         const std::uint64_t n = std::min(speculative, size_);
         if (n == 0) return;
-        std::vector<unsigned char> probe;
         std::lock_guard<std::mutex> lock(st_->m);
-        for (std::uint64_t off : {std::uint64_t(0), size_ - n}) {
-            if (!cache_path(off, n).empty() && ::access(cache_path(off, n).c_str(), R_OK) == 0) continue;
-            add_chunk(off, n, true);
+        if (open_started_) return;
+        open_started_ = true;
+        bool cached[2] = {false, false};
+        const std::uint64_t at[2] = {0, size_ - n};
+        for (int i = 0; i < 2; ++i) {
+            const std::string path = cache_path(at[i], n);
+            cached[i] = !path.empty() && ::access(path.c_str(), R_OK) == 0;
+        }
+        if (cached[0] && cached[1]) return;
+        if (!whole_shard_wanted() && size_ <= 2 * speculative + st_->opts.merge_gap) {
+            add_chunk(0, size_, chunk_kind::whole_shard);
+            return;
+        }
+        for (int i = 0; i < 2; ++i) {
+            if (!cached[i]) add_chunk(at[i], n, chunk_kind::metadata);
             if (n == size_) break;
         }
     }
@@ -298,6 +320,7 @@ private:
     std::uint64_t size_;
     mutable std::vector<std::shared_ptr<chunk>> chunks_;  // guarded by st_->m
     mutable std::uint64_t index_offset_ = UINT64_MAX;      // from the trailer, once seen (guarded by st_->m)
+    mutable bool open_started_ = false;                    // start_open ran (guarded by st_->m)
     // Whole-shard cache (guarded by dl_m_):
     mutable std::mutex dl_m_;
     mutable std::vector<s3_pending> parts_;
@@ -309,7 +332,7 @@ private:
     void release_metadata_chunks(const std::vector<std::shared_ptr<chunk>>& used) const {
         std::lock_guard<std::mutex> lock(st_->m);
         for (auto& c : used)
-            if (c->metadata && c->pending.valid()) {
+            if (c->kind == chunk_kind::metadata && c->pending.valid()) {
                 c->pending = s3_pending();
                 st_->held -= std::min(st_->held, c->length);
                 c->length = 0;
@@ -317,14 +340,16 @@ private:
     }
 
     // Caller holds st_->m.
-    void add_chunk(std::uint64_t off, std::uint64_t len, bool metadata) const {
+    void add_chunk(std::uint64_t off, std::uint64_t len, chunk_kind kind) const {
         auto c = std::make_shared<chunk>();
         c->offset = off;
         c->length = len;
-        c->metadata = metadata;
+        c->kind = kind;
         c->pending = st_->client->get_range_async(st_->where.bucket, key_, off, len, size_);
-        if (metadata) ++st_->stats.metadata_gets;
-        else ++st_->stats.range_gets, st_->stats.range_bytes += len;
+        remote_stats& s = st_->stats;
+        if (kind == chunk_kind::metadata) ++s.metadata_gets, s.metadata_bytes += len;
+        else if (kind == chunk_kind::whole_shard) ++s.shard_gets, s.shard_get_bytes += len;
+        else ++s.range_gets, s.range_bytes += len;
         chunks_.push_back(c);
         st_->account(c);
     }
@@ -511,20 +536,32 @@ s3_storage::~s3_storage() {
     impl_->preopened.clear();  // they hold the impl
 }
 
-// The heads and tails of the next shards in manifest order, at most meta_lookahead shards ahead
-// of those opened: all in flight at once, without holding the heads of thousands of shards.
-void s3_storage::pump_metadata() const {
-    std::vector<std::shared_ptr<s3_source>> todo;
+// What shard_file reads first from the head and from the tail of an unmapped source
+// (include/shardpack/detail/shard_file.hpp: speculative_read): the disk cache and the GETs
+// started ahead of an open are for those exact ranges.
+constexpr std::uint64_t open_read_bytes = 64 * 1024;
+
+bool s3_storage::opens_shards_lazily() const { return true; }
+
+void s3_storage::will_open(const std::string* names, std::size_t count) const {
+    std::vector<std::shared_ptr<s3_source>> started;
     {
         std::lock_guard<std::mutex> lock(impl_->m);
-        while (impl_->next_meta < impl_->order.size() && impl_->next_meta < impl_->opened + impl::meta_lookahead) {
-            const auto& [file, bytes] = impl_->order[impl_->next_meta++];
-            auto src = std::make_shared<s3_source>(impl_, file, bytes);
-            impl_->preopened[file] = src;
-            todo.push_back(src);
+        for (std::size_t i = 0; i < count; ++i) {
+            if (impl_->preopened.count(names[i])) continue;
+            const auto size = impl_->sizes.find(names[i]);
+            if (size == impl_->sizes.end() || size->second == 0) continue;  // open() asks the server
+            auto src = std::make_shared<s3_source>(impl_, names[i], size->second);
+            impl_->preopened[names[i]] = src;
+            impl_->preopened_order.push_back(names[i]);
+            started.push_back(std::move(src));
+        }
+        while (impl_->preopened_order.size() > impl::max_preopened) {
+            impl_->preopened.erase(impl_->preopened_order.front());
+            impl_->preopened_order.pop_front();
         }
     }
-    for (auto& src : todo) src->prefetch_metadata(64 * 1024);
+    for (const auto& src : started) src->start_open(open_read_bytes);
 }
 
 std::string s3_storage::read_small_file(const std::string& name, std::uint64_t max_bytes) const {
@@ -533,27 +570,30 @@ std::string s3_storage::read_small_file(const std::string& name, std::uint64_t m
     body = impl_->client->get_object(impl_->where.bucket, impl_->where.key(name), max_bytes, &found);
     if (!found) throw error(impl_->where.url(name) + ": no such object");
     std::string text(body.begin(), body.end());
-    if (name != manifest_file_name) return text;
-    // The shards' sizes, so that opening one needs no request; and their heads and tails,
-    // fetched now, all at once, unless the disk cache holds them.
+    const bool table = name.size() > 4 && name.compare(name.size() - 4, 4, ".spt") == 0;  // format 1.2's shard table
+    if (name != manifest_file_name && !table) return text;
+    // The shards' sizes, so that opening one needs no HEAD request, from the manifest's
+    // "shards" or from the binary shard table the reader asks for next when the manifest names
+    // one. (Nothing of the shards is fetched now: each is opened when first read, see will_open.)
     try {
-        const detail::json m = detail::json::parse(text, detail::manifest_max_values);
-        const auto& list = m.at("shards").as_array();
+        std::vector<std::pair<std::string, std::uint64_t>> files;
+        if (table) {
+            const auto entries = detail::decode_shard_table(reinterpret_cast<const unsigned char*>(text.data()), text.size());
+            for (std::size_t k = 0; k < entries.size(); ++k)
+                files.emplace_back(detail::shard_file_name(k, entries[k].hash), entries[k].bytes);
+        } else {
+            const detail::json m = detail::json::parse(text, detail::manifest_max_values);
+            if (m.find("shard_table")) return text;
+            for (const auto& e : m.at("shards").as_array()) files.emplace_back(e.at("file").as_string(), e.at("bytes").as_u64());
+        }
         std::lock_guard<std::mutex> lock(impl_->m);
         impl_->sizes.clear();
         impl_->preopened.clear();
-        impl_->order.clear();
-        impl_->next_meta = impl_->opened = 0;
-        for (const auto& e : list) {
-            const std::string& file = e.at("file").as_string();
-            impl_->sizes[file] = e.at("bytes").as_u64();
-            if (!file.empty() && file.find('/') == std::string::npos && file[0] != '.')
-                impl_->order.push_back({file, e.at("bytes").as_u64()});
-        }
+        impl_->preopened_order.clear();
+        for (const auto& [file, bytes] : files) impl_->sizes[file] = bytes;
     } catch (const error&) {
         return text;  // the reader reports what is wrong with it
     }
-    pump_metadata();
     return text;
 }
 
@@ -561,14 +601,11 @@ std::shared_ptr<byte_source> s3_storage::open(const std::string& name) const {
     std::uint64_t size = 0;
     {
         std::lock_guard<std::mutex> lock(impl_->m);
-        ++impl_->opened;
         const auto it = impl_->preopened.find(name);
         if (it != impl_->preopened.end()) {
             auto src = it->second;
             impl_->preopened.erase(it);
-            impl_->m.unlock();
-            pump_metadata();  // keep the heads of the next shards in flight
-            impl_->m.lock();
+            impl_->preopened_order.erase(std::find(impl_->preopened_order.begin(), impl_->preopened_order.end(), name));
             return src;
         }
         const auto s = impl_->sizes.find(name);
@@ -580,7 +617,10 @@ std::shared_ptr<byte_source> s3_storage::open(const std::string& name) const {
         if (!found) throw error(impl_->where.url(name) + ": no such object");
         size = info.size;
     }
-    return std::make_shared<s3_source>(impl_, name, size);
+    // The head and the tail (or the whole small shard) at once, rather than one after the other.
+    auto src = std::make_shared<s3_source>(impl_, name, size);
+    src->start_open(open_read_bytes);
+    return src;
 }
 
 std::string s3_storage::version_of(const std::string& name) const {

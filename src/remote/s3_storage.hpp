@@ -5,17 +5,28 @@
 //   auto ds = shardpack::dataset::open("s3://bucket/datasets/train");   // or:
 //   shardpack::open_options o; o.storage = shardpack::remote::open_s3_storage(url, ropts);
 //
+// How a dataset is opened: one GET of manifest.json (the shards' names and sizes) and the
+// opening of shard 0 (its schema). Every other shard is opened when first read
+// (opens_shards_lazily): read_batch and dataset::prefetch announce the shards a batch needs
+// (will_open), whose GETs then all run at once: a small shard (at most 2 x 64 KiB + merge_gap
+// bytes) is fetched whole by one GET, its records read from it too; a larger one by two, its
+// head and its tail (header, trailer and index); nothing when the disk cache holds them.
+//
 // How a batch is read: the reader announces each shard's byte ranges before reading
-// (byte_source::prefetch). Ranges of one shard that lie within merge_gap bytes of each other
-// are fetched by one ranged GET of at most max_request bytes; all of a batch's GETs run at once
-// (the client's connection limit). Reads then copy from those buffers. Every GET is checked
-// (status, Content-Range, length) by the client and every record by its XXH3 checksum by the
-// reader, so a wrong byte from the server or a proxy is an error, never data.
+// (byte_source::prefetch): a batch's records, or, ahead of use, the whole blocks of the
+// locality-aware order (shardpack::block_read_ahead in order.hpp; the torch Loader does the
+// same). Ranges of one shard that lie within merge_gap bytes of each other are fetched by one
+// ranged GET of at most max_request bytes (a longer range by several); all run at once (the
+// client's connection limit). Reads then copy from those buffers, which are kept, oldest
+// dropped first, up to buffer_bytes. Every GET is checked (status, Content-Range, length) by
+// the client and every record by its XXH3 checksum by the reader (the head and index by the
+// shard's checksum), so a wrong byte from the server or a proxy is an error, never data.
 //
 // Local disk cache (cache_dir, by default $SHARDPACK_CACHE_DIR, else $XDG_CACHE_HOME/shardpack,
 // else ~/.cache/shardpack; "off" for none): the first and last bytes of each shard (header,
 // trailer, index) are kept under the shard's content name (shard-NNNNN-<xxh3>.spk: the name
-// changes when a byte does), so a second open fetches nothing but the manifest. With
+// changes when a byte does), so a second open fetches nothing but the manifest, and opening a
+// shard again fetches nothing. With
 // shard_cache_bytes > 0, whole shards are also kept there (checked against the hash in their
 // name), the least recently used removed beyond that many bytes.
 #pragma once
@@ -45,6 +56,9 @@ struct remote_stats {
     std::uint64_t range_gets = 0;       // ranged GETs of record data issued
     std::uint64_t range_bytes = 0;      // their bytes
     std::uint64_t metadata_gets = 0;    // GETs of heads, tails and indexes (not from the disk cache)
+    std::uint64_t metadata_bytes = 0;   // their bytes
+    std::uint64_t shard_gets = 0;       // small shards fetched whole by one GET at their open
+    std::uint64_t shard_get_bytes = 0;  // their bytes
     std::uint64_t metadata_cache_hits = 0;
     std::uint64_t shard_cache_hits = 0, shard_downloads = 0;
 };
@@ -64,6 +78,8 @@ public:
     std::shared_ptr<byte_source> open(const std::string& name) const override;
     std::string version_of(const std::string& name) const override;
     std::string describe() const override;
+    bool opens_shards_lazily() const override;
+    void will_open(const std::string* names, std::size_t count) const override;
 
     remote_stats stats() const;
     s3_client& client() const;
@@ -72,7 +88,6 @@ public:
 
 private:
     std::shared_ptr<impl> impl_;
-    void pump_metadata() const;
 };
 
 // Makes dataset::open accept s3:// URLs in this process (done when this library's storage code

@@ -1,7 +1,7 @@
 """shardpack.open("s3://...") against a real server: SeaweedFS (`weed mini`, from
 scripts/remote/setup_seaweedfs.sh) on 127.0.0.1 with its data in a temporary folder, and the
 fault proxy of tests/remote/s3_fixture.py. Skipped, with the reason, where SeaweedFS is not
-installed or cannot start, or the extension was built without libcurl. About 10 s."""
+installed or cannot start, or the extension was built without libcurl. About 15 s."""
 import os
 import pathlib
 import sys
@@ -84,10 +84,10 @@ def test_faults_retry_or_name_the_shard_and_record(env, built, monkeypatch):
     url = f"s3://{s3_fixture.BUCKET}/py/index"
     push(built["index"], url)
     monkeypatch.setenv("AWS_ENDPOINT_URL", env.proxy.endpoint)
-    remote_or_skip(url)  # heads and indexes into the disk cache: the opens below GET only records
     local = shardpack.open(built["index"])
     idx = np.arange(len(local), dtype=np.int64)
     want, _ = local.read_batch(idx, dtype="uint8")
+    remote_or_skip(url).read_batch(idx, dtype="uint8")  # every head and index into the disk cache: the reads below GET only records
     for mode in ("503", "truncate", "badrange"):
         remote = remote_or_skip(url)
         env.proxy.set_fault(mode, 2)
@@ -103,3 +103,75 @@ def test_faults_retry_or_name_the_shard_and_record(env, built, monkeypatch):
         remote.read_batch(idx, dtype="uint8")
     assert time.monotonic() - t0 < 15
     env.proxy.clear()
+
+
+def many_shards(tmp_path, count=60):
+    """A dataset of a record or two per shard (about `count` / 1.5 shards)."""
+    src, out = tmp_path / "src", tmp_path / "many"
+    run(tool("make_sample_data"), "--out", src, "--count", count, "--width", 32, "--height", 24)
+    run(tool("shardpack"), "-q", "build", "--out", out, "--csv", src / "list.csv", "--classes", src / "class_dict.csv",
+        "--size", "32x24", "--shard-size", "4KiB")
+    return str(out)
+
+
+def test_open_is_lazy_and_a_first_batch_gets_only_its_shards(env, tmp_path, monkeypatch):
+    folder = many_shards(tmp_path)
+    url = f"s3://{s3_fixture.BUCKET}/py/many"
+    push(folder, url)
+    local = shardpack.open(folder)
+    starts = np.asarray(local.shard_starts, dtype=np.int64)
+    assert len(starts) >= 20
+    monkeypatch.setenv("AWS_ENDPOINT_URL", env.proxy.endpoint)
+    monkeypatch.setenv("SHARDPACK_S3_HEDGE_PERCENTILE", "0")  # GETs counted exactly: no hedged duplicates
+    before = env.proxy.ranged_gets
+    remote = remote_or_skip(url)
+    assert env.proxy.ranged_gets - before == 1  # shard 0, whole (manifest.json is a plain GET)
+    idx = starts[1::len(starts) // 8][:8]  # the first record of 8 shards spread over the dataset
+    before = env.proxy.ranged_gets
+    got = remote.read_batch(idx, dtype="uint8")
+    assert env.proxy.ranged_gets - before == len(idx)  # one GET per shard: head, index and records
+    want = local.read_batch(idx, dtype="uint8")
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    # Opened again (same disk cache): nothing but the manifest before the records are read.
+    before = env.proxy.ranged_gets
+    again = remote_or_skip(url)
+    assert env.proxy.ranged_gets - before == 0
+    got = again.read_batch(idx, dtype="uint8")
+    assert env.proxy.ranged_gets - before == len(idx)  # the records, one range per shard
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    # A shard that cannot be fetched: a shardpack.Error naming it and the reason, bounded in time.
+    monkeypatch.setenv("SHARDPACK_CACHE_DIR", str(tmp_path / "cold-cache"))
+    cold = remote_or_skip(url)
+    env.proxy.set_fault("503", 1000)
+    t0 = time.monotonic()
+    with pytest.raises(shardpack.Error, match=r"shard-\d+-[0-9a-f]{16}\.spk.*503 SlowDown"):
+        cold.read_batch(idx, dtype="uint8")
+    assert time.monotonic() - t0 < 15
+    env.proxy.clear()
+
+
+def test_torch_loader_blocks_order_from_the_server_equals_local(env, tmp_path):
+    torch_loader = pytest.importorskip("shardpack.torch", reason="torch is not installed").Loader
+    folder = many_shards(tmp_path, count=120)
+    url = f"s3://{s3_fixture.BUCKET}/py/loader"
+    push(folder, url)
+    remote_or_skip(url)
+    # The Loader announces whole blocks ahead (dataset.prefetch); from the server they are GETs
+    # of block ranges (or of whole small shards), each read once, the batches exact.
+    kw = dict(batch_size=16, seed=3, order="blocks", block=6, window=4, dtype="uint8", label="index", threads=2)
+    for epoch in range(2):
+        remote = torch_loader(url, **kw)
+        local = torch_loader(folder, **kw)
+        remote.set_epoch(epoch)
+        local.set_epoch(epoch)
+        n = 0
+        for (ri, rl), (li, ll) in zip(remote, local):
+            assert torch_equal(ri, li) and torch_equal(rl, ll)
+            n += len(ri)
+        assert n == len(shardpack.open(folder))
+
+
+def torch_equal(a, b):
+    return a.shape == b.shape and bool((a == b).all())

@@ -15,6 +15,8 @@ Standard library only. Used two ways:
                          badrange  a Content-Range shifted by one byte
                          slow      the answer held back DELAY_MS
                          reset     the connection closed with no answer
+                         corrupt   one byte of the body changed (status, length and
+                                   Content-Range right: only a checksum can tell)
       clear              no faults
       stats              "ok N" N = ranged GETs the proxy forwarded or faulted
     EOF or "quit" stops everything. Exit 77 (skipped) when the server cannot start, with the
@@ -240,6 +242,8 @@ class FaultProxy:
                 r = up.getresponse()
                 data = r.read()
                 up.close()
+                if mode == "corrupt" and data:  # one byte changed, framing intact: only checksums can tell
+                    data = data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 0x40]) + data[len(data) // 2 + 1:]
                 self.send_response_only(r.status, r.reason)
                 for k, v in r.getheaders():
                     kl = k.lower()
@@ -283,7 +287,7 @@ class FaultProxy:
         return "http://%s:%d" % (LOOPBACK, self.port)
 
     def set_fault(self, mode, count, delay_ms=0):
-        if mode not in ("503", "truncate", "badrange", "slow", "reset"):
+        if mode not in ("503", "truncate", "badrange", "slow", "reset", "corrupt"):
             raise ValueError("unknown fault mode %r" % mode)
         with self.lock:
             self.mode, self.count, self.delay_ms = mode, int(count), int(delay_ms)

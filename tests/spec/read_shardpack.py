@@ -207,6 +207,27 @@ def decode_record(shard, i):
                 label_crc=zlib.crc32(data[label_offset:label_offset + label_bytes]))
 
 
+def read_shard_table(folder, t):
+    """Spec 13.8: the binary shard table (format 1.2), as a list of manifest-style entries."""
+    name = t["file"]
+    if not name or "/" in name or name.startswith("."): raise Refused("shard table name")
+    b = open(os.path.join(folder, name), "rb").read()
+    if len(b) != t["bytes"]: raise Refused(f"{name}: size differs from the manifest")
+    if xxhash and f"{xxh3(b):016x}" != t["xxh3"]: raise Refused(f"{name}: XXH3-64 differs from the manifest")
+    if len(b) < 32 or b[:8] != b"\x89SPT\r\n\x1a\n": raise Refused(f"{name}: not a shard table")
+    major, _minor, entry_size, count = struct.unpack_from("<HHIQ", b, 8)
+    if major != 1: raise Refused(f"{name}: table version")
+    if entry_size < 24 or entry_size % 8 or entry_size > 4096: raise Refused(f"{name}: entry size")
+    if count < 1 or count > 1 << 22 or len(b) != 32 + count * entry_size: raise Refused(f"{name}: entry count")
+    out, first = [], 0
+    for k in range(count):
+        records, size, h = struct.unpack_from("<QQQ", b, 32 + k * entry_size)
+        out.append(dict(file=f"shard-{k:05d}-{h:016x}.spk", records=records, first_record=first, bytes=size,
+                        xxh3=f"{h:016x}"))
+        first += records
+    return out
+
+
 def main(folder):
     if xxhash is None:
         print("read_shardpack.py: xxhash module missing; checksums not verified", file=sys.stderr)
@@ -214,8 +235,10 @@ def main(folder):
     if m.get("format") != "shardpack": raise Refused("not a shardpack manifest")
     if not str(m.get("format_version", "")).startswith("1."): raise Refused("format version")
     shards, total = [], 0
-    if not m["shards"]: raise Refused("no shards")
-    for k, e in enumerate(m["shards"]):
+    if "shards" in m and "shard_table" in m: raise Refused("both shards and shard_table")
+    entries = read_shard_table(folder, m["shard_table"]) if "shard_table" in m else m["shards"]
+    if not entries: raise Refused("no shards")
+    for k, e in enumerate(entries):
         name = e["file"]
         if not name or "/" in name or name.startswith("."): raise Refused("shard name")
         path = os.path.join(folder, name)

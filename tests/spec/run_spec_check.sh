@@ -2,9 +2,9 @@
 # Holds the spec and the code together: tests/spec/read_shardpack.py, written from
 # formats/shardpack-v1.md alone, must read what the writer wrote exactly as the C++ reader does,
 # read the golden test vector, and refuse what the C++ reader refuses.
-# Arguments: SOURCE_DIR WORK_DIR SHARDPACK_CLI MAKE_SAMPLE_DATA DUMP_DATASET
+# Arguments: SOURCE_DIR WORK_DIR SHARDPACK_CLI MAKE_SAMPLE_DATA DUMP_DATASET MAKE_MANY_SHARDS
 set -euo pipefail
-src=$1 work=$2 cli=$3 tool=$4 dump=$5
+src=$1 work=$2 cli=$3 tool=$4 dump=$5 many=$6
 reader="python3 $src/tests/spec/read_shardpack.py"
 rm -rf "$work"
 mkdir -p "$work"
@@ -63,6 +63,39 @@ $reader "$work/golden11" >"$work/golden11.py.jsonl"
 "$dump" "$work/golden11" >"$work/golden11.cpp.jsonl"
 diff -u "$work/golden11.cpp.jsonl" "$work/golden11.py.jsonl"
 grep -q '"key": "b.png"' "$work/golden11.py.jsonl"
+
+# Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
+# the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.
+mkdir -p "$work/golden12"
+python3 - "$src/tests/golden/tiny_shard.hex" "$src/tests/golden/shard_table.hex" "$work/golden12" <<'PY'
+import json, sys
+def load(path):
+    data = bytearray()
+    for line in open(path):
+        data += bytes(int(w, 16) for w in line.split()[1:])
+    return data
+shard, table = load(sys.argv[1]), load(sys.argv[2])
+open(f"{sys.argv[3]}/shard-00000-d908886912887cfc.spk", "wb").write(shard)
+open(f"{sys.argv[3]}/shards-12a5db2463b6bb48.spt", "wb").write(table)
+json.dump({"format": "shardpack", "format_version": "1.2", "records": 1,
+           "shard_table": {"file": "shards-12a5db2463b6bb48.spt", "bytes": len(table), "xxh3": "12a5db2463b6bb48"}},
+          open(f"{sys.argv[3]}/manifest.json", "w"))
+PY
+$reader "$work/golden12" >"$work/golden12.py.jsonl"
+"$dump" "$work/golden12" >"$work/golden12.cpp.jsonl"
+diff -u "$work/golden12.cpp.jsonl" "$work/golden12.py.jsonl"
+grep -q '"key": "a.png"' "$work/golden12.py.jsonl"
+"$many" "$work/table3" --shards 3 --records 2 --shard-table always 2>/dev/null
+$reader "$work/table3" >"$work/table3.py.jsonl"
+"$dump" "$work/table3" >"$work/table3.cpp.jsonl"
+diff -u "$work/table3.cpp.jsonl" "$work/table3.py.jsonl"
+test "$(wc -l <"$work/table3.py.jsonl")" = 6
+# A byte of the table changed (its entry count): both refuse.
+cp -r "$work/table3" "$work/badtable"
+printf '\x07' | dd of="$(ls "$work/badtable"/shards-*.spt)" bs=1 seek=16 conv=notrunc status=none
+if $reader "$work/badtable" >/dev/null 2>&1; then echo "spec reader accepted a damaged shard table"; exit 1; fi
+if "$dump" "$work/badtable" >/dev/null 2>&1; then echo "C++ reader accepted a damaged shard table"; exit 1; fi
+echo "spec reader agrees on the 1.2 shard tables (golden and 3 shards)"
 
 # Damage both readers must refuse at open: a byte of the index, the trailer magic, a version.
 shard=$(ls "$work/seg-index-raw"/shard-*.spk)

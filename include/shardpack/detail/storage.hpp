@@ -82,6 +82,15 @@ public:
     virtual std::string version_of(const std::string& name) const = 0;
     // Names the folder in messages (a path, a URL).
     virtual std::string describe() const = 0;
+    // Whether dataset::open opens shards only when first read, however few (true where an open
+    // costs requests, as on object storage); false: as many as max_open_shards allows at open.
+    virtual bool opens_shards_lazily() const { return false; }
+    // These files will be opened soon (the shards a batch reads that are not open): start
+    // fetching what open() reads, all at once. A hint; the default does nothing.
+    virtual void will_open(const std::string* names, std::size_t count) const {
+        (void)names;
+        (void)count;
+    }
 };
 
 // How local shards are read (open_options::io):

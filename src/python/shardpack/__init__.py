@@ -34,8 +34,9 @@ from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Seq
 import numpy as _np
 import numpy.typing as _npt
 
-from ._shardpack import (_interpreter_exiting, ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
-                         epoch_order as _epoch_order, order_blocks as _order_blocks, version as __version__)
+from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
+                         epoch_order as _epoch_order, interpreter_exiting as _interpreter_exiting,
+                         order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
            "epoch_order", "IMAGENET_MEAN", "IMAGENET_STD", "__version__"]

@@ -1,0 +1,123 @@
+// The binary shard table (format 1.2, formats/shardpack-v1.md 13.8): a dataset's list of shards
+// as 24 bytes a shard (records, bytes, whole-file XXH3-64), in a file the manifest names, so that
+// a dataset of 400,000 shards opens without parsing ~70 MB of JSON. Shard k's file name and
+// first record follow from the table: shard-<k, %05zu>-<hash, 16 hex digits>.spk, and the sum
+// of the records of the shards before it.
+//
+// This header reads and checks a table (every size and count is checked before it is used, with
+// little-endian loads) and writes one (the writer and the test tools share the encoding).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "endian.hpp"
+#include "error.hpp"
+#include "xxhash.hpp"
+
+namespace shardpack::detail {
+
+inline constexpr unsigned char shard_table_magic[8] = {0x89, 'S', 'P', 'T', '\r', '\n', 0x1A, '\n'};
+inline constexpr std::size_t shard_table_header_size = 32;
+inline constexpr std::size_t shard_table_entry_size = 24;  // what this version writes; readers accept more
+// The manifest's format_version (and the table's version fields) when the shard list is a table.
+inline constexpr std::uint16_t version_minor_shard_table = 2;
+// A table of more shards than this is refused before it is read (96 MiB at 24 bytes a shard):
+// 4,194,304 shards of the default 256 MiB would be 1 PiB.
+inline constexpr std::uint64_t shard_table_max_shards = std::uint64_t(1) << 22;
+inline constexpr std::uint64_t shard_table_max_bytes = std::uint64_t(128) << 20;
+
+// One shard of a table. first_record is not stored: it is the sum of the records before it.
+struct shard_table_entry {
+    std::uint64_t records = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t hash = 0;  // XXH3-64 of the whole shard file; also in its name
+};
+
+inline std::string hex16(std::uint64_t value) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
+    return buf;
+}
+
+// 16 lowercase hex digits (spec 1, Hex strings) to their value; false for anything else.
+inline bool parse_hex16(const std::string& text, std::uint64_t& value) {
+    if (text.size() != 16) return false;
+    std::uint64_t v = 0;
+    for (char c : text) {
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return false;
+        v = (v << 4) | std::uint64_t(d);
+    }
+    value = v;
+    return true;
+}
+
+// The file name of shard `number` whose whole-file hash is `hash` (spec 13.1).
+inline std::string shard_file_name(std::uint64_t number, std::uint64_t hash) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "shard-%05llu-%016llx.spk", static_cast<unsigned long long>(number),
+                  static_cast<unsigned long long>(hash));
+    return buf;
+}
+
+// The table's own file name: content-addressed like a shard's, so a rebuild never overwrites the
+// table a reader of the previous manifest is about to read.
+inline std::string shard_table_file_name(std::uint64_t hash) { return "shards-" + hex16(hash) + ".spt"; }
+
+// The table's bytes for these shards (spec 13.8).
+inline std::string encode_shard_table(const std::vector<shard_table_entry>& shards) {
+    std::string out(shard_table_header_size + shard_table_entry_size * shards.size(), '\0');
+    auto* p = reinterpret_cast<unsigned char*>(&out[0]);
+    for (int i = 0; i < 8; ++i) p[i] = shard_table_magic[i];
+    store_u16(p + 8, 1);
+    store_u16(p + 10, version_minor_shard_table);
+    store_u32(p + 12, std::uint32_t(shard_table_entry_size));
+    store_u64(p + 16, shards.size());
+    // bytes 24-31 reserved, zero
+    unsigned char* e = p + shard_table_header_size;
+    for (const auto& s : shards) {
+        store_u64(e, s.records);
+        store_u64(e + 8, s.bytes);
+        store_u64(e + 16, s.hash);
+        e += shard_table_entry_size;
+    }
+    return out;
+}
+
+// Parses and checks a table's bytes (the caller has checked their size and XXH3-64 against the
+// manifest). Errors say what is wrong; the caller names the file.
+inline std::vector<shard_table_entry> decode_shard_table(const unsigned char* p, std::size_t size) {
+    if (size < shard_table_header_size)
+        throw error("is " + std::to_string(size) + " bytes, shorter than the 32-byte header of a shard table (truncated?)");
+    for (int i = 0; i < 8; ++i)
+        if (p[i] != shard_table_magic[i]) throw error("is not a shard table (wrong magic bytes)");
+    const std::uint16_t major = load_u16(p + 8), minor = load_u16(p + 10);
+    if (major != 1)
+        throw error("shard table version " + std::to_string(major) + "." + std::to_string(minor) +
+                    " is not supported by this reader (it reads major version 1)");
+    const std::uint32_t entry_size = load_u32(p + 12);
+    if (entry_size < shard_table_entry_size || entry_size % 8 != 0 || entry_size > 4096)
+        throw error("entry size " + std::to_string(entry_size) + " is not a multiple of 8 in 24 ... 4096");
+    const std::uint64_t count = load_u64(p + 16);
+    if (count == 0) throw error("lists no shards");
+    if (count > shard_table_max_shards)
+        throw error("lists " + std::to_string(count) + " shards, more than the reader's limit of " +
+                    std::to_string(shard_table_max_shards));
+    if (std::uint64_t(size) != shard_table_header_size + count * entry_size)
+        throw error("is " + std::to_string(size) + " bytes, but " + std::to_string(count) + " entries of " +
+                    std::to_string(entry_size) + " bytes make " + std::to_string(shard_table_header_size + count * entry_size));
+    std::vector<shard_table_entry> out(static_cast<std::size_t>(count));
+    const unsigned char* e = p + shard_table_header_size;
+    for (auto& s : out) {
+        s.records = load_u64(e);
+        s.bytes = load_u64(e + 8);
+        s.hash = load_u64(e + 16);
+        e += entry_size;
+    }
+    return out;
+}
+
+}  // namespace shardpack::detail
