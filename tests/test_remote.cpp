@@ -394,7 +394,7 @@ dataset open_remote(const std::shared_ptr<s3_storage>& st, const std::string& ur
 
 }  // namespace
 
-TEST_CASE("s3 reads: every record equals the local one; a batch is a few merged GETs; metadata cached on disk", "[remote]") {
+TEST_CASE("s3 reads: every record equals the local one, a batch is a few merged GETs, metadata cached on disk", "[remote]") {
     temp_dir tmp("s3r");
     s3_server server(tmp / "server");
     const s3_config cfg = test_config(server, false);
@@ -668,7 +668,7 @@ struct batch_buffers {
 
 }  // namespace
 
-TEST_CASE("s3 lazy opens: open fetches the manifest and shard 0; a first batch fetches its shards at once, a small one whole", "[remote]") {
+TEST_CASE("s3 lazy opens: open fetches the manifest and shard 0, a first batch fetches its shards at once, a small one whole", "[remote]") {
     temp_dir tmp("s3lazy");
     s3_server server(tmp / "server");
     const s3_config cfg = test_config(server, false);
