@@ -114,7 +114,7 @@ TEST_CASE("crops and flips equal the slice and flip of the full record at the re
     }
 }
 
-TEST_CASE("given boxes and flips are applied as given; impossible ones are refused", "[augment]") {
+TEST_CASE("given boxes and flips are applied as given, impossible ones are refused", "[augment]") {
     temp_dir dir("given");
     synthetic_options o;
     o.records = 3;

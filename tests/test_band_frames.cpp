@@ -82,7 +82,7 @@ TEST_CASE("band-frame records round-trip exactly for every band height, layout a
     }
 }
 
-TEST_CASE("the writer declares 1.1 only where it writes band frames; 1.0 files stay readable", "[format][bands][version]") {
+TEST_CASE("the writer declares 1.1 only where it writes band frames, 1.0 files stay readable", "[format][bands][version]") {
     struct expectation {
         record_codec codec;
         std::uint16_t minor;

@@ -112,7 +112,7 @@ TEST_CASE("resized masks hold only dictionary colors and share the image's box",
     }
 }
 
-TEST_CASE("classification from JPEGs with spaces in paths; a GIF is refused by name and line", "[cli][cls]") {
+TEST_CASE("classification from JPEGs with spaces in paths, a GIF is refused by name and line", "[cli][cls]") {
     temp_dir dir("cls");
     make_samples(dir / "src", {"--task", "cls", "--count", "9", "--jpeg", "--spaces", "--width", "120", "--height", "100"});
     // A GIF among them, named .jpg: the format is found from the bytes.
@@ -318,7 +318,7 @@ TEST_CASE("inspect, verify and export describe and check a dataset", "[cli][tool
     REQUIRE_THAT(r.err, Catch::Contains("out of range"));
 }
 
-TEST_CASE("color conversion: gray is BT.601 luma as PIL's L; rgba keeps alpha", "[cli][color]") {
+TEST_CASE("color conversion: gray is BT.601 luma as PIL's L, rgba keeps alpha", "[cli][color]") {
     temp_dir dir("gray");
     image_u8 rgba{3, 2, 4, {10, 200, 30, 5, 255, 0, 0, 255, 0, 255, 0, 128, 0, 0, 255, 0, 1, 2, 3, 4, 250, 251, 252, 253}};
     const auto png = encode_png(rgba);
@@ -421,7 +421,7 @@ TEST_CASE("PngSuite: every corrupt x*.png is refused, every other file packs", "
     }
 }
 
-TEST_CASE("libjpeg-turbo's test images: baseline, progressive, arithmetic pack; 12-bit is refused", "[cli][jpeg]") {
+TEST_CASE("libjpeg-turbo's test images: baseline, progressive, arithmetic pack, 12-bit is refused", "[cli][jpeg]") {
     temp_dir dir("jpeg");
     const std::string jpeg = std::string(SHARDPACK_SHARED_DATA) + "/jpeg/";
     write_file(dir / "list.csv", jpeg + "testorig.jpg,0\n" + jpeg + "testimgint.jpg,0\n" + jpeg + "testimgari.jpg,0\n" + jpeg +

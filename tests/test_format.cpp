@@ -421,7 +421,7 @@ TEST_CASE("unknown major versions, required features and required sections are r
     REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
 }
 
-TEST_CASE("optional sections a reader does not know are skipped; required ones are refused", "[format][version]") {
+TEST_CASE("optional sections a reader does not know are skipped, required ones are refused", "[format][version]") {
     {
         temp_dir dir("opt");
         synthetic_options o;

@@ -202,7 +202,7 @@ TEST_CASE("a rebuild after one changed row rewrites only its shard and equals a 
     (void)before;
 }
 
-TEST_CASE("SIGTERM and SIGINT stop a build cleanly; the next build resumes from its finished shards", "[rebuild][signals]") {
+TEST_CASE("SIGTERM and SIGINT stop a build cleanly, the next build resumes from its finished shards", "[rebuild][signals]") {
     fixture f(60, 480, 360);
     const std::string out = f.dir / "ds";
     REQUIRE(run_cli(f.build_args(out, {"--size", "40x30"})).code == 0);
@@ -281,7 +281,7 @@ TEST_CASE("kill -9 at 20 random moments of a build leaves the old dataset verify
     REQUIRE(v.warnings.empty());  // no extra shard left either
 }
 
-TEST_CASE("a second build into the same output exits 1 naming the holder; a stale lock does not block", "[rebuild][lock]") {
+TEST_CASE("a second build into the same output exits 1 naming the holder, a stale lock does not block", "[rebuild][lock]") {
     fixture f(4);
     const std::string out = f.dir / "ds";
     REQUIRE(run_cli(f.build_args(out)).code == 0);
