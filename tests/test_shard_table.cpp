@@ -201,6 +201,36 @@ TEST_CASE("a rebuild over a shard table keeps the replaced table for one build, 
     REQUIRE(read_manifest(dir.str()).at("format_version").as_string() == "1.1");
 }
 
+// The writer removes only tables its own ledger lists, by name, never through a link: a user's
+// files beside the dataset, near-names and a link named like a table stay through every rebuild.
+TEST_CASE("rebuilds over shard tables leave a user's files, near-names and links alone", "[shard_table]") {
+    temp_dir dir("tableuser");
+    temp_dir elsewhere("tableuser-target");
+    synthetic_options o;
+    o.shard_size = 4096;
+    o.shard_table_above = 0;
+    o.records = 30;
+    write_synthetic(dir.str(), o);
+    write_file(dir / "notes.txt", "mine");
+    write_file(dir / "shards-notes.spt", "mine too");
+    write_file(dir / "shards-0123456789abcdef.spt", "looks like a table, listed nowhere");
+    write_file(elsewhere / "target.txt", "the link's target");
+    fs::create_symlink(elsewhere / "target.txt", dir / "shards-fedcba9876543210.spt");
+    for (std::uint64_t records : {31, 32, 33}) {
+        o.records = records;
+        write_synthetic(dir.str(), o);
+    }
+    o.shard_table_above = 4096;  // back to a JSON list: the writer's own tables go
+    write_synthetic(dir.str(), o);
+    write_synthetic(dir.str(), o);
+    REQUIRE(read_file(dir / "notes.txt") == "mine");
+    REQUIRE(read_file(dir / "shards-notes.spt") == "mine too");
+    REQUIRE(read_file(dir / "shards-0123456789abcdef.spt") == "looks like a table, listed nowhere");
+    REQUIRE(fs::is_symlink(dir / "shards-fedcba9876543210.spt"));
+    REQUIRE(read_file(elsewhere / "target.txt") == "the link's target");
+    REQUIRE(dataset::open(dir.str()).size() == 33);
+}
+
 TEST_CASE("a damaged or truncated shard table is refused, naming the file and the reason", "[shard_table]") {
     temp_dir dir("tabledamage");
     synthetic_options o;
