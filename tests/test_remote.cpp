@@ -38,8 +38,8 @@ s3_config test_config(const s3_server& server, bool through_proxy, bool make_buc
     c.max_attempts = 4;
     c.backoff_base_ms = 10;
     c.backoff_max_ms = 100;
-    c.attempt_timeout_ms = 5000;
-    c.deadline_ms = 15000;
+    c.attempt_timeout_ms = 10000;  // a loaded CI machine: a 3 MiB PUT took over 7 s there once
+    c.deadline_ms = 30000;
     if (make_bucket) s3_client(c).create_bucket(server.bucket);  // `weed mini -bucket` does not always make it in time
     return c;
 }

@@ -32,8 +32,10 @@ import http.server
 import json
 import os
 import random
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -49,7 +51,7 @@ class StartError(Exception):
     pass
 
 
-def signed_request(port, method, path, region="us-east-1", body=b""):
+def signed_request(port, method, path, region="us-east-1", body=b"", timeout=5):
     """One SigV4-signed request to 127.0.0.1:port (an independent signer: the fixture checks the
     server with it before any shardpack code runs). Returns (status, body)."""
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -67,7 +69,7 @@ def signed_request(port, method, path, region="us-east-1", body=b""):
     signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
     headers["Authorization"] = "AWS4-HMAC-SHA256 Credential=%s/%s, SignedHeaders=%s, Signature=%s" % (
         ACCESS_KEY, scope, signed, signature)
-    c = http.client.HTTPConnection(LOOPBACK, port, timeout=5)
+    c = http.client.HTTPConnection(LOOPBACK, port, timeout=timeout)
     c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()
@@ -123,10 +125,14 @@ class SeaweedServer:
         if self.ports is None:
             self.ports = _free_ports(5)
         master, volume, filer, s3, admin = self.ports
+        # Volumes of 64 MiB, and a count set here: `weed mini` otherwise derives both from the
+        # disk's free space, and on a nearly full CI disk it could have no volume to write to.
+        volumes = max(16, shutil.disk_usage(data).free // (64 << 20))
         args = [self.weed, "mini", "-dir=" + data, "-ip=" + LOOPBACK, "-ip.bind=" + LOOPBACK,
                 "-master.port=%d" % master, "-volume.port=%d" % volume, "-filer.port=%d" % filer,
                 "-s3.port=%d" % s3, "-admin.port=%d" % admin, "-admin.ui=false", "-webdav=false",
                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
+                "-master.volumeSizeLimitMB=64", "-volume.max=%d" % volumes,
                 "-s3.config=" + config, "-bucket=" + BUCKET,
                 "-filer.localSocket=" + os.path.join(self.folder, "filer.sock"),
                 "-s3.localSocket=" + os.path.join(self.folder, "s3.sock")]
@@ -142,7 +148,7 @@ class SeaweedServer:
                 raise StartError("weed mini exited with %s: %s" % (self.proc.returncode, self._log_tail()))
             # `weed mini` prints its banner once every component runs; before that the S3
             # port may answer and then restart.
-            if self._log_says_ready(t0) and self._bucket_ready():
+            if self._log_says_ready(t0) and self._bucket_ready() and self._writes_ready(deadline):
                 self.startup_s = time.monotonic() - t0
                 return self
             time.sleep(0.2)
@@ -175,11 +181,41 @@ class SeaweedServer:
         except OSError:
             return False
 
+    def _writes_ready(self, deadline):
+        # The first write into a new bucket makes SeaweedFS grow its volumes, which took over
+        # 14 s on a loaded CI machine (a test's first PUT timed out twice). One 1 MiB object
+        # written and removed here, with the start's patience, before any test request.
+        try:
+            left = max(1.0, deadline - time.monotonic())
+            status, _ = signed_request(self.ports[3], "PUT", "/%s/fixture-probe/write" % BUCKET,
+                                       body=b"\0" * (1 << 20), timeout=left)
+            if status != 200:
+                return False
+            status, _ = signed_request(self.ports[3], "DELETE", "/%s/fixture-probe/write" % BUCKET, timeout=10)
+            return status in (200, 204)
+        except OSError:
+            return False
+
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=30)
         self.proc = None
+        self._remove_grpc_sockets()
+
+    def _remove_grpc_sockets(self):
+        # weed makes /tmp/seaweedfs-KIND-grpc-PORT.sock (a fixed folder, no option moves it) and
+        # leaves some behind when killed: remove those of this server's ports, sockets of ours only.
+        if self.ports is None:
+            return
+        for kind, port in zip(("master", "volume", "filer", "s3", "admin"), self.ports):
+            path = "/tmp/seaweedfs-%s-grpc-%d.sock" % (kind, port + 10000)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISSOCK(st.st_mode) and st.st_uid == os.getuid():
+                    os.unlink(path)
+            except OSError:
+                pass
 
     def __enter__(self):
         return self.start()
