@@ -110,6 +110,41 @@ def test_huge_and_negative_indices(built):
     assert ds.key(-1) == ds.key(n - 1)
 
 
+def test_int64_index_arrays_are_checked_once_in_the_extension(built):
+    """int64 arrays go to the extension unchecked (its copy checks them: one pass, no NumPy
+    calls per batch); the message, the class and the wrapping of negatives are those of the
+    other index types, for contiguous and strided arrays."""
+    ds = shardpack.open(built["raw"])
+    n = len(ds)
+    for bad in (n, -n - 1, 2**63 - 1, -2**63):
+        for indices in (np.array([0, bad], dtype=np.int64), np.array([0, 0, bad, 0], dtype=np.int64)[::2]):
+            with pytest.raises(shardpack.IndexOutOfRange) as raised:
+                ds.read_batch(indices)
+            assert isinstance(raised.value, IndexError) and isinstance(raised.value, shardpack.Error)
+            assert str(raised.value) == f"{ds.path}: index {bad} is out of range ({n} records)"
+    both = np.array([-1, -n, 0, n - 1], dtype=np.int64)
+    assert np.array_equal(ds.read_batch(both, dtype="uint8")[0], ds.read_batch([n - 1, 0, 0, n - 1], dtype="uint8")[0])
+    assert np.array_equal(ds.read_batch(both[::2], dtype="uint8")[0], ds.read_batch([n - 1, 0], dtype="uint8")[0])
+
+
+def test_remembered_options_are_still_checked_by_type(built):
+    """read_batch remembers resolved options per set of arguments; an argument equal to an
+    accepted one but of a type that is refused (a float crop, a boolean) is still refused."""
+    ds = shardpack.open(built["raw"])
+    h, w = ds.image_shape[:2]
+    for _ in range(2):
+        assert ds.read_batch([0], crop=(h, w))[0].shape[2:] == (h, w)
+        with pytest.raises(shardpack.ArgumentTypeError):
+            ds.read_batch([0], crop=(float(h), float(w)))
+        assert ds.read_batch([0], crop=(1, 1))[0].shape[2:] == (1, 1)
+        with pytest.raises(shardpack.ArgumentTypeError):
+            ds.read_batch([0], crop=(True, True))
+        with pytest.raises(shardpack.ArgumentValueError):  # unhashable options: checked every time
+            ds.read_batch([0], crop=[h, w], normalize=[[0.5], [0.5]], dtype="float64")
+        images = ds.read_batch([0], normalize=((0.5,), (0.25,)))[0]
+        assert np.array_equal(images, ds.read_batch([0], normalize=((0.5,), (0.25,)))[0])
+
+
 # -- out= arrays
 
 def test_out_arrays_that_overlap_are_refused(built):
