@@ -14,8 +14,8 @@
 #include <oneapi/tbb/task_arena.h>
 
 #include "errors.hpp"
-#include "format/dataset_writer.hpp"
-#include "format/folder_ownership.hpp"
+#include "dataset/dataset_writer.hpp"
+#include "dataset/folder_ownership.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "io/output_lock.hpp"
@@ -24,7 +24,7 @@
 #include "pipeline/option_names.hpp"
 #include "pipeline/library_versions.hpp"
 #include "pipeline/memory_budget.hpp"
-#include "pipeline/previous_build.hpp"
+#include "dataset/previous_build.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
