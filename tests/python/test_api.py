@@ -145,6 +145,33 @@ def test_remembered_options_are_still_checked_by_type(built):
         assert np.array_equal(images, ds.read_batch([0], normalize=((0.5,), (0.25,)))[0])
 
 
+def test_plain_python_and_numpy_scalars_give_the_same_batch(built):
+    """read_batch takes Python floats and ints for flips, seed and epoch without NumPy's calls
+    (a shortcut for the usual case); NumPy scalars, booleans and the edges 0.0 and 1.0 give the
+    same batch and boxes, and values out of range are refused whatever their type."""
+    ds = shardpack.open(built["raw"])
+    h, w = ds.image_shape[:2]
+    idx = np.arange(min(len(ds), 8), dtype=np.int64)
+    opts = dict(dtype="uint8", crop=(h // 2, w // 2), crop_position="random", return_boxes=True)
+    for flip, same in ((0.5, np.float64(0.5)), (0.5, np.float32(0.5)), (1.0, True), (0.0, False), (1.0, 1),
+                       (-0.0, 0.0)):
+        for seed, same_seed in ((3, np.uint64(3)), (2**64 - 1, np.int64(-1).astype(np.uint64))):
+            a = ds.read_batch(idx, hflip=flip, vflip=flip, seed=seed, epoch=2, **opts)
+            b = ds.read_batch(idx, hflip=same, vflip=same, seed=same_seed, epoch=np.int16(2), **opts)
+            for x, y in zip(a, b):
+                assert np.array_equal(x, y)
+    assert (ds.read_batch(idx, hflip=1.0, **opts)[2][:, 2] == 1).all()
+    assert (ds.read_batch(idx, hflip=0.0, **opts)[2][:, 2] == 0).all()
+    for bad in (1.0000001, -1e-9, float("nan"), float("inf")):
+        with pytest.raises(shardpack.ArgumentValueError):
+            ds.read_batch(idx, hflip=bad)
+    for bad_seed in (-1, 2**64, np.int64(-1)):
+        with pytest.raises(shardpack.ArgumentValueError):
+            ds.read_batch(idx, seed=bad_seed)
+    with pytest.raises(shardpack.ArgumentTypeError):
+        ds.read_batch(idx, seed=1.0)
+
+
 # -- out= arrays
 
 def test_out_arrays_that_overlap_are_refused(built):

@@ -30,7 +30,7 @@ import operator as _operator
 import os as _os
 import warnings as _warnings
 import weakref as _weakref
-from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as _np
 import numpy.typing as _npt
@@ -619,7 +619,8 @@ class Dataset:
         r = self._reader
         if type(indices) is _np.ndarray and indices.dtype == _np.int64 and indices.ndim == 1 \
                 and indices.flags.c_contiguous:
-            idx = indices  # the extension checks each index (IndexOutOfRange) as it copies them
+            # the extension checks each index (IndexOutOfRange) as it copies them
+            idx = cast(_npt.NDArray[_np.int64], indices)
         else:
             idx = _checked_indices(indices, len(r), self._path)
         o, mean, std = self._resolve(dtype, layout, normalize, label, label_dtype, crop)
