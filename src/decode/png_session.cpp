@@ -7,6 +7,7 @@
 #include <string>
 
 #include "decode/color_convert.hpp"
+#include "decode/probe_counts.hpp"
 #include "errors.hpp"
 
 namespace shardpack::png_detail {
@@ -84,6 +85,7 @@ bool png_guarded(png_session& s, void (*body)(png_session&)) {
 }
 
 void read_header_body(png_session& s) {
+    probe_counting::count(probe_counting::header_parses);
     s.keep_warnings = true;
     png_read_info(s.png, s.info);
     s.keep_warnings = false;
@@ -135,6 +137,7 @@ void open_png(png_session& s, const std::uint8_t* data, std::size_t size, const 
     s.data = data;
     s.interrupt = interrupt;
     s.size = data != nullptr ? size : 0;
+    probe_counting::count(probe_counting::png_sessions);
     s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, on_png_error, on_png_warning);
     if (s.png == nullptr) throw std::bad_alloc();
     s.info = png_create_info_struct(s.png);
