@@ -98,7 +98,7 @@ TEST_CASE("probe counts: a segmentation build sniffs each PNG once and parses it
     CHECK(p.jpeg_sessions == 0.0);
 }
 
-TEST_CASE("probe counts: index masks are probed once; the value decoder reads its own header on the one libpng session") {
+TEST_CASE("probe counts: index masks are probed once, the value decoder reading its own header on the one libpng session") {
     const temp_dir& dir = files_dir();
     const std::uint32_t rows = 3;
     {
