@@ -147,9 +147,11 @@ for job in seg cls; do
     record "pack.size.$job.$codec" "{\"bytes\":$(du -sb "$work/$job-$codec.ds" | cut -f1)}"
   done
 done
-# Band heights: the default codec's records at other --band-rows (the record's height: one
-# frame per region); the default height is the zstd dataset's.
-seg_band_rows=(16 64 256 512) crop_band_rows=(22 90 180 1080)
+# Band heights: the default codec's records at fixed --band-rows (one height for both regions,
+# codec 2; the record's height: one frame per region). 170 and 45 are the 1.1 writer's default
+# (about 256 KiB of image a band for both regions): "today" for the 1.3 default (the zstd
+# datasets: image bands of that height, the label's height from the data, codec 3).
+seg_band_rows=(16 64 170 256 512) crop_band_rows=(22 45 90 180 1080)
 job_args seg
 for rows in "${seg_band_rows[@]}"; do
   rm -rf "$work/seg-rows$rows.ds"

@@ -194,27 +194,41 @@ def main():
     for name in runs:
         if name.startswith("pack.bands.read."):
             by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["modes"]["reader_1t"]["samples_per_cpu_s"])
-    if by_rows and "zstd" in seg_reads:
-        by_rows[setup.get("seg_default_band_rows", 0)] = seg_reads["zstd"]["reader_per_cpu_s"]
     one_frame = seg_reads.get("zstd-record", {}).get("reader_per_cpu_s")
+    old_default = by_rows.get(setup.get("seg_default_band_rows", 0))
     for rows in sorted(by_rows):
-        default = " (default)" if rows == setup.get("seg_default_band_rows") else ""
+        default = " (1.1 default)" if rows == setup.get("seg_default_band_rows") else ""
         frames = 2 * -(-512 // rows) if rows else None
         bands["read"][rows] = {"reader_per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
         band_read_rows.append([f"{rows}{default}", frames if frames else "n/a", fmt(by_rows[rows], 0),
-                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x"), fmt(ratio(by_rows[rows], old_default), 2, "x")])
+    if "zstd" in seg_reads:  # the 1.3 default: image bands of the default height, the label's from the data
+        new = seg_reads["zstd"]["reader_per_cpu_s"]
+        bands["read_default"] = {"reader_per_cpu_s": new, "vs_one_frame_per_record_cpu": ratio(new, one_frame),
+                                 "vs_1_1_default_cpu": ratio(new, old_default)}
+        band_read_rows.append([f"default (1.3): image {setup.get('seg_default_band_rows', '?')}, label from the data", "-",
+                               fmt(new, 0), fmt(ratio(new, one_frame), 2, "x"), fmt(ratio(new, old_default), 2, "x")])
     by_rows = {}
     for name in runs:
         if name.startswith("pack.bands.crop."):
             by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["samples_per_cpu_s_1t"])
-    if by_rows and "zstd" in crops:
-        by_rows[setup.get("crop_default_band_rows", 0)] = crops["zstd"]["per_cpu_s"]
     one_frame = crops.get("zstd-record", {}).get("per_cpu_s")
+    old_default = by_rows.get(setup.get("crop_default_band_rows", 0))
     for rows in sorted(by_rows):
-        default = " (default)" if rows == setup.get("crop_default_band_rows") else ""
+        default = " (1.1 default)" if rows == setup.get("crop_default_band_rows") else ""
         bands["crop"][rows] = {"per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
         band_crop_rows.append([f"{rows}{default}", 2 * -(-1080 // rows) if rows else "n/a", fmt(by_rows[rows], 0),
-                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+                               fmt(ratio(by_rows[rows], one_frame), 2, "x"), fmt(ratio(by_rows[rows], old_default), 2, "x")])
+    if "zstd" in crops:
+        new = crops["zstd"]["per_cpu_s"]
+        bands["crop_default"] = {"per_cpu_s": new, "vs_one_frame_per_record_cpu": ratio(new, one_frame),
+                                 "vs_1_1_default_cpu": ratio(new, old_default)}
+        band_crop_rows.append([f"default (1.3): image {setup.get('crop_default_band_rows', '?')}, label from the data", "-",
+                               fmt(new, 0), fmt(ratio(new, one_frame), 2, "x"), fmt(ratio(new, old_default), 2, "x")])
+        if old_default:
+            targets.append(["crops of 1080p records, default codec / the 1.1 default (today: --band-rows "
+                            f"{setup.get('crop_default_band_rows', '?')}, one height) (CPU)",
+                            fmt(ratio(new, old_default), 3, "x"), verdict(ratio(new, old_default), 1.0, False)])
     data["bands"] = bands
 
     threads = setup.get("threads", "?")
@@ -230,11 +244,14 @@ def main():
     lines += ["", f"Random 512x512 crops + flips of full 1080p records (index labels, "
               f"{setup.get('crop_records', '?')} records), 1 thread:", ""]
     lines += table(["codec", "MB", "crops /s", "crops /CPU-s", "vs one frame per record (CPU)", "(wall)"], crop_rows)
-    lines += ["", "Band heights, `--compression zstd` with `--band-rows` (1 thread, CPU): full-record reads of the "
-              "seg records (512 rows), against one frame per record:", ""]
-    lines += table(["band rows", "frames a record", "reader /CPU-s", "vs one frame per record"], band_read_rows)
-    lines += ["", "and random 512x512 crops + flips of the full 1080p records, against one frame per record:", ""]
-    lines += table(["band rows", "frames a record", "crops /CPU-s", "vs one frame per record"], band_crop_rows)
+    lines += ["", "Band heights, `--compression zstd` with `--band-rows` (one height for both regions, codec 2) and the "
+              "default (1.3: a height per region, codec 3) (1 thread, CPU): full-record reads of the seg records "
+              "(512 rows), against one frame per record and the 1.1 default:", ""]
+    lines += table(["band rows", "frames a record", "reader /CPU-s", "vs one frame per record", "vs 1.1 default"],
+                   band_read_rows)
+    lines += ["", "and random 512x512 crops + flips of the full 1080p records:", ""]
+    lines += table(["band rows", "frames a record", "crops /CPU-s", "vs one frame per record", "vs 1.1 default"],
+                   band_crop_rows)
     lines += ["", "Targets (issue 22):", ""]
     lines += table(["target", "measured", "verdict"], targets)
     text = "\n".join(lines) + "\n"

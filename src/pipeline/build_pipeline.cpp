@@ -303,6 +303,7 @@ build_result run_build(const build_options& options) {
     wo.classes = to_records(input.classes);
     wo.uses_zstd = uses_record_frames(options.codec);
     wo.uses_bands = uses_band_frames(options.codec);
+    wo.uses_region_bands = uses_region_bands(options.codec, schema, options.band_rows);
     wo.build = effective_options_json(options, input.task);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);

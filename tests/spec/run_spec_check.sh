@@ -20,7 +20,7 @@ check() {  # name, then build options
   diff -u "$work/$name.cpp.jsonl" "$work/$name.py.jsonl"
   echo "spec reader agrees on $name: $(wc -l <"$work/$name.py.jsonl") records"
 }
-check seg-onehot-zstd --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --shard-size 16KiB
+check seg-onehot-zstd-region-bands --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --shard-size 16KiB
 check seg-index-bands --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --band-rows 7
 check seg-onehot-record-frames --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --compression zstd-record
 check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
@@ -63,6 +63,24 @@ $reader "$work/golden11" >"$work/golden11.py.jsonl"
 "$dump" "$work/golden11" >"$work/golden11.cpp.jsonl"
 diff -u "$work/golden11.cpp.jsonl" "$work/golden11.py.jsonl"
 grep -q '"key": "b.png"' "$work/golden11.py.jsonl"
+
+# The 1.3 test vector (band frames with a band height per region).
+mkdir -p "$work/golden13"
+python3 - "$src/tests/golden/region_band_shard.hex" "$work/golden13" <<'PY'
+import json, sys
+data = bytearray()
+for line in open(sys.argv[1]):
+    data += bytes(int(w, 16) for w in line.split()[1:])
+name = "shard-00000-region.spk"
+open(f"{sys.argv[2]}/{name}", "wb").write(data)
+json.dump({"format": "shardpack", "format_version": "1.3", "records": 1,
+           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": ""}]},
+          open(f"{sys.argv[2]}/manifest.json", "w"))
+PY
+$reader "$work/golden13" >"$work/golden13.py.jsonl"
+"$dump" "$work/golden13" >"$work/golden13.cpp.jsonl"
+diff -u "$work/golden13.cpp.jsonl" "$work/golden13.py.jsonl"
+grep -q '"key": "c.png"' "$work/golden13.py.jsonl"
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
 # the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.
