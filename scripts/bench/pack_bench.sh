@@ -183,7 +183,7 @@ for r in $(seq "$reps"); do
     record "pack.crop.$codec" "$("$bin/bench_crop" "$work/crop-$codec.ds" --crop 512x512 --threads 1 \
       --seconds "$crop_seconds" 2>/dev/null)"
   done
-  for i in $(rotate "$r" 0 1 2 3); do
+  for i in $(rotate "$r" 0 1 2 3 4); do
     rows=${seg_band_rows[$i]}
     log "read seg records, --band-rows $rows (rep $r/$reps)"
     record "pack.bands.read.$rows" "$("$bin/bench_read" "$work/seg-rows$rows.ds" --threads 1 --modes reader_1t,zstd_1t \
