@@ -14,7 +14,7 @@
 #include "decode/image_decoder.hpp"
 #include "decode/png_encoder.hpp"
 #include "decode/png_value_decoder.hpp"
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "input/class_table.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
