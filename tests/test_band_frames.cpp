@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 
 #include "pipeline/option_names.hpp"
@@ -611,5 +612,54 @@ TEST_CASE("crops of per-region band records equal crops of raw records", "[forma
             a.epoch = epoch;
             REQUIRE(crops(banded) == crops(raw));
         }
+    }
+}
+
+// The writer's rule for codec 3 (spec 10.3.1, record_compressor.hpp): a label plane that zstd
+// shrinks 32 times or more is one frame and the image is cut into bands of about 128 KiB; a label
+// that shrinks less is cut at the image's height of about 256 KiB, as codec 2 cuts both. Records
+// of 1024x100 RGB pixels (3072-byte rows: 42 rows a band at 128 KiB, 85 at 256 KiB). Under a second.
+TEST_CASE("codec 3 cuts the image finer and keeps the label one frame only when the label shrinks 32 times", "[format][bands]") {
+    detail::schema_record schema;
+    schema.task = detail::task_code::segmentation;
+    schema.channels = 3;
+    schema.channel_order = detail::order_code::rgb;
+    schema.label_layout = detail::layout_code::index;
+    schema.label_dtype_bytes = 1;
+    schema.class_count = 200;
+    schema.ignore_value = 255;
+    const std::uint32_t width = 1024, height = 100;
+    image_u8 img{width, height, 3, std::vector<std::uint8_t>(std::size_t(width) * height * 3)};
+    std::mt19937 rng(11);
+    for (auto& p : img.pixels) p = static_cast<std::uint8_t>(rng() % 16);
+    struct label_case {
+        const char* what;
+        std::uint32_t noisy_every;  // every this many pixels a random class, else class 0 (0: none)
+        std::uint32_t image_rows, label_rows;
+    };
+    for (const auto& c : {label_case{"a mask of two regions", 0, 42, height}, label_case{"a noisy mask", 1, 85, 85},
+                          label_case{"a mask with a random class every 16th pixel (shrinks < 32x)", 16, 85, 85}}) {
+        std::vector<std::uint16_t> ids(std::size_t(width) * height, 0);
+        std::fill(ids.begin() + ids.size() / 2, ids.end(), 1);
+        if (c.noisy_every)
+            for (std::size_t p = 0; p < ids.size(); p += c.noisy_every) ids[p] = static_cast<std::uint16_t>(rng() % 200);
+        std::vector<unsigned char> decoded;
+        encode_record(schema, "m.png", img, ids.data(), -1, decoded);
+        record_compressor compressor(record_codec::zstd, 1, schema);
+        REQUIRE(compressor.per_region());
+        stored_record stored;
+        compressor.compress(decoded, stored);
+        INFO(c.what);
+        REQUIRE(stored.codec == detail::codec_zstd_region_bands);
+        const auto layout = detail::parse_record(schema, decoded.data(), decoded.size());
+        const auto table = detail::parse_band_table(layout, stored.bytes.data(), stored.bytes.size(), stored.codec);
+        REQUIRE(table.image_band_rows == c.image_rows);
+        REQUIRE(table.label_band_rows == c.label_rows);
+        // Whichever heights: the record reads back exactly.
+        std::vector<unsigned char> back(decoded.size());
+        std::memcpy(back.data(), stored.bytes.data(), std::size_t(layout.image_offset));
+        std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+        detail::decompress_bands(dctx.get(), table, height, 0, height, back.data() + layout.image_offset, back.data() + layout.label_offset);
+        REQUIRE(back == decoded);
     }
 }

@@ -30,10 +30,10 @@ record_compressor::record_compressor(record_codec codec, int level, const schema
 
 record_compressor::~record_compressor() { ZSTD_freeCCtx(cctx_); }
 
-std::uint32_t record_compressor::band_rows_for(const record_layout& r) const {
+std::uint32_t record_compressor::band_rows_for(const record_layout& r, std::uint64_t band_bytes) const {
     if (band_rows_) return band_rows_ < r.height ? band_rows_ : r.height;
     const std::uint64_t row = r.image_bytes / r.height;
-    const std::uint64_t rows = row ? default_band_bytes / row : r.height;
+    const std::uint64_t rows = row ? band_bytes / row : r.height;
     return static_cast<std::uint32_t>(rows < 1 ? 1 : rows > r.height ? r.height : rows);
 }
 
@@ -52,18 +52,20 @@ std::size_t record_compressor::compress_frame(const unsigned char* src, std::siz
 bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded, stored_record& out) {
     bool any_compressed = false;
     const record_layout r = parse_record(schema_, decoded.data(), decoded.size());
-    const std::uint32_t image_rows = band_rows_for(r);
+    std::uint32_t image_rows = band_rows_for(r);
     std::uint32_t label_rows = r.label_bytes ? image_rows : 0;
     bool label_one_frame = false;
     if (per_region_ && r.label_bytes && label_band_rows_) {
         label_rows = std::min(label_band_rows_, r.height);
     } else if (per_region_ && r.label_bytes) {
         // Measured on this record: the label plane is one frame when zstd shrinks it at least
-        // label_one_frame_min_ratio times, else it is cut at the image's height.
+        // label_one_frame_min_ratio times, and the image then in bands of region_image_band_bytes;
+        // else both are cut at the image's height of default_band_bytes.
         const std::size_t c = compress_frame(decoded.data() + r.label_offset, static_cast<std::size_t>(r.label_bytes), label_frame_, 0);
         if (c * label_one_frame_min_ratio <= r.label_bytes) {
             label_rows = r.height;
             label_one_frame = true;
+            image_rows = band_rows_for(r, region_image_band_bytes);
         }
     }
     const std::uint32_t image_bands = (r.height + image_rows - 1) / image_rows;

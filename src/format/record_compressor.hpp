@@ -28,12 +28,18 @@ inline constexpr std::uint64_t auto_min_saving_num = 1, auto_min_saving_den = 2;
 // bytes (at least 1 row, at most the image). Measured in scripts/bench/README.md, "Format 1.1: band frames".
 inline constexpr std::uint64_t default_band_bytes = 256 * 1024;
 
-// The label plane of a codec 3 record is one frame when zstd shrinks the whole plane at least this
-// many times (one-hot labels: ~480x), else it is cut into bands like the image. A frame that
-// decompresses this fast costs less than the per-frame work of more frames, and the whole label
-// of a crop's record decodes in less time than a few image bands. Measured: formats/shardpack-v1.md
-// 10.3 and /work/notes/issue-22-round3.md ("Band heights from the data").
+// Codec 3 (format 1.3) chooses the heights from the record's own label. The label plane is one
+// frame when zstd shrinks the whole plane at least label_one_frame_min_ratio times (one-hot and
+// index masks: several hundred times): a full read then does one label frame instead of one per
+// band, and libzstd's per-frame work on such tiny frames is what made band frames slower to read
+// than one frame per record. A crop then decompresses the whole label plane, so the image's
+// bands are made half as tall (about region_image_band_bytes of image) to give those bytes back.
+// A label that does not shrink that much is cut at the image's height of default_band_bytes, as
+// in codec 2. Measured (512x512 one-hot and 1080p index records, full reads and crops, image
+// bands of 32-256 KiB): scripts/bench/README.md, "Band heights from the data", and
+// formats/shardpack-v1.md 10.3.1.
 inline constexpr std::uint64_t label_one_frame_min_ratio = 32;
+inline constexpr std::uint64_t region_image_band_bytes = 128 * 1024;
 
 // True when a writer with this codec declares the band-frame feature (and format 1.1).
 inline bool uses_band_frames(record_codec c) { return c == record_codec::zstd || c == record_codec::automatic; }
@@ -58,8 +64,9 @@ public:
     // Fills `out` (its capacity is reused) from `decoded`.
     void compress(const std::vector<unsigned char>& decoded, stored_record& out);
 
-    // The image's band height for a record of this layout (codec 2: the label's too).
-    std::uint32_t band_rows_for(const detail::record_layout& r) const;
+    // The image's band height for a record of this layout: --band-rows (at most the height), else
+    // about `band_bytes` of image a band (codec 2: the label's too).
+    std::uint32_t band_rows_for(const detail::record_layout& r, std::uint64_t band_bytes = default_band_bytes) const;
     // What compress() wrote for band-frame records: codec 3 (a height per region) or codec 2.
     bool per_region() const { return per_region_; }
 

@@ -27,6 +27,29 @@ check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
 check seg-index-raw --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --compression none
 check seg-resized --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --size 16x16 --resize fit
 check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
+# Raw bands (bit 63 of a frame_sizes entry): JPEG images whose bands zstd does not halve, under
+# --compression auto, beside labels it shrinks; the records must hold some, or this check would
+# not test them.
+"$tool" --out "$work/segjpeg" --count 4 --width 40 --height 30 --palette-masks --jpeg >/dev/null
+check seg-jpeg-auto-raw-bands --csv "$work/segjpeg/list.csv" --classes "$work/segjpeg/class_dict.csv" --compression auto
+python3 - "$work/seg-jpeg-auto-raw-bands" <<'PY'
+import glob, struct, sys
+raw = 0
+for path in glob.glob(sys.argv[1] + "/shard-*.spk"):
+    b = open(path, "rb").read()
+    index_offset, count = struct.unpack_from("<QQ", b, len(b) - 40)
+    for i in range(count):
+        offset, _, _, _, codec = struct.unpack_from("<QQQQI", b, index_offset + 40 * i)
+        if codec in (2, 3):
+            key_length = struct.unpack_from("<I", b, offset + 12)[0]
+            table = offset + (16 + key_length + 63) // 64 * 64
+            fixed = 8 if codec == 2 else 12
+            frames = struct.unpack_from("<I", b, table + fixed - 4)[0]
+            raw += sum(struct.unpack_from("<Q", b, table + fixed + 8 * f)[0] >> 63 for f in range(frames))
+if raw == 0:
+    sys.exit("seg-jpeg-auto-raw-bands: no raw band was written, so none was read")
+print(f"spec reader agrees on {raw} raw bands")
+PY
 
 # The golden test vector, as a dataset with the manifest the spec shows for it.
 mkdir -p "$work/golden"
