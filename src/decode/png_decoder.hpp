@@ -28,8 +28,13 @@ void decode_png(const std::uint8_t* data, std::size_t size, const decode_request
 void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
                        decoded_info* info = nullptr);
 
-// Reads the size from the header (signature, IHDR and the chunks before IDAT) without
-// decoding pixels. Throws decode_error on a bad header.
-void read_png_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+// What a PNG's IHDR says, read through libpng (signature, IHDR and the chunks before IDAT)
+// without decoding pixels. Throws decode_error on a bad header.
+struct png_header {
+    std::uint32_t width = 0, height = 0;
+    std::uint8_t bit_depth = 0, color_type = 0;  // as in IHDR (color type 3: palette)
+    bool interlaced = false;                     // Adam7
+};
+png_header read_png_header(const std::uint8_t* data, std::size_t size);
 
 }  // namespace shardpack
