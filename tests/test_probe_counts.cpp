@@ -6,6 +6,7 @@
 // inode (io/input_file.hpp) for the process's life, and a later build's output file must not
 // get the inode of a removed input of an earlier one.
 #include <catch2/catch.hpp>
+#include <png.h>
 
 #include <cstdio>
 #include <string>
@@ -30,6 +31,23 @@ image_u8 make_image(std::uint32_t w, std::uint32_t h, std::uint32_t channels, st
     img.pixels.resize(std::size_t(w) * h * channels);
     for (std::size_t i = 0; i < img.pixels.size(); ++i) img.pixels[i] = static_cast<std::uint8_t>(i * 7 + seed * 31);
     return img;
+}
+
+// A 16-bit grayscale PNG: not for the fast path, so libpng decodes it.
+std::vector<std::uint8_t> encode_png_gray16(std::uint32_t w, std::uint32_t h, std::uint32_t seed) {
+    std::vector<std::uint16_t> pixels(std::size_t(w) * h);
+    for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint16_t>(i * 977 + seed * 4099);
+    png_image img{};
+    img.version = PNG_IMAGE_VERSION;
+    img.width = w;
+    img.height = h;
+    img.format = PNG_FORMAT_LINEAR_Y;
+    png_alloc_size_t size = 0;
+    REQUIRE(png_image_write_to_memory(&img, nullptr, &size, 0, pixels.data(), 0, nullptr));
+    std::vector<std::uint8_t> out(size);
+    REQUIRE(png_image_write_to_memory(&img, out.data(), &size, 0, pixels.data(), 0, nullptr));
+    out.resize(size);
+    return out;
 }
 
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
@@ -120,8 +138,10 @@ TEST_CASE("probe counts: index masks are probed once, the value decoder reading 
         o.mask_values = mask_value_kind::index;
         const per_file p = build_and_count(o, 2 * rows, rows);
         CHECK(p.sniffs == 1.0);
-        CHECK(p.header_parses == 2.0);
-        CHECK(p.png_sessions == 1.5);  // image: the probe; mask: the probe and the value decoder
+        // image: the probe and the fast decoder's IHDR; mask: the probe only, whose libpng
+        // session the value decoder takes up (before: 2 sessions and 3 header reads a mask)
+        CHECK(p.header_parses == 1.5);
+        CHECK(p.png_sessions == 1.0);
     }
 }
 
@@ -163,6 +183,27 @@ TEST_CASE("probe counts: classification PNGs are probed once") {
     const per_file p = build_and_count(o, rows, rows);
     CHECK(p.sniffs == 1.0);
     CHECK(p.header_parses == 2.0);  // the probe (libpng) and the fast decoder's IHDR
+    CHECK(p.png_sessions == 1.0);
+    CHECK(p.jpeg_sessions == 0.0);
+}
+
+TEST_CASE("probe counts: a 16-bit PNG is opened by libpng once, its decode taking up the probe's session") {
+    const temp_dir& dir = files_dir();
+    const std::uint32_t rows = 3;
+    std::string csv = "image,label\n";
+    for (std::uint32_t i = 0; i < rows; ++i) {
+        const std::string n = std::to_string(i);
+        write_bytes(dir / ("g_img" + n + ".png"), encode_png_gray16(24, 16, i));
+        csv += "g_img" + n + ".png," + (i % 2 ? "cat" : "dog") + "\n";
+    }
+    write_file(dir / "g16.csv", csv);
+    build_options o = options_for(dir, "g16");
+    o.input.task = task_kind::classification;
+    const per_file p = build_and_count(o, rows, rows);
+    CHECK(p.sniffs == 1.0);
+    // The probe's (libpng) and the fast path's look at IHDR before it declines a 16-bit file;
+    // libpng's decode then takes up the probe's session instead of opening a second one.
+    CHECK(p.header_parses == 2.0);
     CHECK(p.png_sessions == 1.0);
     CHECK(p.jpeg_sessions == 0.0);
 }

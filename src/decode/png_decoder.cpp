@@ -43,21 +43,27 @@ void set_transforms_body(png_session& s) {
 }  // namespace
 
 void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
-               decoded_info* info) {
+               decoded_info* info, png_reader* opened) {
     if (decode_png_fast(data, size, req, out, info)) return;
-    decode_png_libpng(data, size, req, out, info);
+    decode_png_libpng(data, size, req, out, info, opened);
 }
 
 void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
-                       decoded_info* info) {
+                       decoded_info* info, png_reader* opened) {
     const std::uint32_t want = channel_count(req.layout);
     if (want != 1 && want != 3 && want != 4) throw std::invalid_argument("decode_png: bad pixel layout");
 
-    png_session s;
-    png_session_guard guard{s};
-    open_png(s, data, size, req.interrupt);
+    // The probe's session when it has one over these bytes, else one of our own: either way
+    // the header has been read once, here or by the probe.
+    png_reader own;
+    png_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
+    if (taken == nullptr) {
+        own.open(data, size);
+        taken = own.take(data, size);
+    }
+    png_session& s = *taken;
+    s.interrupt = req.interrupt;
     s.layout = req.layout;
-    if (!png_guarded(s, read_header_body)) throw_png_error(s);
     if (info != nullptr) *info = decoded_info{s.width, s.height};
     refuse_implausible_size(s);
     if (!png_guarded(s, set_transforms_body)) throw_png_error(s);
@@ -102,13 +108,16 @@ image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_req
     return out;
 }
 
-png_header read_png_header(const std::uint8_t* data, std::size_t size) {
-    png_session s;
-    png_session_guard guard{s};
-    open_png(s, data, size, nullptr);
-    if (!png_guarded(s, read_header_body)) throw_png_error(s);
+png_header read_png_header(const std::uint8_t* data, std::size_t size, png_reader& reader) {
+    reader.open(data, size);
+    const png_session& s = reader.session();
     return {s.width, s.height, static_cast<std::uint8_t>(s.bit_depth), static_cast<std::uint8_t>(s.color_type),
             s.interlace != PNG_INTERLACE_NONE};
+}
+
+png_header read_png_header(const std::uint8_t* data, std::size_t size) {
+    png_reader reader;
+    return read_png_header(data, size, reader);
 }
 
 }  // namespace shardpack

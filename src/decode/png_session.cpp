@@ -1,4 +1,5 @@
 #include "decode/png_session.hpp"
+#include "decode/png_reader.hpp"
 
 #include <csetjmp>
 #include <cstdio>
@@ -150,3 +151,49 @@ void open_png(png_session& s, const std::uint8_t* data, std::size_t size, const 
 }
 
 }  // namespace shardpack::png_detail
+
+namespace shardpack {
+
+png_reader::png_reader() = default;
+png_reader::~png_reader() { close(); }
+png_reader::png_reader(png_reader&&) noexcept = default;
+png_reader& png_reader::operator=(png_reader&& other) noexcept {
+    if (this != &other) {
+        close();
+        session_ = std::move(other.session_);
+        at_header_ = other.at_header_;
+    }
+    return *this;
+}
+
+void png_reader::close() {
+    if (session_) png_destroy_read_struct(&session_->png, &session_->info, nullptr);
+    session_.reset();
+    at_header_ = false;
+}
+
+void png_reader::open(const std::uint8_t* data, std::size_t size) {
+    close();
+    session_ = std::make_unique<png_detail::png_session>();
+    png_detail::png_session& s = *session_;
+    try {
+        png_detail::open_png(s, data, size, nullptr);
+    } catch (...) {
+        close();
+        throw;
+    }
+    if (!png_detail::png_guarded(s, png_detail::read_header_body)) {
+        const png_detail::png_session failed = s;  // the message, before the structures go
+        close();
+        png_detail::throw_png_error(failed);
+    }
+    at_header_ = true;
+}
+
+png_detail::png_session* png_reader::take(const std::uint8_t* data, std::size_t size) {
+    if (!session_ || !at_header_ || session_->data != data || session_->size != size) return nullptr;
+    at_header_ = false;
+    return session_.get();
+}
+
+}  // namespace shardpack

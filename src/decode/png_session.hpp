@@ -1,5 +1,6 @@
 // The one libpng read session of the packer: the PNG decoder (decode_png_libpng), the header
-// probe (read_png_header) and the index-mask decoder (decode_mask_values) all open PNGs here,
+// probe (read_png_header) and the index-mask decoder (decode_mask_values) all open PNGs here
+// (through png_reader, which carries a file's session from the probe to its decode),
 // so every one of them gets the same guards: the error handler that longjmps back, the memory
 // reader with the interrupt check and the trailing-IDAT limit, libpng's size and chunk limits,
 // CRC errors fatal everywhere, and the ancillary chunks that cannot change pixels skipped.
@@ -7,8 +8,9 @@
 // libpng reports errors by longjmp. The discipline: every libpng call that can fail runs
 // inside png_guarded(), whose only job is setjmp + one call of a plain "body" function; no
 // object with a destructor lives in png_guarded() or in any body, so a longjmp skips nothing
-// that needs cleaning up. All C++ objects (the output image, scratch rows, the guard that
-// frees libpng's structures) live in the callers, which only ever see a bool come back.
+// that needs cleaning up. All C++ objects (the output image, scratch rows, the png_reader
+// that owns the session and frees libpng's structures) live in the callers, which only ever
+// see a bool come back.
 #pragma once
 #include <png.h>
 
@@ -57,12 +59,6 @@ struct png_session {
     std::uint32_t rows = 0;
     std::uint8_t* scratch = nullptr;  // when set: read each row here, convert RGB -> gray into dst
     bool finish = false;              // read to IEND after the rows
-};
-
-// Frees libpng's structures however the caller is left.
-struct png_session_guard {
-    png_session& s;
-    ~png_session_guard() { png_destroy_read_struct(&s.png, &s.info, nullptr); }
 };
 
 // Creates the read structures with our error handling, memory source and limits, over

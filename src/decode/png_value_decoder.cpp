@@ -35,16 +35,20 @@ void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_
 }
 
 void decode_mask_values(const std::uint8_t* data, std::size_t size, file_format format, std::uint32_t max_rows,
-                        value_plane& out, const std::atomic<int>* interrupt) {
+                        value_plane& out, const std::atomic<int>* interrupt, png_reader* opened) {
     if (format == file_format::jpeg)
         throw decode_error("index masks must be PNG: a JPEG's values are not exact (lossy); use --mask-values color "
                            "only for color masks");
     if (format != file_format::png)
         throw decode_error(std::string("index masks must be PNG (found ") + format_name(format) + ")");
-    png_session s;
-    png_session_guard guard{s};
-    open_png(s, data, size, interrupt);
-    if (!png_guarded(s, read_header_body)) throw_png_error(s);
+    png_reader own;
+    png_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
+    if (taken == nullptr) {
+        own.open(data, size);
+        taken = own.take(data, size);
+    }
+    png_session& s = *taken;
+    s.interrupt = interrupt;
     if ((s.color_type & PNG_COLOR_MASK_COLOR) && s.color_type != PNG_COLOR_TYPE_PALETTE)
         throw decode_error("the mask is an RGB" + std::string(s.color_type & PNG_COLOR_MASK_ALPHA ? "A" : "") +
                            " PNG, so its values are colors, not class ids: --mask-values index reads grayscale "

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "decode/png_reader.hpp"
 #include "decode/sniff.hpp"
 
 namespace shardpack {
@@ -22,8 +23,9 @@ struct value_plane {
 // files and for color (RGB/RGBA) PNGs and JPEGs, whose values are not class ids, saying so.
 void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_t max_rows, value_plane& out);
 // The same for a file whose format is known (sniffed when it was read); `interrupt` (may be
-// null) stops the decode when it turns non-zero, as decode_request::interrupt does.
+// null) stops the decode when it turns non-zero, as decode_request::interrupt does. `opened`:
+// a session probe_image opened over these bytes, taken up after its header (see decode_png).
 void decode_mask_values(const std::uint8_t* data, std::size_t size, file_format format, std::uint32_t max_rows,
-                        value_plane& out, const std::atomic<int>* interrupt);
+                        value_plane& out, const std::atomic<int>* interrupt, png_reader* opened = nullptr);
 
 }  // namespace shardpack

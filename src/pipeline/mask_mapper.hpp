@@ -27,6 +27,7 @@ mask_value_kind resolve_mask_values(const build_options& options, const std::vec
 struct mask_scratch {
     image_u8 colors;
     value_plane values;
+    png_reader png;  // the mask's libpng session, opened by its probe (probe_image) and taken up by map()
 };
 
 class mask_mapper {
