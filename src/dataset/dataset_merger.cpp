@@ -339,6 +339,8 @@ merge_result merge_parts(const merge_options& o) {
                 throw input_error(part_name(p) + ": " + manifest_path + ": build.shard_size " + std::to_string(wo.shard_size) +
                                   " is below the 4096 bytes a shard needs");
             wo.schema = first.schema();
+            // Format 1.3 where the parts' shards use per-region band heights (codec 3).
+            wo.uses_region_bands = (first.header().required_features & detail::feature_region_bands) != 0;
             wo.classes = classes_of(first);
             wo.build = p.build;
             wo.input_digest = p.input_digest;
