@@ -20,19 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string parse_hex(const std::string& text) {
-    std::string out;
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-        std::istringstream words(line);
-        std::string word;
-        words >> word;  // the offset
-        while (words >> word) out += static_cast<char>(std::stoi(word, nullptr, 16));
-    }
-    return out;
-}
-
 detail::json read_manifest(const std::string& dir) {
     return detail::json::parse(read_file(dir + "/manifest.json"));
 }
@@ -62,37 +49,12 @@ std::string open_error(const std::string& dir) {
 
 TEST_CASE("the golden shard table matches its test vector in the spec byte for byte", "[shard_table][golden]") {
     temp_dir dir("goldentable");
-    dataset_writer_options wo;
-    wo.out_dir = dir.str();
-    wo.schema.task = detail::task_code::segmentation;
-    wo.schema.channels = 3;
-    wo.schema.channel_order = detail::order_code::rgb;
-    wo.schema.label_layout = detail::layout_code::index;
-    wo.schema.label_dtype_bytes = 1;
-    wo.schema.fixed_height = 2;
-    wo.schema.fixed_width = 2;
-    wo.schema.class_count = 2;
-    wo.schema.ignore_value = 255;
-    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
-    wo.shard_table_above = 0;  // the golden tiny shard (spec 16), listed in a table
-    {
-        dataset_writer writer(wo);
-        image_u8 img{2, 2, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
-        const std::uint16_t ids[4] = {0, 1, 255, 1};
-        std::vector<unsigned char> decoded;
-        encode_record(wo.schema, "a.png", img, ids, -1, decoded);
-        record_compressor raw(record_codec::none, 0);
-        stored_record stored;
-        raw.compress(decoded, stored);
-        writer.add(stored);
-        writer.publish();
-    }
+    write_golden_tiny_dataset(dir.str(), 0);  // the golden tiny shard (spec 16), listed in a table
     const detail::json m = read_manifest(dir.str());
     REQUIRE(m.at("format_version").as_string() == "1.2");
     REQUIRE(m.find("shards") == nullptr);
     const detail::json& t = m.at("shard_table");
-    const std::string golden = parse_hex(read_file(std::string(SHARDPACK_TEST_FILES) + "/golden/shard_table.hex"));
+    const std::string golden = parse_hex_dump(read_file(std::string(SHARDPACK_TEST_FILES) + "/golden/shard_table.hex"));
     REQUIRE(golden.size() == 56);
     const std::string hash = detail::hex16(XXH3_64bits(golden.data(), golden.size()));
     REQUIRE(t.at("file").as_string() == "shards-" + hash + ".spt");
