@@ -474,7 +474,7 @@ TEST_CASE("random reads from several threads at once return the right records", 
     REQUIRE(mismatches == 0);
 }
 
-TEST_CASE("partitions cover the dataset under each policy", "[format][partition]") {
+TEST_CASE("rank shares cover the dataset under each policy", "[format][rank_share]") {
     temp_dir dir("part");
     synthetic_options o;
     o.records = 10;
@@ -483,7 +483,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
     SECTION("pad: equal counts, every record at least once") {
         std::vector<int> seen(10, 0);
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::pad);
+            auto p = ds.rank_share(r, 3, rank_share_policy::pad);
             REQUIRE(p.size() == 4);
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -493,7 +493,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
     SECTION("drop: equal counts, no repeats") {
         std::vector<int> seen(10, 0);
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::drop);
+            auto p = ds.rank_share(r, 3, rank_share_policy::drop);
             REQUIRE(p.size() == 3);
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -504,7 +504,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
         std::vector<int> seen(10, 0);
         std::size_t sizes[3];
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::uneven);
+            auto p = ds.rank_share(r, 3, rank_share_policy::uneven);
             sizes[r] = p.size();
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -512,7 +512,15 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
         REQUIRE(sizes[2] == 3);
         for (int c : seen) REQUIRE(c == 1);
     }
-    REQUIRE_THROWS_AS(ds.partition(3, 3), shardpack::error);
+    REQUIRE_THROWS_AS(ds.rank_share(3, 3), shardpack::error);
+    SECTION("the former names (partition, partition_policy) give the same shares") {
+        for (std::size_t r = 0; r < 3; ++r) {
+            const shardpack::partition old = ds.partition(r, 3, partition_policy::uneven);
+            const rank_share now = ds.rank_share(r, 3, rank_share_policy::uneven);
+            REQUIRE(old.size() == now.size());
+            for (std::size_t k = 0; k < now.size(); ++k) REQUIRE(old[k] == now[k]);
+        }
+    }
 }
 
 // Found by tests/fuzz/fuzz_shard: a 672-byte shard whose index claimed a 2 GiB decoded size for
