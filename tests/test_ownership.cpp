@@ -11,8 +11,8 @@
 #include <map>
 
 #include "errors.hpp"
-#include "format/folder_ledger.hpp"
-#include "format/folder_ownership.hpp"
+#include "dataset/folder_ledger.hpp"
+#include "dataset/folder_ownership.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "io/output_lock.hpp"

@@ -13,7 +13,7 @@
 #include <thread>
 #include <utility>
 
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "io/output_lock.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"

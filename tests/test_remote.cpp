@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "format/dataset_names.hpp"
-#include "format/folder_ledger.hpp"
+#include "dataset/dataset_names.hpp"
+#include "dataset/folder_ledger.hpp"
 #include "remote/dataset_push.hpp"
 #include "remote/s3_client.hpp"
 #include "remote/s3_storage.hpp"

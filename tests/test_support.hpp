@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "format/dataset_writer.hpp"
+#include "dataset/dataset_writer.hpp"
 #include "format/record_compressor.hpp"
 #include "format/record_encoder.hpp"
 #include "decode/image_decoder.hpp"

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "format/dataset_writer.hpp"
+#include "dataset/dataset_writer.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/detail/xxhash.hpp"
 

@@ -112,17 +112,15 @@ int main(int argc, char** argv) {
     spdlog::set_level(quiet ? spdlog::level::err : verbose ? spdlog::level::debug : spdlog::level::info);
 
     try {
-        if (*build_cmd) {
+        // build and merge stop at the next row on SIGINT/SIGTERM and publish nothing (exit
+        // 130/143); the other commands keep the signals' default action.
+        if (*build_cmd || *merge_cmd) {
             std::signal(SIGINT, on_signal);
             std::signal(SIGTERM, on_signal);
-            return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
         }
+        if (*build_cmd) return run_build_command(build, ::isatty(STDERR_FILENO) && !quiet);
         if (*colors_cmd) return run_colors_command(colors);
-        if (*merge_cmd) {
-            std::signal(SIGINT, on_signal);
-            std::signal(SIGTERM, on_signal);
-            return run_merge_command(merge);
-        }
+        if (*merge_cmd) return run_merge_command(merge);
         if (*push_cmd) return run_push_command(push);
         if (*inspect_cmd) return run_inspect_command(inspect);
         if (*verify_cmd) return run_verify_command(verify);

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "errors.hpp"
-#include "format/dataset_merger.hpp"
+#include "dataset/dataset_merger.hpp"
 #include "pipeline/build_pipeline.hpp"
 
 namespace shardpack {

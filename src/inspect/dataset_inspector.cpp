@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "errors.hpp"
-#include "format/dataset_writer.hpp"
+#include "dataset/dataset_writer.hpp"
 #include "io/output_folder.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"

@@ -3,9 +3,9 @@
 #include <filesystem>
 #include <set>
 
-#include "format/dataset_names.hpp"
-#include "format/dataset_writer.hpp"
-#include "format/folder_ledger.hpp"
+#include "dataset/dataset_names.hpp"
+#include "dataset/dataset_writer.hpp"
+#include "dataset/folder_ledger.hpp"
 #include "remote/s3_client.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"

@@ -3,7 +3,7 @@
 #include "decode/image_decoder.hpp"
 #include "decode/sniff.hpp"
 #include "pipeline/memory_budget.hpp"
-#include "pipeline/previous_build.hpp"
+#include "dataset/previous_build.hpp"
 #include "io/input_file.hpp"
 #include "shardpack/detail/xxhash.hpp"
 

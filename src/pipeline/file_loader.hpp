@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "pipeline/sample_job.hpp"
 
 namespace shardpack {

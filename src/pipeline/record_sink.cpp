@@ -1,6 +1,6 @@
 #include "pipeline/record_sink.hpp"
 
-#include "pipeline/previous_build.hpp"
+#include "dataset/previous_build.hpp"
 
 namespace shardpack {
 

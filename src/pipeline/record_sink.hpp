@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "format/dataset_writer.hpp"
+#include "dataset/dataset_writer.hpp"
 #include "pipeline/build_options.hpp"
 #include "pipeline/sample_job.hpp"
 #include "pipeline/value_totals.hpp"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "format/stored_record.hpp"
 #include "input/input_list.hpp"
 

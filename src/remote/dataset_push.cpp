@@ -4,8 +4,8 @@
 #include <map>
 #include <set>
 
-#include "format/dataset_names.hpp"
-#include "format/folder_ledger.hpp"
+#include "dataset/dataset_names.hpp"
+#include "dataset/folder_ledger.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "io/input_file.hpp"
 #include "shardpack/detail/error.hpp"

@@ -13,7 +13,7 @@
 #include <mutex>
 #include <random>
 
-#include "format/dataset_names.hpp"
+#include "dataset/dataset_names.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"

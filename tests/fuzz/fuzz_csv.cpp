@@ -18,7 +18,7 @@
 #include <typeinfo>
 
 #include "errors.hpp"
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "fuzz_common.hpp"
 #include "input/class_table.hpp"
 #include "input/csv_reader.hpp"

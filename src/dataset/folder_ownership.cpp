@@ -1,4 +1,4 @@
-#include "format/folder_ownership.hpp"
+#include "dataset/folder_ownership.hpp"
 
 #include <unistd.h>
 
@@ -7,8 +7,8 @@
 #include <filesystem>
 
 #include "errors.hpp"
-#include "format/dataset_names.hpp"
-#include "format/folder_ledger.hpp"
+#include "dataset/dataset_names.hpp"
+#include "dataset/folder_ledger.hpp"
 #include "io/output_folder.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"

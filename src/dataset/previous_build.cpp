@@ -1,4 +1,4 @@
-#include "pipeline/previous_build.hpp"
+#include "dataset/previous_build.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -24,7 +24,7 @@
 
 #include "format/shard_writer.hpp"
 #include "format/stored_record.hpp"
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "shardpack/detail/format.hpp"

@@ -1,4 +1,4 @@
-#include "format/dataset_merger.hpp"
+#include "dataset/dataset_merger.hpp"
 
 #include <sys/resource.h>
 
@@ -11,11 +11,11 @@
 #include <sstream>
 
 #include "errors.hpp"
-#include "format/dataset_writer.hpp"
-#include "format/input_fingerprints.hpp"
+#include "dataset/dataset_writer.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "io/input_file.hpp"
 #include "io/output_file.hpp"
-#include "format/folder_ownership.hpp"
+#include "dataset/folder_ownership.hpp"
 #include "io/output_folder.hpp"
 #include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"

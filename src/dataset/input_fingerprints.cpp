@@ -1,4 +1,4 @@
-#include "format/input_fingerprints.hpp"
+#include "dataset/input_fingerprints.hpp"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "format/dataset_writer.hpp"
+#include "dataset/dataset_writer.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,9 +14,9 @@
 #include <stdexcept>
 
 #include "errors.hpp"
-#include "format/dataset_names.hpp"
-#include "format/folder_ledger.hpp"
-#include "format/folder_ownership.hpp"
+#include "dataset/dataset_names.hpp"
+#include "dataset/folder_ledger.hpp"
+#include "dataset/folder_ownership.hpp"
 #include <spdlog/spdlog.h>
 
 #include "io/input_file.hpp"

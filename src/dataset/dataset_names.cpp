@@ -1,4 +1,4 @@
-#include "format/dataset_names.hpp"
+#include "dataset/dataset_names.hpp"
 
 #include <array>
 

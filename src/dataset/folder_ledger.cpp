@@ -1,8 +1,8 @@
-#include "format/folder_ledger.hpp"
+#include "dataset/folder_ledger.hpp"
 
 #include <sstream>
 
-#include "format/dataset_names.hpp"
+#include "dataset/dataset_names.hpp"
 #include "io/output_folder.hpp"
 
 namespace shardpack {

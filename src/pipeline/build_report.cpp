@@ -1,10 +1,14 @@
-#include "pipeline/build_messages.hpp"
+#include "pipeline/build_report.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <map>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include "dataset/dataset_writer.hpp"
+#include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "pipeline/mask_mapper.hpp"
 #include "transform/label_map.hpp"
@@ -219,6 +223,131 @@ std::string common_reasons(const std::vector<rejected_row>& rows, std::size_t to
         out += (i ? "; " : "") + std::to_string(counts[order[i]]) + " x " + order[i];
     if (order.size() > top) out += "; and " + std::to_string(order.size() - top) + " other reason(s)";
     return out;
+}
+
+namespace {
+
+// The report's "rejected" array: line, image, label and reason of every rejected row.
+json rejected_rows_json(const std::vector<rejected_row>& rows) {
+    json rejected = json::array();
+    for (const auto& row : rows) {
+        json e = json::object();
+        e.set("line", row.csv_line);
+        e.set("image", row.image);
+        e.set("label", row.label);
+        e.set("reason", row.reason);
+        rejected.push(e);
+    }
+    return rejected;
+}
+
+}  // namespace
+
+std::string rejected_csv(const std::vector<rejected_row>& rows) {
+    auto quote = [](const std::string& s) {
+        std::string q = "\"";
+        for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+        return q + "\"";
+    };
+    std::string out = "line,image,label,reason\n";
+    for (const auto& r : rows)
+        out += std::to_string(r.csv_line) + "," + quote(r.image) + "," + quote(r.label) + "," + quote(r.reason) + "\n";
+    return out;
+}
+
+json make_report(const build_options& o, const input_list& input, const build_totals& t, double seconds,
+                 const json& manifest, unsigned threads, std::uint64_t shards_written, std::uint64_t shards_reused,
+                 bool index_masks, std::uint64_t bytes_out, const std::vector<std::string>& id_changes) {
+    json r = json::object();
+    r.set("dataset", o.out_dir);
+    r.set("content_hash", manifest.at("content_hash"));
+    r.set("rows", input.size());
+    r.set("records", t.records);
+    r.set("reused_records", t.reused);
+    r.set("decoded_records", t.records - t.reused);
+    r.set("shards_written", shards_written);
+    r.set("shards_reused", shards_reused);
+    r.set("skipped", t.rejected.size());
+    r.set("rejected", rejected_rows_json(t.rejected));
+    r.set("seconds", seconds);
+    r.set("threads", threads);
+    r.set("samples_per_second", seconds > 0 ? double(t.records) / seconds : 0.0);
+    r.set("bytes_in", t.bytes_in);
+    r.set("bytes_decoded", t.decoded_bytes);
+    r.set("bytes_stored", t.stored_bytes);
+    r.set("bytes_out", bytes_out);
+    r.set("compression_ratio", t.stored_bytes ? double(t.decoded_bytes) / double(t.stored_bytes) : 1.0);
+    const bool seg = input.task == task_kind::segmentation;
+    std::uint64_t total = 0;
+    for (auto c : t.class_counts) total += c;
+    json freq = json::array();
+    for (std::size_t c = 0; c < input.classes.size(); ++c) {
+        json e = json::object();
+        e.set("class", input.classes[c].name);
+        e.set(seg ? "pixels" : "samples", t.class_counts[c]);
+        if (seg) {
+            const std::uint64_t tolerant = c < t.tolerance_counts.size() ? t.tolerance_counts[c] : 0;
+            e.set("exact_pixels", t.class_counts[c] - std::min(tolerant, t.class_counts[c]));
+            e.set("tolerance_pixels", tolerant);
+        }
+        e.set("fraction", total ? double(t.class_counts[c]) / double(total) : 0.0);
+        freq.push(e);
+    }
+    r.set("class_frequencies", freq);
+    if (seg) r.set("unknown_color_pixels", t.unknown_pixels);
+    if (seg) r.set(index_masks ? "unknown_values" : "unknown_colors", unknown_values_json(t, index_masks));
+    if (seg) r.set("unknown_pixels_counted", unknown_pixels_counted(o));
+    json warnings = json::array();
+    for (const auto& w : build_warnings(input, t, index_masks, o)) warnings.push(w);
+    for (const auto& w : id_changes) warnings.push(w);
+    r.set("warnings", warnings);
+    return r;
+}
+
+void log_build_messages(const build_options& options, const input_list& input, const build_totals& totals, bool index_masks,
+                        const std::vector<std::string>& id_changes) {
+    if (input.task == task_kind::classification)
+        for (const auto& line : class_id_table(input, totals)) spdlog::info("{}", line);
+    for (const auto& w : build_warnings(input, totals, index_masks, options)) spdlog::warn("{}", w);
+    for (const auto& w : id_changes) spdlog::warn("{}", w);
+}
+
+void write_report_files(const output_folder& folder, const build_options& options, const json& report,
+                        const std::vector<rejected_row>& rejected) {
+    const std::string report_text = report.dump();
+    folder.write_atomically("report.json", report_text);
+    if (!options.report_path.empty()) write_file_atomically(options.report_path, report_text);
+    if (options.on_error == error_policy::skip) folder.write_atomically("rejected.csv", rejected_csv(rejected));
+    else folder.remove("rejected.csv");
+}
+
+build_stopped keep_failed_build(const build_options& options, const input_list& input, const build_totals& t,
+                                const std::string& what) {
+    const std::string dir = options.out_dir + "/" + dataset_writer::partial_dir;
+    json report = json::object();
+    report.set("dataset", options.out_dir);
+    report.set("published", false);
+    report.set("error", what);
+    report.set("rows", input.size());
+    report.set("rows_seen", t.rows);
+    report.set("records", t.records);
+    report.set("skipped", t.rejected.size());
+    report.set("common_reasons", common_reasons(t.rejected, 5));
+    report.set("rejected", rejected_rows_json(t.rejected));
+    std::string where;
+    try {
+        write_file_atomically(dir + "/rejected.csv", rejected_csv(t.rejected));
+        write_file_atomically(dir + "/report.json", report.dump());
+        where = " Rejected rows: " + dir + "/rejected.csv; report: " + dir + "/report.json";
+        if (!options.report_path.empty()) {
+            write_file_atomically(options.report_path, report.dump());
+            where += " and " + options.report_path;
+        }
+        where += ".";
+    } catch (const std::exception& e) {
+        where = " (the rejected rows could not be written: " + std::string(e.what()) + ")";
+    }
+    return build_stopped(what + ". Most common reasons: " + common_reasons(t.rejected) + "." + where);
 }
 
 }  // namespace shardpack

@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "format/dataset_writer.hpp"
-#include "format/input_fingerprints.hpp"
+#include "dataset/dataset_writer.hpp"
+#include "dataset/input_fingerprints.hpp"
 #include "shardpack/detail/shard_file.hpp"
 #include "shardpack/reader.hpp"
 
