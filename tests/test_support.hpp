@@ -4,21 +4,26 @@
 // written through the real writer, so that tests exercise the same bytes the CLI produces;
 // the spec's hex dumps.
 #pragma once
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <thread>
 #include <utility>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -35,19 +40,82 @@
 
 namespace shardpack::test {
 
-// A fresh folder under the system temp dir, removed when the object dies.
+// Removes the folder `name` (relative to the open folder `parent_fd`, or AT_FDCWD) and all it
+// holds, unlinking each folder's entries in inode order; true when all of it is gone.
+// Why inode order: std::filesystem::remove_all unlinks in readdir (hash) order, which jumps
+// around the inode table; on a loaded disk it removed test_shard_table's 400,000 files at ~530 a
+// second (> 240 s, and the test timed out), while coreutils' rm -rf, which sorts by inode, was
+// ~17x faster. Links are removed, never followed: a folder is opened with O_NOFOLLOW, so a
+// folder swapped for a link meanwhile is an error, not a walk elsewhere.
+inline bool remove_tree_in_inode_order(int parent_fd, const char* name) {
+    const int fd = ::openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    DIR* const folder = ::fdopendir(fd);
+    if (!folder) {
+        ::close(fd);
+        return false;
+    }
+    struct entry {
+        ino_t inode;
+        unsigned char type;
+        std::string name;
+    };
+    std::vector<entry> entries;
+    errno = 0;
+    while (const dirent* e = ::readdir(folder)) {
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+            entries.push_back({e->d_ino, e->d_type, e->d_name});
+        errno = 0;
+    }
+    bool ok = errno == 0;
+    std::sort(entries.begin(), entries.end(), [](const entry& a, const entry& b) { return a.inode < b.inode; });
+    for (const entry& e : entries) {
+        if (!ok) break;
+        bool is_folder = e.type == DT_DIR;
+        if (e.type == DT_UNKNOWN) {  // file systems that do not fill d_type
+            struct stat st {};
+            if (::fstatat(fd, e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+                ok = errno == ENOENT;
+                continue;
+            }
+            is_folder = S_ISDIR(st.st_mode);
+        }
+        ok = is_folder ? remove_tree_in_inode_order(fd, e.name.c_str())
+                       : ::unlinkat(fd, e.name.c_str(), 0) == 0 || errno == ENOENT;
+    }
+    ::closedir(folder);  // closes fd
+    return ok && (::unlinkat(parent_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT);
+}
+
+// Removes `path` and all it holds (see remove_tree_in_inode_order); on any error, what is left
+// goes through std::filesystem::remove_all. Never throws.
+inline void remove_tree(const std::filesystem::path& path) {
+    if (remove_tree_in_inode_order(AT_FDCWD, path.c_str())) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+}
+
+// A fresh folder under the system temp dir, removed when the object dies (or by remove()).
 class temp_dir {
 public:
     explicit temp_dir(const std::string& tag = "t") {
         static std::atomic<int> counter{0};
         path_ = std::filesystem::temp_directory_path() /
                 ("shardpack-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-        std::filesystem::remove_all(path_);
+        remove_tree(path_);
         std::filesystem::create_directories(path_);
     }
+    temp_dir(const temp_dir&) = delete;  // one owner removes it
+    temp_dir& operator=(const temp_dir&) = delete;
     ~temp_dir() {
-        std::error_code ec;
-        std::filesystem::remove_all(path_, ec);
+        if (!removed_) remove_tree(path_);
+    }
+    // Removes the folder now and returns the seconds it took (for tests that report it).
+    double remove() {
+        const auto t0 = std::chrono::steady_clock::now();
+        remove_tree(path_);
+        removed_ = true;
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     std::string str() const { return path_.string(); }
     std::string operator/(const std::string& name) const { return (path_ / name).string(); }
@@ -65,6 +133,7 @@ public:
 
 private:
     std::filesystem::path path_;
+    bool removed_ = false;
 };
 
 inline std::string read_file(const std::string& path) {

@@ -600,7 +600,13 @@ public:
 private:
     std::size_t begin_, count_, total_;
 };
-using partition = rank_share;  // the former name, as rank_share_policy's
+// The former name of rank_share. A class, not an alias: GCC's -Wshadow reports every variable
+// named `partition` in a user's code (a manifest member is one) as shadowing an alias.
+class partition : public rank_share {
+public:
+    using rank_share::rank_share;
+    partition(const rank_share& share) : rank_share(share) {}  // implicit: ds.partition(...) gives a rank_share
+};
 
 // One shard of a dataset, kept open while this handle lives (see dataset::shard).
 class shard_ref {
