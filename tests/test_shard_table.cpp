@@ -304,7 +304,7 @@ TEST_CASE("a damaged or truncated shard table is refused, naming the file and th
 // vm.max_map_count. make_many_shards writes 400,000 one-record shards (about 50-60 s on a
 // 2-core machine, 1.6 GB of 4 KiB blocks); bench_open then opens the dataset in a fresh process
 // and reads 10,000 records spread over it (the open itself: ~0.1-0.3 s); the folder is then
-// removed in inode order (REMOVE_S_PLACEHOLDER). About 1 minute in all.
+// removed in inode order, and the time it took is printed. About 1 minute in all on an idle machine.
 // The time bound here is loose (5 s; 20 s under sanitizers) for a loaded CI machine: the 1 s
 // target is measured by tools/bench_open (scripts/bench/scaling.md). RSS: 200 MB, not checked
 // under AddressSanitizer (its shadow memory and quarantine).
