@@ -218,8 +218,8 @@ TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spe
     wo.uses_zstd = false;
     wo.uses_bands = true;
     // 8x8 pixels in two bands of four rows: image rows 0-3 all 0x11, rows 4-7 all 0x22; label
-    // rows 0-3 class 0, rows 4-7 class 1. Each band is one RLE block, so the frames do not
-    // depend on the zstd version.
+    // rows 0-3 class 0, rows 4-7 class 1. Each band is one compressed block of two literals and
+    // one match (spec 16.4 shows them byte by byte), as libzstd 1.5.4 writes it.
     image_u8 img{8, 8, 3, std::vector<std::uint8_t>(192, 0x11)};
     std::fill(img.pixels.begin() + 96, img.pixels.end(), 0x22);
     std::uint16_t ids[64] = {};
@@ -247,6 +247,59 @@ TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spe
     REQUIRE(s.key() == "b.png");
     REQUIRE(std::equal(s.image().begin(), s.image().end(), img.pixels.begin()));
     REQUIRE(std::equal(s.label().begin(), s.label().end(), std::begin(ids)));
+}
+
+// Format 1.3 (spec 16.6): codec 3, a band height per region, chosen by the writer's rule: the
+// label plane one frame because zstd shrinks it more than label_one_frame_min_ratio times, and
+// the image then in bands of about 128 KiB (2 rows of 16384 RGB pixels).
+TEST_CASE("the golden per-region band shard (format 1.3) matches its test vector in the spec byte for byte", "[format][golden]") {
+    temp_dir dir("golden13");
+    dataset_writer_options wo;
+    wo.out_dir = dir.str();
+    wo.schema.task = detail::task_code::segmentation;
+    wo.schema.channels = 3;
+    wo.schema.channel_order = detail::order_code::rgb;
+    wo.schema.label_layout = detail::layout_code::index;
+    wo.schema.label_dtype_bytes = 1;
+    wo.schema.fixed_height = 4;
+    wo.schema.fixed_width = 16384;
+    wo.schema.class_count = 2;
+    wo.schema.ignore_value = 255;
+    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
+    wo.uses_zstd = false;
+    wo.uses_bands = true;
+    wo.uses_region_bands = true;
+    // 4 rows of 16384 pixels: image rows 0-1 all 0x11, rows 2-3 all 0x22; label rows 0-1 class 0,
+    // rows 2-3 class 1.
+    const std::size_t row = 16384 * 3;
+    image_u8 img{16384, 4, 3, std::vector<std::uint8_t>(4 * row, 0x11)};
+    std::fill(img.pixels.begin() + 2 * row, img.pixels.end(), 0x22);
+    std::vector<std::uint16_t> ids(4 * 16384, 0);
+    std::fill(ids.begin() + 2 * 16384, ids.end(), 1);
+    {
+        dataset_writer writer(wo);
+        std::vector<unsigned char> decoded;
+        encode_record(wo.schema, "c.png", img, ids.data(), -1, decoded);
+        record_compressor bands(record_codec::zstd, 1, wo.schema);
+        REQUIRE(bands.per_region());
+        stored_record stored;
+        bands.compress(decoded, stored);
+        REQUIRE(stored.codec == detail::codec_zstd_region_bands);
+        writer.add(stored);
+        writer.publish();
+    }
+    const std::string bytes = read_file(only_shard(dir.str()));
+    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/region_band_shard.hex";
+    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
+    const std::string golden = parse_hex_dump(read_file(golden_path));
+    REQUIRE(hex_dump(bytes) == hex_dump(golden));
+    REQUIRE(detail::load_u16(reinterpret_cast<const unsigned char*>(bytes.data()) + 10) == 3);  // version 1.3
+    REQUIRE(read_file(dir / "manifest.json").find("\"format_version\": \"1.3\"") != std::string::npos);
+    auto ds = dataset::open(dir.str());
+    const auto s = ds.at(0);
+    REQUIRE(s.key() == "c.png");
+    REQUIRE(std::equal(s.image().begin(), s.image().end(), img.pixels.begin()));
+    REQUIRE(std::equal(s.label().begin(), s.label().end(), ids.begin()));
 }
 
 TEST_CASE("every truncation of a shard is refused at open", "[format][damage]") {
@@ -356,7 +409,7 @@ TEST_CASE("unknown major versions, required features and required sections are r
     REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
 
     std::string feature = bytes;
-    feature[16] |= 0x04;  // an unknown required feature bit
+    feature[16] |= 0x08;  // an unknown required feature bit (bits 0-2 are known since 1.3)
     reseal(feature);
     write_file(shard, feature);
     REQUIRE_THROWS_WITH(detail::shard_file(shard, "s"), Catch::Contains("required feature bits"));

@@ -271,9 +271,9 @@ TEST_CASE("a dataset written by a newer format version is not replaced without -
         REQUIRE_THAT(r.err, Catch::Contains(std::string("format version \"") + version + "\"") && Catch::Contains("without --force"));
         REQUIRE(snapshot(out) == before);
         REQUIRE(cli(f.build(out, {"--full", "--force"})).code == 0);
-        // Replaced by what this shardpack writes (band frames by default: 1.1).
+        // Replaced by what this shardpack writes (segmentation band frames by default: 1.3).
         REQUIRE(dataset::open(out).manifest().at("format_version").as_string() ==
-                std::to_string(detail::version_major) + "." + std::to_string(detail::version_minor));
+                std::to_string(detail::version_major) + "." + std::to_string(detail::version_minor_region_bands));
         REQUIRE(verify_dataset(out).ok());
     }
 }

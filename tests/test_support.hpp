@@ -461,6 +461,7 @@ struct synthetic_options {
     detail::layout_code layout = detail::layout_code::one_hot;
     record_codec codec = record_codec::zstd;
     std::uint32_t band_rows = 0;  // codec 2 band height; 0: the writer's default
+    std::uint32_t label_band_rows = 0;  // codec 3 label band height; 0: chosen from the data
     std::uint64_t shard_size = std::uint64_t(1) << 30;
     std::vector<extra_section> extra;
     std::size_t shard_table_above = dataset_writer_options{}.shard_table_above;  // 0: always a binary shard table
@@ -490,11 +491,12 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
         wo.classes.push_back({"class" + std::to_string(c), o.segmentation, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
     wo.uses_zstd = uses_record_frames(o.codec);
     wo.uses_bands = uses_band_frames(o.codec);
+    wo.uses_region_bands = record_compressor(o.codec, 3, wo.schema, o.band_rows, o.label_band_rows).per_region();
     wo.input_digest = "0000000000000000";
     wo.extra_sections = o.extra;
     wo.shard_table_above = o.shard_table_above;
     dataset_writer writer(wo);
-    record_compressor compressor(o.codec, 3, wo.schema, o.band_rows);
+    record_compressor compressor(o.codec, 3, wo.schema, o.band_rows, o.label_band_rows);
     std::vector<synthetic_sample> samples;
     std::vector<unsigned char> decoded;
     stored_record stored;

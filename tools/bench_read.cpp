@@ -209,7 +209,8 @@ struct worker_state {
 
 // Bare zstd on a record's stored bytes into `out` (decoded_size bytes): one ZSTD_decompressDCtx
 // of the frame (codec 1); for band frames (codec 2, format 1.1) the prefix copied and one
-// ZSTD_decompressDCtx per frame at its place, found from the band table with no checks; raw:
+// ZSTD_decompressDCtx per frame at its place, found from the band table with no checks (codec 3,
+// format 1.3: the same with the label's own band height); raw:
 // a memcpy. The floor a reader of the same bytes is measured against.
 void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const shardpack::detail::schema_record& schema, unsigned char* out,
                  std::size_t i) {
@@ -218,21 +219,25 @@ void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const shardpack::detai
     if (r.codec == d::codec_zstd) {
         const std::size_t got = ZSTD_decompressDCtx(dctx, out, r.decoded, r.data, r.stored);
         if (ZSTD_isError(got) || got != r.decoded) fail();
-    } else if (r.codec == d::codec_zstd_bands) {
+    } else if (r.codec == d::codec_zstd_bands || r.codec == d::codec_zstd_region_bands) {
         const auto lay = d::make_record_layout(schema, d::load_u32(r.data), d::load_u32(r.data + 4),
                                                static_cast<std::int32_t>(d::load_u32(r.data + 8)), d::load_u32(r.data + 12));
         std::memcpy(out, r.data, std::size_t(lay.image_offset));
         const unsigned char* table = r.data + lay.image_offset;
-        const std::uint32_t rows = d::load_u32(table), frames = d::load_u32(table + 4);
+        const bool per_region = r.codec == d::codec_zstd_region_bands;
+        const std::size_t fixed = per_region ? d::region_band_table_fixed_size : d::band_table_fixed_size;
+        const std::uint32_t rows = d::load_u32(table), frames = d::load_u32(table + fixed - 4);
+        const std::uint32_t label_rows = per_region ? d::load_u32(table + 4) : rows;
         const std::uint32_t bands = (lay.height + rows - 1) / rows;
-        const unsigned char* frame = table + 8 + 8 * std::size_t(frames);
+        const unsigned char* frame = table + fixed + 8 * std::size_t(frames);
         for (std::uint32_t f = 0; f < frames; ++f) {
             const bool label = f >= bands;
             const std::uint32_t band = label ? f - bands : f;
             const std::size_t row_bytes = std::size_t(label ? lay.label_bytes : lay.image_bytes) / lay.height;
-            const std::size_t first = std::size_t(band) * rows, last = std::min<std::size_t>(first + rows, lay.height);
+            const std::size_t band_rows = label ? label_rows : rows;
+            const std::size_t first = std::size_t(band) * band_rows, last = std::min<std::size_t>(first + band_rows, lay.height);
             unsigned char* dst = out + (label ? lay.label_offset : lay.image_offset) + first * row_bytes;
-            const std::uint64_t entry = d::load_u64(table + 8 + 8 * std::size_t(f));
+            const std::uint64_t entry = d::load_u64(table + fixed + 8 * std::size_t(f));
             const std::size_t n = std::size_t(entry & ~d::band_stored_raw);
             if (entry & d::band_stored_raw) {
                 std::memcpy(dst, frame, n);
@@ -432,7 +437,7 @@ int main(int argc, char** argv) {
         // buffers), so the copy-out reads blocks still in cache instead of the whole record.
         auto stream_out = [](worker_state& w, const shardpack::detail::schema_record& sc, const stored_record& r,
                              std::size_t i) {
-            if (r.codec == shardpack::detail::codec_zstd_bands) {  // band frames: their own experiment
+            if (r.codec == shardpack::detail::codec_zstd_bands || r.codec == shardpack::detail::codec_zstd_region_bands) {  // band frames: their own experiment
                 bare_decode(w.dctx.get(), r, sc, w.zbuf.data(), i);
                 const auto lay = shardpack::detail::parse_record(sc, w.zbuf.data(), r.decoded);
                 std::memcpy(w.image.data(), w.zbuf.data() + lay.image_offset, lay.image_bytes);

@@ -1021,10 +1021,10 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
             throw error(s_->where(k, local) + ": decompressed to " + std::to_string(n) + " bytes, the index says " +
                         std::to_string(e.decoded_size));
         rec = buffer.data();
-    } else if (e.codec == codec_zstd_bands) {
+    } else if (is_band_codec(e.codec)) {
         try {
             layout = parse_record(s_->schema, stored, e.decoded_size);
-            const band_table bands = parse_band_table(layout, stored, e.stored_size);
+            const band_table bands = parse_band_table(layout, stored, e.stored_size, e.codec);
             buffer.resize(static_cast<std::size_t>(e.decoded_size));
             unsigned char* out = buffer.data();
             std::memcpy(out, stored, static_cast<std::size_t>(layout.image_offset));
@@ -1511,7 +1511,7 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     const shard_file& shard = *pinned;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
-    if (e.codec != codec_zstd_bands) {
+    if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
         const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), slot);
@@ -1534,7 +1534,7 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     band_table bands;
     try {
         layout = parse_record(s_->schema, stored, e.decoded_size);
-        bands = parse_band_table(layout, stored, e.stored_size);
+        bands = parse_band_table(layout, stored, e.stored_size, e.codec);
     } catch (const error& ex) {
         throw error(s_->where(k, local) + ": " + ex.what());
     }

@@ -22,9 +22,12 @@
 #   read         bench_read --modes reader_1t,zstd_1t on the job's records stored with each
 #                --compression (zstd = band frames, the default; zstd-record = one frame per
 #                record; auto; none): the reader against bare zstd of the same frames
-#   crop         bench_crop --crop 512x512 on full 1080p records (index labels) per codec
-#   bands        the same reads (seg records) and crops (1080p records) with the default codec at
-#                other band heights (--band-rows): the measurements a band-height rule rests on
+#   crop         bench_crop --crop 512x512 on full 1080p records (index labels) per codec, and
+#                --crop 256x256 on the seg job's 512x512 records; full-record reads of the 1080p
+#                records per codec (bench_read, as above)
+#   bands        the same reads and crops of both with the default codec at fixed band heights
+#                (--band-rows: one height for image and label, format 1.1's codec 2), against the
+#                default (a height per region from the data, codec 3): what the rule rests on
 #
 # Writes WORK/results.jsonl (raw), WORK/pack.json and WORK/pack.md (the tables); prints the tables.
 # Exit 0; 1 when a measurement fails; 2 on bad usage.
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --quick) size=quick ;;
     --tiny) size=tiny ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -147,9 +150,11 @@ for job in seg cls; do
     record "pack.size.$job.$codec" "{\"bytes\":$(du -sb "$work/$job-$codec.ds" | cut -f1)}"
   done
 done
-# Band heights: the default codec's records at other --band-rows (the record's height: one
-# frame per region); the default height is the zstd dataset's.
-seg_band_rows=(16 64 256 512) crop_band_rows=(22 90 180 1080)
+# Band heights: the default codec's records at fixed --band-rows (one height for both regions,
+# codec 2; the record's height: one frame per region). 170 and 45 are the 1.1 writer's default
+# (about 256 KiB of image a band for both regions): "today" for the 1.3 default (the zstd
+# datasets: image bands of that height, the label's height from the data, codec 3).
+seg_band_rows=(16 64 170 256 512) crop_band_rows=(22 45 90 180 1080)
 job_args seg
 for rows in "${seg_band_rows[@]}"; do
   rm -rf "$work/seg-rows$rows.ds"
@@ -180,16 +185,25 @@ for r in $(seq "$reps"); do
     log "crops of full 1080p records, --compression $codec (rep $r/$reps)"
     record "pack.crop.$codec" "$("$bin/bench_crop" "$work/crop-$codec.ds" --crop 512x512 --threads 1 \
       --seconds "$crop_seconds" 2>/dev/null)"
+    log "crops 256 of seg records, full reads of 1080p records, --compression $codec (rep $r/$reps)"
+    record "pack.crop256.$codec" "$("$bin/bench_crop" "$work/seg-$codec.ds" --crop 256x256 --threads 1 \
+      --seconds "$crop_seconds" 2>/dev/null)"
+    record "pack.read1080.$codec" "$("$bin/bench_read" "$work/crop-$codec.ds" --threads 1 --modes reader_1t,zstd_1t \
+      "${read_args[@]}" 2>/dev/null)"
   done
-  for i in $(rotate "$r" 0 1 2 3); do
+  for i in $(rotate "$r" 0 1 2 3 4); do
     rows=${seg_band_rows[$i]}
     log "read seg records, --band-rows $rows (rep $r/$reps)"
     record "pack.bands.read.$rows" "$("$bin/bench_read" "$work/seg-rows$rows.ds" --threads 1 --modes reader_1t,zstd_1t \
       "${read_args[@]}" 2>/dev/null)"
+    record "pack.bands.crop256.$rows" "$("$bin/bench_crop" "$work/seg-rows$rows.ds" --crop 256x256 --threads 1 \
+      --seconds "$crop_seconds" 2>/dev/null)"
     rows=${crop_band_rows[$i]}
     log "crops of full 1080p records, --band-rows $rows (rep $r/$reps)"
     record "pack.bands.crop.$rows" "$("$bin/bench_crop" "$work/crop-rows$rows.ds" --crop 512x512 --threads 1 \
       --seconds "$crop_seconds" 2>/dev/null)"
+    record "pack.bands.read1080.$rows" "$("$bin/bench_read" "$work/crop-rows$rows.ds" --threads 1 --modes reader_1t,zstd_1t \
+      "${read_args[@]}" 2>/dev/null)"
   done
 done
 

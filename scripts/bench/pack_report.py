@@ -186,35 +186,64 @@ def main():
                           fmt(c["vs_one_frame_per_record_wall"], 2, "x")])
     data["crop"] = crops
 
-    # Band heights: full reads of the seg records and crops of the 1080p records against the band
-    # rows (the default codec); the default height's figures are the codec rows' above.
-    band_read_rows, band_crop_rows, bands = [], [], {"read": {}, "crop": {}}
-    seg_reads = data["read"].get("seg", {})
-    by_rows = {}
-    for name in runs:
-        if name.startswith("pack.bands.read."):
-            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["modes"]["reader_1t"]["samples_per_cpu_s"])
-    if by_rows and "zstd" in seg_reads:
-        by_rows[setup.get("seg_default_band_rows", 0)] = seg_reads["zstd"]["reader_per_cpu_s"]
-    one_frame = seg_reads.get("zstd-record", {}).get("reader_per_cpu_s")
-    for rows in sorted(by_rows):
-        default = " (default)" if rows == setup.get("seg_default_band_rows") else ""
-        frames = 2 * -(-512 // rows) if rows else None
-        bands["read"][rows] = {"reader_per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
-        band_read_rows.append([f"{rows}{default}", frames if frames else "n/a", fmt(by_rows[rows], 0),
-                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
-    by_rows = {}
-    for name in runs:
-        if name.startswith("pack.bands.crop."):
-            by_rows[int(name.rsplit(".", 1)[1])] = median_of(runs, name, lambda r: r["samples_per_cpu_s_1t"])
-    if by_rows and "zstd" in crops:
-        by_rows[setup.get("crop_default_band_rows", 0)] = crops["zstd"]["per_cpu_s"]
-    one_frame = crops.get("zstd-record", {}).get("per_cpu_s")
-    for rows in sorted(by_rows):
-        default = " (default)" if rows == setup.get("crop_default_band_rows") else ""
-        bands["crop"][rows] = {"per_cpu_s": by_rows[rows], "vs_one_frame_per_record_cpu": ratio(by_rows[rows], one_frame)}
-        band_crop_rows.append([f"{rows}{default}", 2 * -(-1080 // rows) if rows else "n/a", fmt(by_rows[rows], 0),
-                               fmt(ratio(by_rows[rows], one_frame), 2, "x")])
+    # Band heights: four reads (full-record reads and 256x256 crops of the seg job's 512x512 records,
+    # full-record reads and 512x512 crops of the 1080p records), each with one frame per record,
+    # with every fixed height (--band-rows: one height for both regions, codec 2) and with the
+    # default (1.3: the image's height from its row size, the label's from the data, codec 3).
+    # Ratios against one frame per record, the 1.1 default height (one height, ~256 KiB of image)
+    # and, for full reads, bare zstd of the same frames.
+    bands = {}
+    band_tables = []
+    full_read = lambda r: r["modes"]["reader_1t"]["samples_per_cpu_s"]  # noqa: E731
+    bare_zstd = lambda r: r["modes"]["zstd_1t"]["samples_per_cpu_s"]  # noqa: E731
+    crop_rate = lambda r: r["samples_per_cpu_s_1t"]  # noqa: E731
+    # (key, title, per-band-height result prefix, per-codec result name, record rows, default height, full read?)
+    for key, title, prefix, codec_name, height, default_rows, is_read in (
+            ("read", "full-record reads of the seg records (512x512, one-hot)", "pack.bands.read.", "pack.read.seg.{}", 512,
+             setup.get("seg_default_band_rows"), True),
+            ("crop256", "random 256x256 crops + flips of the seg records (512x512, one-hot)", "pack.bands.crop256.",
+             "pack.crop256.{}", 512, setup.get("seg_default_band_rows"), False),
+            ("read1080", "full-record reads of the 1080p records (index labels)", "pack.bands.read1080.", "pack.read1080.{}",
+             1080, setup.get("crop_default_band_rows"), True),
+            ("crop", "random 512x512 crops + flips of the 1080p records (index labels)", "pack.bands.crop.", "pack.crop.{}",
+             1080, setup.get("crop_default_band_rows"), False)):
+        rate_of = full_read if is_read else crop_rate
+        by_rows = {int(n[len(prefix):]): n for n in runs if n.startswith(prefix)}
+        if not by_rows:
+            continue
+        one_frame = median_of(runs, codec_name.format("zstd-record"), rate_of)
+        old_default = median_of(runs, by_rows[default_rows], rate_of) if default_rows in by_rows else None
+        part, rows_out = {}, []
+
+        def row(label, name, frames):
+            rate = median_of(runs, name, rate_of)
+            bare = median_of(runs, name, bare_zstd) if is_read else None
+            entry = {"per_cpu_s": rate, "vs_one_frame_per_record_cpu": ratio(rate, one_frame),
+                     "vs_1_1_default_cpu": ratio(rate, old_default)}
+            if is_read:
+                entry["reader_per_cpu_s"] = rate
+                entry["bare_zstd_per_cpu_s"] = bare
+                entry["vs_bare_zstd_cpu"] = ratio(rate, bare)
+            rows_out.append([label, frames, fmt(rate, 0), fmt(entry["vs_one_frame_per_record_cpu"], 2, "x"),
+                             fmt(entry["vs_1_1_default_cpu"], 2, "x")] + ([fmt(entry["vs_bare_zstd_cpu"], 2, "x")] if is_read else []))
+            return entry
+
+        if codec_name.format("zstd-record") in runs:
+            part["one_frame_per_record"] = row("one frame per record (zstd-record)", codec_name.format("zstd-record"), 1)
+        for rows in sorted(by_rows):
+            label = f"{rows}" + (" (1.1 default)" if rows == default_rows else "")
+            part[rows] = row(label, by_rows[rows], 2 * -(-height // rows))
+        if codec_name.format("zstd") in runs:
+            part["default"] = row("default (1.3): heights from the data (label one frame when it shrinks 32x, then "
+                                  "image bands of ~128 KiB)", codec_name.format("zstd"), "-")
+            if old_default and part["default"]["per_cpu_s"]:
+                targets.append([f"{title}, default codec (1.3) / the 1.1 default (--band-rows {default_rows}) (CPU)",
+                                fmt(part["default"]["vs_1_1_default_cpu"], 3, "x"),
+                                verdict(part["default"]["vs_1_1_default_cpu"], 1.0, False)])
+        bands[key] = part
+        header = ["band rows", "frames a record", "reads /CPU-s" if is_read else "crops /CPU-s", "vs one frame per record",
+                  "vs 1.1 default"] + (["vs bare zstd, same frames"] if is_read else [])
+        band_tables.append((title, header, rows_out))
     data["bands"] = bands
 
     threads = setup.get("threads", "?")
@@ -230,11 +259,12 @@ def main():
     lines += ["", f"Random 512x512 crops + flips of full 1080p records (index labels, "
               f"{setup.get('crop_records', '?')} records), 1 thread:", ""]
     lines += table(["codec", "MB", "crops /s", "crops /CPU-s", "vs one frame per record (CPU)", "(wall)"], crop_rows)
-    lines += ["", "Band heights, `--compression zstd` with `--band-rows` (1 thread, CPU): full-record reads of the "
-              "seg records (512 rows), against one frame per record:", ""]
-    lines += table(["band rows", "frames a record", "reader /CPU-s", "vs one frame per record"], band_read_rows)
-    lines += ["", "and random 512x512 crops + flips of the full 1080p records, against one frame per record:", ""]
-    lines += table(["band rows", "frames a record", "crops /CPU-s", "vs one frame per record"], band_crop_rows)
+    lines += ["", "Band heights (1 thread, CPU): `--compression zstd` with `--band-rows` (one height for both regions, "
+              "codec 2) and the default (1.3: a height per region, codec 3), against one frame per record, the 1.1 "
+              "default height and bare zstd:"]
+    for title, header, rows_out in band_tables:
+        lines += ["", title + ":", ""]
+        lines += table(header, rows_out)
     lines += ["", "Targets (issue 22):", ""]
     lines += table(["target", "measured", "verdict"], targets)
     text = "\n".join(lines) + "\n"

@@ -108,7 +108,10 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
                   "auto (zstd where it saves at least half of a record, else raw), zstd-record (format 1.0: one frame "
                   "per record, for 1.0 readers) or none")
         ->check(CLI::IsMember(words_of(compression_words)))->capture_default_str();
-    b->add_option("--band-rows", o.band_rows, "Rows per zstd band frame (zstd, auto); 0 = about 256 KiB of image per band")
+    b->add_option("--band-rows", o.band_rows,
+                  "Rows per zstd band frame of image and label (zstd, auto); 0 = heights from the data: about 256 KiB "
+                  "of image per band, and for segmentation a height per region (format 1.3: a label zstd shrinks 32x "
+                  "as one frame, the image then in ~128 KiB bands)")
         ->check(CLI::Range(0, 65536))->capture_default_str();
     b->add_option("--level", o.level, "zstd level")->check(CLI::Range(-7, 22))->capture_default_str();
     b->add_option("--shard-size", o.shard_size, "Start a new shard beyond this size (e.g. 256MiB, 1GiB)")->capture_default_str();

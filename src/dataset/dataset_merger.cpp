@@ -13,6 +13,7 @@
 #include "errors.hpp"
 #include "dataset/dataset_writer.hpp"
 #include "dataset/input_fingerprints.hpp"
+#include "dataset/manifest_file.hpp"
 #include "io/input_file.hpp"
 #include "io/output_file.hpp"
 #include "dataset/folder_ownership.hpp"
@@ -34,9 +35,7 @@ bool same_folder(const std::string& a, const std::string& b) {
     return fs::equivalent(a, b, ec);
 }
 
-// The reader's bound on a manifest (reader.hpp), and the longest line of a part's rejected.csv
-// (a CSV row's cells and the reason).
-constexpr std::uint64_t max_part_manifest_bytes = std::uint64_t(64) << 20;
+// The longest line of a part's rejected.csv (a CSV row's cells and the reason).
 constexpr std::size_t max_rejected_line = std::size_t(1) << 20;
 
 // What the merge needs to know about a part before opening its shards.
@@ -59,7 +58,7 @@ part_info describe_part(const std::string& path) {
     const std::string manifest_path = path + "/" + manifest_file_name;
     try {
         p.folder = output_folder::open(path, false, true);  // the folder as named; inside it, no link is followed
-        m = json::parse(p.folder->read_own(manifest_file_name, max_part_manifest_bytes));
+        m = read_manifest(*p.folder);
     } catch (const input_error& e) {
         throw input_error(path + ": not a published dataset: " + e.what());
     } catch (const std::exception& e) {
@@ -340,6 +339,8 @@ merge_result merge_parts(const merge_options& o) {
                 throw input_error(part_name(p) + ": " + manifest_path + ": build.shard_size " + std::to_string(wo.shard_size) +
                                   " is below the 4096 bytes a shard needs");
             wo.schema = first.schema();
+            // Format 1.3 where the parts' shards use per-region band heights (codec 3).
+            wo.uses_region_bands = (first.header().required_features & detail::feature_region_bands) != 0;
             wo.classes = classes_of(first);
             wo.build = p.build;
             wo.input_digest = p.input_digest;

@@ -9,6 +9,7 @@
 #include "errors.hpp"
 #include "dataset/dataset_names.hpp"
 #include "dataset/folder_ledger.hpp"
+#include "dataset/manifest_file.hpp"
 #include "io/output_folder.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
@@ -19,10 +20,6 @@ namespace shardpack {
 namespace fs = std::filesystem;
 
 namespace {
-
-// A manifest larger than this is not read here: the folder then counts as shardpack's only by
-// its marker.
-constexpr std::size_t max_manifest_bytes = std::size_t(256) << 20;
 
 std::string list_names(const std::vector<std::string>& names, std::size_t shown = 5) {
     std::string out;
@@ -48,11 +45,9 @@ bool at_or_below(const std::string& inner, const std::string& outer) {
 
 std::optional<manifest_summary> read_manifest_summary(const output_folder& folder) {
     if (folder.kind_of(manifest_file_name) != output_folder::kind::file) return std::nullopt;
-    const auto text = folder.read_small(manifest_file_name, max_manifest_bytes);
-    if (!text) return std::nullopt;
     manifest_summary s;
     try {
-        const detail::json m = detail::json::parse(*text);
+        const detail::json m = read_manifest(folder);
         if (!m.is_object()) return std::nullopt;
         const detail::json* format = m.find("format");
         s.is_shardpack = format && format->is_string() && format->as_string() == "shardpack";
@@ -64,7 +59,7 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
             dot <= 5 && s.version.size() - dot - 1 <= 5) {
             const unsigned long major = std::stoul(s.version.substr(0, dot));
             const unsigned long minor = std::stoul(s.version.substr(dot + 1));
-            s.version_known = major == detail::version_major && minor <= detail::version_minor_shard_table;
+            s.version_known = major == detail::version_major && minor <= detail::version_minor_region_bands;
         }
         if (const detail::json* shards = m.find("shards"); shards && shards->is_array()) {
             for (const auto& e : shards->as_array()) {
@@ -196,7 +191,7 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
     if (manifest && manifest->is_shardpack && !manifest->version_known && !force)
         throw usage_error("--out " + dir + " holds a dataset of format version \"" + manifest->version +
                           "\", which this shardpack does not write (it writes " + std::to_string(detail::version_major) + "." +
-                          std::to_string(detail::version_minor) + ")" +
+                          std::to_string(detail::version_minor_region_bands) + ")" +
                           (force_offered ? "; it is not replaced without --force" : "; choose another --out"));
 }
 }  // namespace

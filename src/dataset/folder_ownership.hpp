@@ -23,7 +23,8 @@ struct manifest_summary {
     bool version_known = false;      // a MAJOR.MINOR this writer writes or an older minor of it
     std::vector<std::string> shards; // the shard names it lists (only well-formed names), and its shard table's (1.2)
 };
-// Nothing when there is no manifest.json, or it is a link, not a regular file, or not JSON.
+// Nothing when there is no manifest.json, or it is a link, not a regular file, over the
+// reader's bounds (read_manifest) or not JSON: the folder then counts as shardpack's only by its marker.
 std::optional<manifest_summary> read_manifest_summary(const output_folder& folder);
 
 struct output_claim {

@@ -4,7 +4,6 @@
 #include <string>
 
 #include "decode/jpeg_decoder.hpp"
-#include "decode/sniff.hpp"
 #include "errors.hpp"
 
 namespace shardpack {
@@ -19,24 +18,20 @@ void check_decoded_size(const char* format, std::uint64_t width, std::uint64_t h
                            std::to_string(max_decoded_bytes >> 20) + " MiB decode limit");
 }
 
-std::uint64_t decode_memory_estimate(const std::uint8_t* data, std::size_t size, std::uint32_t width, std::uint32_t height,
-                                     const decode_request& req) {
+std::uint64_t decode_memory_estimate(const image_probe& probe, const decode_request& req) {
     const std::uint64_t want = channel_count(req.layout);
     const auto rows_of = [&](std::uint64_t h) { return req.max_rows == 0 || req.max_rows >= h ? h : std::uint64_t(req.max_rows); };
-    if (sniff_format(data, size) == file_format::jpeg) {
+    const std::uint32_t width = probe.width, height = probe.height;
+    if (probe.format == file_format::jpeg) {
         const unsigned m = jpeg_dct_scale_eighths(width, height, req.min_width, req.min_height);
         const std::uint64_t w = (std::uint64_t(width) * m + 7) / 8, h = (std::uint64_t(height) * m + 7) / 8;
         return w * rows_of(h) * want + w * 4;  // the output and a row to convert in
     }
-    // PNG: IHDR's bit depth, color type and interlace at fixed offsets after the signature.
-    std::uint64_t depth = 16, channels = 4;
-    bool interlaced = true;
-    if (size >= 29) {
-        static const unsigned channels_of[7] = {1, 0, 3, 1, 2, 0, 4};
-        depth = data[24];
-        channels = data[25] <= 6 && channels_of[data[25]] ? channels_of[data[25]] : 4;
-        interlaced = data[28] != 0;
-    }
+    // PNG: IHDR's bit depth, color type and interlace.
+    static const unsigned channels_of[7] = {1, 0, 3, 1, 2, 0, 4};
+    const std::uint64_t depth = probe.bit_depth;
+    const std::uint64_t channels = probe.color_type <= 6 && channels_of[probe.color_type] ? channels_of[probe.color_type] : 4;
+    const bool interlaced = probe.interlaced;
     const std::uint64_t w = width, h = height;
     const std::uint64_t inflated = h * ((w * channels * depth + 7) / 8 + 1);
     const std::uint64_t out = w * (interlaced ? h : rows_of(h)) * (interlaced ? std::max<std::uint64_t>(want, 3) : want);

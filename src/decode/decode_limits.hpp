@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "decode/image_probe.hpp"
 #include "image.hpp"
 
 namespace shardpack {
@@ -60,12 +61,11 @@ inline constexpr std::uint32_t max_decode_dimension = std::uint32_t(1) << 16;
 // Largest decoded pixel buffer (width * height * channels) a decoder will allocate.
 inline constexpr std::uint64_t max_decoded_bytes = std::uint64_t(1) << 31;
 
-// An upper estimate of the memory decode_image takes for this PNG or JPEG of the given full
-// size (read_image_size), from its header alone: the output buffer for req (DCT scale, rows)
-// and, for PNG, the inflated rows the fast path holds. libjpeg's own buffers are not included:
-// req.max_decoder_memory caps them.
-std::uint64_t decode_memory_estimate(const std::uint8_t* data, std::size_t size, std::uint32_t width, std::uint32_t height,
-                                     const decode_request& req);
+// An upper estimate of the memory decode_image takes for this PNG or JPEG (its probe:
+// format, full size and, for PNG, IHDR's depth, color type and interlace), from its header
+// alone: the output buffer for req (DCT scale, rows) and, for PNG, the inflated rows the fast
+// path holds. libjpeg's own buffers are not included: req.max_decoder_memory caps them.
+std::uint64_t decode_memory_estimate(const image_probe& probe, const decode_request& req);
 
 // Throws decode_error naming `format` when width * height * channels > max_decoded_bytes.
 void check_decoded_size(const char* format, std::uint64_t width, std::uint64_t height, std::uint32_t channels);

@@ -30,11 +30,15 @@ namespace {
 
 }  // namespace
 
-void decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out, decoded_info* info) {
-    const file_format format = sniff_format(data, size);
-    if (format == file_format::png) return decode_png(data, size, req, out, info);
+void decode_image(const std::uint8_t* data, std::size_t size, file_format format, const decode_request& req, image_u8& out,
+                  decoded_info* info, png_reader* opened) {
+    if (format == file_format::png) return decode_png(data, size, req, out, info, opened);
     if (format == file_format::jpeg) return decode_jpeg(data, size, req, out, info);
     throw_unsupported(format, data, size);
+}
+
+void decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out, decoded_info* info) {
+    decode_image(data, size, sniff_format(data, size), req, out, info);
 }
 
 image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info) {
@@ -43,14 +47,28 @@ image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_r
     return out;
 }
 
-bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height) {
-    const file_format format = sniff_format(data, size);
-    if (format == file_format::png)
-        read_png_size(data, size, width, height);
-    else if (format == file_format::jpeg)
-        read_jpeg_size(data, size, width, height);
-    else
+image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, png_reader* keep) {
+    image_probe p;
+    p.format = format;
+    if (format == file_format::png) {
+        const png_header h = keep != nullptr ? read_png_header(data, size, *keep) : read_png_header(data, size);
+        p.width = h.width;
+        p.height = h.height;
+        p.bit_depth = h.bit_depth;
+        p.color_type = h.color_type;
+        p.interlaced = h.interlaced;
+    } else if (format == file_format::jpeg) {
+        read_jpeg_size(data, size, p.width, p.height);
+    } else {
         throw_unsupported(format, data, size);
+    }
+    return p;
+}
+
+bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height) {
+    const image_probe p = probe_image(data, size, sniff_format(data, size));
+    width = p.width;
+    height = p.height;
     return true;
 }
 

@@ -5,6 +5,8 @@
 #include <cstdint>
 
 #include "decode/decode_limits.hpp"
+#include "decode/image_probe.hpp"
+#include "decode/png_reader.hpp"
 #include "image.hpp"
 
 namespace shardpack {
@@ -23,5 +25,15 @@ void decode_image(const std::uint8_t* data, std::size_t size, const decode_reque
 // decode_image, for unsupported formats, unrecognised data and bad headers (it never returns
 // false; the bool lets callers write `if (read_image_size(...))`).
 bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+
+// The header of a file whose format is known (sniffed when it was read): PNG's IHDR through
+// libpng, JPEG's SOF via jpeg_read_header. Throws decode_error with read_image_size's messages.
+// keep: for a PNG, the libpng session is left open there for the decode to take up (see
+// png_reader.hpp), so the file is opened by libpng once.
+image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, png_reader* keep = nullptr);
+
+// decode_image for a file whose format is known: no second sniff. opened: the probe's session.
+void decode_image(const std::uint8_t* data, std::size_t size, file_format format, const decode_request& req, image_u8& out,
+                  decoded_info* info = nullptr, png_reader* opened = nullptr);
 
 }  // namespace shardpack

@@ -18,6 +18,7 @@
 #include <jerror.h>
 
 #include "decode/color_convert.hpp"
+#include "decode/probe_counts.hpp"
 #include "errors.hpp"
 
 namespace shardpack {
@@ -252,6 +253,8 @@ void open_jpeg(jpeg_session& s, const std::uint8_t* data, std::size_t size) {
     s.progress.progress_monitor = on_jpeg_progress;
     s.data = data;
     s.size = data != nullptr ? size : 0;
+    probe_counting::count(probe_counting::jpeg_sessions);
+    probe_counting::count(probe_counting::header_parses);
     if (!jpeg_guarded(s, open_body)) throw_jpeg_error(s);
     if (s.cinfo.data_precision != 8) {  // libjpeg-turbo's 8-bit build already refuses these
         std::snprintf(s.message, sizeof s.message, "%d-bit JPEG is not supported (only 8-bit precision)",

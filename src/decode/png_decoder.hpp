@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "decode/decode_limits.hpp"
+#include "decode/png_reader.hpp"
 #include "image.hpp"
 
 namespace shardpack {
@@ -20,16 +21,25 @@ namespace shardpack {
 // chunk, truncation anywhere up to and including IEND, and on oversized images.
 image_u8 decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
 // The same, into `out`, whose pixel buffer is reused (no allocation when it is large enough).
+// `opened`: a session that probe_image opened over these bytes, which the libpng path takes up
+// after the header (none, or one over other bytes: a session of its own).
 void decode_png(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
-               decoded_info* info = nullptr);
+               decoded_info* info = nullptr, png_reader* opened = nullptr);
 
 // The libpng path alone, without the libdeflate fast path (decode_png_fast) that decode_png
 // tries first; for tests and benchmarks that compare the two.
 void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
-                       decoded_info* info = nullptr);
+                       decoded_info* info = nullptr, png_reader* opened = nullptr);
 
-// Reads the size from the header (signature, IHDR and the chunks before IDAT) without
-// decoding pixels. Throws decode_error on a bad header.
-void read_png_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height);
+// What a PNG's IHDR says, read through libpng (signature, IHDR and the chunks before IDAT)
+// without decoding pixels. Throws decode_error on a bad header.
+struct png_header {
+    std::uint32_t width = 0, height = 0;
+    std::uint8_t bit_depth = 0, color_type = 0;  // as in IHDR (color type 3: palette)
+    bool interlaced = false;                     // Adam7
+};
+png_header read_png_header(const std::uint8_t* data, std::size_t size);
+// The same, leaving the session open in `reader` for the decode (decode_png, decode_mask_values).
+png_header read_png_header(const std::uint8_t* data, std::size_t size, png_reader& reader);
 
 }  // namespace shardpack

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "decode/color_convert.hpp"
+#include "decode/probe_counts.hpp"
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -222,6 +223,7 @@ bool decode_png_fast(const std::uint8_t* data, std::size_t size, const decode_re
         const std::uint8_t* body = type + 4;
         if (libdeflate_crc32(0, type, length + 4) != load_be32(body + length)) return false;
         if (!seen_ihdr) {
+            probe_counting::count(probe_counting::header_parses);
             if (std::memcmp(type, "IHDR", 4) != 0 || length != 13) return false;
             in.width = load_be32(body);
             in.height = load_be32(body + 4);

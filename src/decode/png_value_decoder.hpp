@@ -1,8 +1,12 @@
 // Index masks: a PNG whose pixel values are class ids, decoded to those values (not colors).
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "decode/png_reader.hpp"
+#include "decode/sniff.hpp"
 
 namespace shardpack {
 
@@ -18,5 +22,10 @@ struct value_plane {
 // decode_request (0: all; interlaced files return every row). Throws decode_error for corrupt
 // files and for color (RGB/RGBA) PNGs and JPEGs, whose values are not class ids, saying so.
 void decode_mask_values(const std::uint8_t* data, std::size_t size, std::uint32_t max_rows, value_plane& out);
+// The same for a file whose format is known (sniffed when it was read); `interrupt` (may be
+// null) stops the decode when it turns non-zero, as decode_request::interrupt does. `opened`:
+// a session probe_image opened over these bytes, taken up after its header (see decode_png).
+void decode_mask_values(const std::uint8_t* data, std::size_t size, file_format format, std::uint32_t max_rows,
+                        value_plane& out, const std::atomic<int>* interrupt, png_reader* opened = nullptr);
 
 }  // namespace shardpack

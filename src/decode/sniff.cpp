@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "decode/probe_counts.hpp"
+
 namespace shardpack {
 
 namespace {
@@ -13,6 +15,7 @@ bool starts_with(const std::uint8_t* data, std::size_t size, const char* magic, 
 }  // namespace
 
 file_format sniff_format(const std::uint8_t* data, std::size_t size) {
+    probe_counting::count(probe_counting::sniffs);
     if (data == nullptr) return file_format::unknown;
     // PNG is recognised by its first four bytes only, so that a signature damaged further on
     // (CR/LF conversion, a flipped byte) reaches libpng and gets its specific message.

@@ -28,14 +28,35 @@ inline constexpr std::uint64_t auto_min_saving_num = 1, auto_min_saving_den = 2;
 // bytes (at least 1 row, at most the image). Measured in scripts/bench/README.md, "Format 1.1: band frames".
 inline constexpr std::uint64_t default_band_bytes = 256 * 1024;
 
+// Codec 3 (format 1.3) chooses the heights from the record's own label. The label plane is one
+// frame when zstd shrinks the whole plane at least label_one_frame_min_ratio times (one-hot and
+// index masks: several hundred times): a full read then does one label frame instead of one per
+// band, and libzstd's per-frame work on such tiny frames is what made band frames slower to read
+// than one frame per record. A crop then decompresses the whole label plane, so the image's
+// bands are made half as tall (about region_image_band_bytes of image) to give those bytes back.
+// A label that does not shrink that much is cut at the image's height of default_band_bytes, as
+// in codec 2. Measured (512x512 one-hot and 1080p index records, full reads and crops, image
+// bands of 32-256 KiB): scripts/bench/README.md, "Band heights from the data", and
+// formats/shardpack-v1.md 10.3.1.
+inline constexpr std::uint64_t label_one_frame_min_ratio = 32;
+inline constexpr std::uint64_t region_image_band_bytes = 128 * 1024;
+
 // True when a writer with this codec declares the band-frame feature (and format 1.1).
 inline bool uses_band_frames(record_codec c) { return c == record_codec::zstd || c == record_codec::automatic; }
+// True when it writes codec 3 (a band height per region, format 1.3): band frames of records with
+// a label, heights chosen from the data (no --band-rows, which sets one height for both regions).
+inline bool uses_region_bands(record_codec c, const detail::schema_record& s, std::uint32_t band_rows) {
+    return uses_band_frames(c) && s.task == detail::task_code::segmentation && band_rows == 0;
+}
 inline bool uses_record_frames(record_codec c) { return c == record_codec::zstd_record; }
 
 class record_compressor {
 public:
-    // `band_rows`: rows per band for codec 2; 0 picks them from default_band_bytes.
-    record_compressor(record_codec codec, int level, const detail::schema_record& schema = {}, std::uint32_t band_rows = 0);
+    // `band_rows`: rows per band of both regions (codec 2); 0 picks the image's from
+    // default_band_bytes and, for records with a label, the label's from the data (codec 3).
+    // `label_band_rows` (tests): codec 3 with this label height instead of the one from the data.
+    record_compressor(record_codec codec, int level, const detail::schema_record& schema = {}, std::uint32_t band_rows = 0,
+                      std::uint32_t label_band_rows = 0);
     ~record_compressor();
     record_compressor(const record_compressor&) = delete;
     record_compressor& operator=(const record_compressor&) = delete;
@@ -43,15 +64,20 @@ public:
     // Fills `out` (its capacity is reused) from `decoded`.
     void compress(const std::vector<unsigned char>& decoded, stored_record& out);
 
-    // The band height codec 2 uses for a record of this layout.
-    std::uint32_t band_rows_for(const detail::record_layout& r) const;
+    // The image's band height for a record of this layout: --band-rows (at most the height), else
+    // about `band_bytes` of image a band (codec 2: the label's too).
+    std::uint32_t band_rows_for(const detail::record_layout& r, std::uint64_t band_bytes = default_band_bytes) const;
+    // What compress() wrote for band-frame records: codec 3 (a height per region) or codec 2.
+    bool per_region() const { return per_region_; }
 
 private:
     record_codec codec_;
     int level_;
     detail::schema_record schema_;
-    std::uint32_t band_rows_;
+    std::uint32_t band_rows_, label_band_rows_;
+    bool per_region_;
     ZSTD_CCtx_s* cctx_ = nullptr;
+    std::vector<unsigned char> label_frame_;  // codec 3: the label plane as one frame, while it is judged
 
     std::size_t compress_frame(const unsigned char* src, std::size_t n, std::vector<unsigned char>& out, std::size_t at);
     bool compress_bands(const std::vector<unsigned char>& decoded, stored_record& out);  // true: some band compressed

@@ -24,6 +24,7 @@ struct shard_identity {
     std::uint64_t first_record = 0;
     bool uses_zstd = true;    // sets the required zstd feature bit (codec 1)
     bool uses_bands = false;  // sets the required band-frame feature bit (codec 2) and version 1.1
+    bool uses_region_bands = false;  // sets the per-region band feature bit (codec 3) and version 1.3
 };
 
 // The byte arithmetic of a shard being filled: where the next record goes and how large the
@@ -52,10 +53,12 @@ private:
     std::uint64_t count_ = 0;
 };
 
-// The minor version a shard declares: 1 when it uses a 1.1 feature, else 0, so that a shard
-// without one stays a 1.0 file byte for byte.
+// The minor version a shard declares: the lowest that has its features (3 with codec 3, 1 with
+// codec 2, else 0), so that a shard without them stays a 1.0 (or 1.1) file byte for byte.
 inline std::uint16_t shard_minor_version(const shard_identity& id) {
-    return id.uses_bands ? detail::version_minor : detail::version_minor_plain;
+    return id.uses_region_bands ? detail::version_minor_region_bands
+           : id.uses_bands      ? detail::version_minor
+                                : detail::version_minor_plain;
 }
 
 // The header (fixed part and sections) of a shard; its size does not depend on `id`.
@@ -85,6 +88,7 @@ private:
     std::vector<detail::index_entry> index_;
     std::uint64_t uses_zstd_;
     bool uses_bands_;
+    bool uses_region_bands_;
     std::uint16_t minor_;
     void put(const void* data, std::size_t size);
     void put_zeros(std::size_t count);

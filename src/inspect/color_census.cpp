@@ -99,12 +99,14 @@ color_census scan_mask_colors(const color_census_options& o) {
             for (std::size_t i = range.begin(); i != range.end(); ++i) {
                 list.label_path(i, w.path);
                 const sample_row row = list.row(i);
-                std::string why = read_file_into(w.path, w.bytes, nullptr, UINT64_MAX, true);  // --write-dict never replaces a mask
+                file_format format = file_format::unknown;
+                std::string why = read_file_into(w.path, w.bytes, nullptr, UINT64_MAX, true,  // --write-dict never replaces a mask
+                                                 &format);
                 w.file.clear();
                 if (why.empty()) {
                     try {
                         if (census.index_masks) {
-                            decode_mask_values(w.bytes.data(), w.bytes.size(), 0, w.values);
+                            decode_mask_values(w.bytes.data(), w.bytes.size(), format, 0, w.values, nullptr);
                             const value_plane& v = w.values;
                             tally_runs(v.width, v.height, [&](std::uint32_t x, std::uint32_t y) { return std::uint32_t(v.row(y)[x]); },
                                        w.file);
@@ -112,7 +114,7 @@ color_census scan_mask_colors(const color_census_options& o) {
                         } else {
                             decode_request req;
                             req.layout = pixel_layout::rgb;
-                            decode_image(w.bytes.data(), w.bytes.size(), req, w.colors);
+                            decode_image(w.bytes.data(), w.bytes.size(), format, req, w.colors);
                             const image_u8& m = w.colors;
                             tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
                                 const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;

@@ -33,7 +33,7 @@ struct build_options {
     std::vector<std::uint16_t> ignore_values;             // --ignore-values (index masks)
     record_codec codec = record_codec::zstd;
     int level = 1;
-    std::uint32_t band_rows = 0;   // codec 2 band height; 0: from default_band_bytes
+    std::uint32_t band_rows = 0;   // codec 2 band height; 0: chosen per record (codec 3 for segmentation, record_compressor.hpp)
     std::uint64_t shard_size = std::uint64_t(256) << 20;
     bool shuffle = false;
     std::uint64_t seed = 0;

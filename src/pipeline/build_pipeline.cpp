@@ -65,6 +65,7 @@ build_result run_build(const build_options& options) {
     wo.classes = to_class_records(input.classes);
     wo.uses_zstd = uses_record_frames(options.codec);
     wo.uses_bands = uses_band_frames(options.codec);
+    wo.uses_region_bands = uses_region_bands(options.codec, schema, options.band_rows);
     wo.build = manifest_build_json(options, input, mask_values);
     wo.libraries = library_versions();
     wo.input_digest = hex64(input.csv_digest);

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dataset/dataset_writer.hpp"
+#include "dataset/manifest_file.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "pipeline/mask_mapper.hpp"
@@ -151,9 +152,9 @@ std::vector<std::string> class_id_changes(const std::string& out_dir, const inpu
     std::vector<std::string> before;
     try {
         // The dataset this build replaces, if any: read as our own file (bounded, no link).
-        const auto text = output_folder::open(out_dir, false, true)->read_own_if_present("manifest.json", std::uint64_t(64) << 20);
-        if (!text) return out;
-        const json m = json::parse(*text);
+        const auto manifest = read_manifest_if_present(*output_folder::open(out_dir, false, true));
+        if (!manifest) return out;
+        const json& m = *manifest;
         if (m.at("schema").at("task").as_string() != "classification") return out;
         for (const auto& c : m.at("classes").as_array()) before.push_back(c.at("name").as_string());
     } catch (const std::exception&) {

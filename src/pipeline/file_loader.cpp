@@ -20,7 +20,7 @@
 namespace shardpack {
 
 std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp,
-                           std::uint64_t max_bytes, bool note_as_input) {
+                           std::uint64_t max_bytes, bool note_as_input, file_format* format_out) {
     input_file file;
     std::string why;
     if (!file.open(path, why, note_as_input)) return why;
@@ -49,6 +49,7 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
     const long long got = file.read_some(out.data() + head_got, rest);
     if (got < 0) return std::string("read error: ") + std::strerror(errno);
     if (static_cast<std::size_t>(got) != rest) return "file shrank while being read";
+    if (format_out) *format_out = format;
     if (stamp) {
         const struct stat& st = file.status();
         stamp->size = out.size();
@@ -107,13 +108,14 @@ void file_loader::operator()(sample_job& job) const {
         }
     }
 
-    std::string why = read_file_into(job.image_path, job.image_file, &fp.image, max_row_bytes_);
+    std::string why = read_file_into(job.image_path, job.image_file, &fp.image, max_row_bytes_, false, &job.image_format);
     if (!why.empty()) {
         job.error = missing_file_message(job.image_path, row.key, why);
         return;
     }
     if (has_label) {
-        why = read_file_into(job.label_path, job.label_file, &fp.label, max_row_bytes_ - fp.image.size);
+        why = read_file_into(job.label_path, job.label_file, &fp.label, max_row_bytes_ - fp.image.size, false,
+                             &job.label_format);
         if (!why.empty()) {
             job.error = missing_file_message(job.label_path, row.label_key, why);
             return;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dataset/input_fingerprints.hpp"
+#include "decode/sniff.hpp"
 #include "pipeline/sample_job.hpp"
 
 namespace shardpack {
@@ -14,8 +15,10 @@ namespace shardpack {
 // a regular file; its first bytes must be a PNG or JPEG signature (anything else is refused with
 // the decoder's message before the rest is read) and it must be at most max_bytes long.
 // note_as_input: remember it (io/input_file.hpp), so no write of this process replaces it.
+// format: set to what the first bytes say (PNG or JPEG), which later steps take from here
+// instead of sniffing the bytes again.
 std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& out, file_stamp* stamp = nullptr,
-                           std::uint64_t max_bytes = UINT64_MAX, bool note_as_input = false);
+                           std::uint64_t max_bytes = UINT64_MAX, bool note_as_input = false, file_format* format = nullptr);
 
 class previous_build;
 

@@ -1,6 +1,7 @@
 #include "pipeline/mask_mapper.hpp"
 
 #include "decode/image_decoder.hpp"
+#include "decode/png_value_decoder.hpp"
 
 namespace shardpack {
 
@@ -70,11 +71,12 @@ std::string mask_mapper::explain_value(std::uint16_t value) const {
     return text;
 }
 
-void mask_mapper::map(const std::uint8_t* data, std::size_t size, const geometry_plan& plan, std::uint16_t ignore_value,
+void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format format, const geometry_plan& plan,
+                      std::uint16_t ignore_value,
                       label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
                       const std::atomic<int>* interrupt) const {
     if (values_) {
-        decode_mask_values(data, size, plan.y.src_rows_needed(), scratch.values);
+        decode_mask_values(data, size, format, plan.y.src_rows_needed(), scratch.values, interrupt, &scratch.png);
         try {
             map_index_mask(scratch.values, plan, *values_, policy_, ignore_value, out, &unknown, &stats);
         } catch (const unknown_value_error& e) {
@@ -86,7 +88,7 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, const geometry
     request.layout = pixel_layout::rgb;
     request.max_rows = plan.y.src_rows_needed();
     request.interrupt = interrupt;
-    decode_image(data, size, request, scratch.colors);
+    decode_image(data, size, format, request, scratch.colors, nullptr, &scratch.png);
     try {
         map_mask(scratch.colors, plan, *colors_, policy_, ignore_value, out, nullptr, &unknown, &stats);
     } catch (const unknown_color_error& e) {

@@ -27,6 +27,7 @@ mask_value_kind resolve_mask_values(const build_options& options, const std::vec
 struct mask_scratch {
     image_u8 colors;
     value_plane values;
+    png_reader png;  // the mask's libpng session, opened by its probe (probe_image) and taken up by map()
 };
 
 class mask_mapper {
@@ -38,9 +39,10 @@ public:
     bool index_masks() const { return kind_ == mask_value_kind::index; }
 
     // Decodes the mask's rows that `plan` needs and maps them (see map_mask, map_index_mask).
+    // `format`: the mask file's, sniffed when it was read.
     // Throws input_error: decode errors, and unknown colors or values with what would fix them.
     // interrupt: the build's signal flag, polled inside the color mask's decode (may be null).
-    void map(const std::uint8_t* data, std::size_t size, const geometry_plan& plan, std::uint16_t ignore_value,
+    void map(const std::uint8_t* data, std::size_t size, file_format format, const geometry_plan& plan, std::uint16_t ignore_value,
              label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
              const std::atomic<int>* interrupt = nullptr) const;
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dataset/input_fingerprints.hpp"
+#include "decode/sniff.hpp"
 #include "format/stored_record.hpp"
 #include "input/input_list.hpp"
 
@@ -21,6 +22,8 @@ struct sample_job {
     std::string label_path;                   // (kept here, not in the list, which stays small)
     std::vector<std::uint8_t> image_file;     // the files' bytes, as loaded
     std::vector<std::uint8_t> label_file;
+    file_format image_format = file_format::unknown;  // the files' formats, sniffed once as they are read
+    file_format label_format = file_format::unknown;
     std::vector<unsigned char> decoded;       // the record payload
     stored_record stored;                     // what goes into the shard
     std::string error;                        // why the sample is rejected; empty when good
@@ -36,6 +39,7 @@ struct sample_job {
         input.image_path(index, image_path);
         input.label_path(index, label_path);
         error.clear();
+        image_format = label_format = file_format::unknown;
         unknown_pixels = 0;
         reuse = nullptr;
         key_hash = 0;

@@ -49,6 +49,15 @@ sample_transformer::sample_transformer(const build_options& options, const schem
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
     if (!job.ok() || job.reuse) return;
+    // The files' libpng sessions (opened by the probes, taken up by the decoders) end with the
+    // sample, whatever happened to it: none outlives the bytes it reads.
+    struct close_sessions {
+        transform_scratch& s;
+        ~close_sessions() {
+            s.image_png.close();
+            s.mask_values.png.close();
+        }
+    } closer{scratch};
     try {
         transform(job, scratch);
     } catch (const std::exception& e) {
@@ -82,21 +91,24 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     const bool segmentation = schema_.task == task_code::segmentation;
     const auto& img_bytes = job.image_file;
 
-    std::uint32_t width = 0, height = 0;
+    // Each file's header, parsed once here (its format was sniffed when it was read) and used
+    // by the plans, the memory estimate and the JPEG scaling choice below.
+    image_probe image;
     try {
-        read_image_size(img_bytes.data(), img_bytes.size(), width, height);
+        image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_png);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }
-    std::uint32_t mask_w = 0, mask_h = 0;
+    const std::uint32_t width = image.width, height = image.height;
+    image_probe mask;
     if (segmentation) {
         try {
-            read_image_size(job.label_file.data(), job.label_file.size(), mask_w, mask_h);
+            mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.png);
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }
-        if (mask_w != width || mask_h != height)
-            throw input_error(job.label_path + ": mask is " + std::to_string(mask_w) + "x" + std::to_string(mask_h) +
+        if (mask.width != width || mask.height != height)
+            throw input_error(job.label_path + ": mask is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
                               " but its image " + job.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
     }
 
@@ -107,8 +119,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     // A classification JPEG that will be downscaled is decoded at the smallest DCT scale that
     // still covers the scaled size. Masks keep full resolution so that image and mask share the
     // exact same box; hence segmentation never takes this path.
-    if (!segmentation && options_.geometry.resize != resize_mode::none &&
-        sniff_format(img_bytes.data(), img_bytes.size()) == file_format::jpeg)
+    if (!segmentation && options_.geometry.resize != resize_mode::none && image.format == file_format::jpeg)
         image_plan = plan_jpeg_dct_scaling(width, height, mask_plan, options_.geometry, request);
     request.max_rows = image_plan.y.src_rows_needed();
     request.interrupt = interrupt_;
@@ -124,9 +135,9 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
                                         : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
         const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len * (schema_.channels + label_bytes);
         std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
-                             decode_memory_estimate(img_bytes.data(), img_bytes.size(), width, height, request);
+                             decode_memory_estimate(image, request);
         if (segmentation)
-            need += decode_memory_estimate(job.label_file.data(), job.label_file.size(), mask_w, mask_h, mask_request);
+            need += decode_memory_estimate(mask, mask_request);
         if (need > max_row_bytes_)
             throw input_error(job.image_path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
                               " image needs about " + format_bytes(need) + " to decode and pack, more than a row may take: " +
@@ -137,7 +148,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
 
     image_u8& decoded = scratch.decoded;
     try {
-        decode_image(img_bytes.data(), img_bytes.size(), request, decoded);
+        decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_png);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }
@@ -150,7 +161,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     if (segmentation) {
         std::uint64_t unknown = 0;
         try {
-            masks_->map(job.label_file.data(), job.label_file.size(), mask_plan,
+            masks_->map(job.label_file.data(), job.label_file.size(), mask.format, mask_plan,
                         static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
                         scratch.mask_values, interrupt_);
         } catch (const std::exception& e) {

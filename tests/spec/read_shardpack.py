@@ -99,7 +99,7 @@ def open_shard(path):
         raise Refused("header length")
     if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
         raise Refused("header/index checksum")
-    if required & ~3: raise Refused("unknown required feature")
+    if required & ~7: raise Refused("unknown required feature")
     if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
     at, schema, classes, schema_raw, classes_raw = 64, None, None, b"", b""
     for _ in range(count_sections):
@@ -123,9 +123,10 @@ def open_shard(path):
     for i in range(count):
         e = index_offset + 40 * i
         off, stored, decoded, csum, codec = u64(b, e), u64(b, e + 8), u64(b, e + 16), u64(b, e + 24), u32(b, e + 32)
-        if codec not in (0, 1, 2): raise Refused("codec")
+        if codec not in (0, 1, 2, 3): raise Refused("codec")
         if codec == 1 and not required & 1: raise Refused("zstd without the feature bit")
         if codec == 2 and not required & 2: raise Refused("band frames without the feature bit")
+        if codec == 3 and not required & 4: raise Refused("per-region band frames without the feature bit")
         if off % alignment: raise Refused("unaligned record")
         if off < end or stored > index_offset or off > index_offset - stored: raise Refused("record outside the record area")
         if decoded > 1 << 32 or decoded < 16: raise Refused("decoded size")
@@ -146,34 +147,65 @@ def layout(s, data, decoded):
     return image_offset, image_bytes, label_offset, label_bytes, h
 
 
-def unband(s, data, decoded):
-    """Codec 2 (spec 10.3): prefix, band table, one zstd frame per band of each region."""
+def one_frame_size(frame):
+    """The size of the zstd frame at the start of `frame` and its Frame_Content_Size (None when
+    absent), from its header and block headers (RFC 8878); refuses a skippable frame."""
+    if len(frame) < 5 or u32(frame, 0) != 0xFD2FB528: raise Refused("band frame is not one zstd frame")
+    fhd = frame[4]
+    fcs_flag, single, checksum, did = fhd >> 6, (fhd >> 5) & 1, (fhd >> 2) & 1, fhd & 3
+    fcs_bytes = 1 if fcs_flag == 0 and single else (0, 2, 4, 8)[fcs_flag]
+    at = 5 + (0 if single else 1) + (0, 1, 2, 4)[did]
+    if len(frame) < at + fcs_bytes: raise Refused("band frame header")
+    content = int.from_bytes(frame[at:at + fcs_bytes], "little") if fcs_bytes else None
+    if fcs_bytes == 2: content += 256
+    at += fcs_bytes
+    while True:
+        if len(frame) < at + 3: raise Refused("band frame block header")
+        bh = int.from_bytes(frame[at:at + 3], "little")
+        at += 3 + (1 if (bh >> 1) & 3 == 1 else bh >> 3)
+        if (bh >> 1) & 3 == 3 or at > len(frame): raise Refused("band frame block")
+        if bh & 1: break
+    return at + 4 * checksum, content
+
+
+def unband(s, data, decoded, codec):
+    """Codecs 2 and 3 (spec 10.3): prefix, band table, one zstd frame per band of each region;
+    codec 3 has a band height per region."""
     if len(data) < 16: raise Refused("band record shorter than its header")
     image_offset, image_bytes, label_offset, label_bytes, h = layout(s, data, decoded)
     if not 1 <= h <= 65536 or label_offset + label_bytes != decoded: raise Refused("band record layout")
-    if len(data) < image_offset + 8: raise Refused("band table missing")
-    rows, frames = u32(data, image_offset), u32(data, image_offset + 4)
-    if not 1 <= rows <= h: raise Refused("band rows")
-    bands = (h + rows - 1) // rows
-    regions = [(image_offset, image_bytes)] + ([(label_offset, label_bytes)] if label_bytes else [])
-    if frames != bands * len(regions): raise Refused("frame count")
-    at = image_offset + 8 + 8 * frames
+    fixed = 8 if codec == 2 else 12
+    if len(data) < image_offset + fixed: raise Refused("band table missing")
+    image_rows = u32(data, image_offset)
+    label_rows = image_rows if codec == 2 else u32(data, image_offset + 4)
+    frames = u32(data, image_offset + fixed - 4)
+    if not 1 <= image_rows <= h: raise Refused("band rows")
+    regions = [(image_offset, image_bytes, image_rows)]
+    if label_bytes:
+        if not 1 <= label_rows <= h: raise Refused("label band rows")
+        regions.append((label_offset, label_bytes, label_rows))
+    elif codec == 3 and label_rows != 0: raise Refused("label band rows without a label")
+    if frames != sum((h + rows - 1) // rows for _, _, rows in regions): raise Refused("frame count")
+    at = image_offset + fixed + 8 * frames
     if at > len(data): raise Refused("band table past the record")
-    entries = [u64(data, image_offset + 8 + 8 * f) for f in range(frames)]
+    entries = [u64(data, image_offset + fixed + 8 * f) for f in range(frames)]
     sizes = [e & ((1 << 63) - 1) for e in entries]
     if at + sum(sizes) != len(data): raise Refused("band frames do not fill the record")
     out = bytearray(decoded)
     out[:image_offset] = data[:image_offset]
     f = 0
-    for start, nbytes in regions:
+    for start, nbytes, rows in regions:
         row_bytes = nbytes // h
-        for b in range(bands):
+        for b in range((h + rows - 1) // rows):
             first, last = b * rows, min(h, (b + 1) * rows)
+            frame = data[at:at + sizes[f]]
             if entries[f] >> 63:  # the band stored raw
-                part = data[at:at + sizes[f]]
+                part = frame
             else:
-                part = subprocess.run(["zstd", "-d", "-c", "-q"], input=data[at:at + sizes[f]], capture_output=True,
-                                      check=True).stdout
+                size, content = one_frame_size(frame)
+                if size != len(frame): raise Refused(f"band frame {f}: more than one zstd frame")
+                if content != (last - first) * row_bytes: raise Refused(f"band frame {f} content size")
+                part = subprocess.run(["zstd", "-d", "-c", "-q"], input=frame, capture_output=True, check=True).stdout
             if len(part) != (last - first) * row_bytes: raise Refused(f"band frame {f} size")
             out[start + first * row_bytes:start + last * row_bytes] = part
             at += sizes[f]
@@ -188,8 +220,8 @@ def decode_record(shard, i):
     s = shard["schema"]
     if codec == 1:
         data = subprocess.run(["zstd", "-d", "-c", "-q"], input=data, capture_output=True, check=True).stdout
-    elif codec == 2:
-        data = unband(s, data, decoded)
+    elif codec in (2, 3):
+        data = unband(s, data, decoded, codec)
     if len(data) != decoded: raise Refused(f"record {i}: decoded size")
     h, w, class_id, key_length = u32(data, 0), u32(data, 4), i32(data, 8), u32(data, 12)
     if not (1 <= h <= 65536 and 1 <= w <= 65536): raise Refused("record size")

@@ -20,13 +20,36 @@ check() {  # name, then build options
   diff -u "$work/$name.cpp.jsonl" "$work/$name.py.jsonl"
   echo "spec reader agrees on $name: $(wc -l <"$work/$name.py.jsonl") records"
 }
-check seg-onehot-zstd --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --shard-size 16KiB
+check seg-onehot-zstd-region-bands --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --shard-size 16KiB
 check seg-index-bands --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --band-rows 7
 check seg-onehot-record-frames --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --compression zstd-record
 check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
 check seg-index-raw --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --compression none
 check seg-resized --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --size 16x16 --resize fit
 check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
+# Raw bands (bit 63 of a frame_sizes entry): JPEG images whose bands zstd does not halve, under
+# --compression auto, beside labels it shrinks; the records must hold some, or this check would
+# not test them.
+"$tool" --out "$work/segjpeg" --count 4 --width 40 --height 30 --palette-masks --jpeg >/dev/null
+check seg-jpeg-auto-raw-bands --csv "$work/segjpeg/list.csv" --classes "$work/segjpeg/class_dict.csv" --compression auto
+python3 - "$work/seg-jpeg-auto-raw-bands" <<'PY'
+import glob, struct, sys
+raw = 0
+for path in glob.glob(sys.argv[1] + "/shard-*.spk"):
+    b = open(path, "rb").read()
+    index_offset, count = struct.unpack_from("<QQ", b, len(b) - 40)
+    for i in range(count):
+        offset, _, _, _, codec = struct.unpack_from("<QQQQI", b, index_offset + 40 * i)
+        if codec in (2, 3):
+            key_length = struct.unpack_from("<I", b, offset + 12)[0]
+            table = offset + (16 + key_length + 63) // 64 * 64
+            fixed = 8 if codec == 2 else 12
+            frames = struct.unpack_from("<I", b, table + fixed - 4)[0]
+            raw += sum(struct.unpack_from("<Q", b, table + fixed + 8 * f)[0] >> 63 for f in range(frames))
+if raw == 0:
+    sys.exit("seg-jpeg-auto-raw-bands: no raw band was written, so none was read")
+print(f"spec reader agrees on {raw} raw bands")
+PY
 
 # The golden test vector, as a dataset with the manifest the spec shows for it.
 mkdir -p "$work/golden"
@@ -63,6 +86,24 @@ $reader "$work/golden11" >"$work/golden11.py.jsonl"
 "$dump" "$work/golden11" >"$work/golden11.cpp.jsonl"
 diff -u "$work/golden11.cpp.jsonl" "$work/golden11.py.jsonl"
 grep -q '"key": "b.png"' "$work/golden11.py.jsonl"
+
+# The 1.3 test vector (band frames with a band height per region).
+mkdir -p "$work/golden13"
+python3 - "$src/tests/golden/region_band_shard.hex" "$work/golden13" <<'PY'
+import json, sys
+data = bytearray()
+for line in open(sys.argv[1]):
+    data += bytes(int(w, 16) for w in line.split()[1:])
+name = "shard-00000-region.spk"
+open(f"{sys.argv[2]}/{name}", "wb").write(data)
+json.dump({"format": "shardpack", "format_version": "1.3", "records": 1,
+           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": ""}]},
+          open(f"{sys.argv[2]}/manifest.json", "w"))
+PY
+$reader "$work/golden13" >"$work/golden13.py.jsonl"
+"$dump" "$work/golden13" >"$work/golden13.cpp.jsonl"
+diff -u "$work/golden13.cpp.jsonl" "$work/golden13.py.jsonl"
+grep -q '"key": "c.png"' "$work/golden13.py.jsonl"
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
 # the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.

@@ -17,8 +17,9 @@ namespace shardpack::detail {
 inline constexpr unsigned char shard_magic[8] = {0x89, 'S', 'P', 'K', '\r', '\n', 0x1A, '\n'};
 inline constexpr unsigned char trailer_magic[8] = {'S', 'P', 'K', 'T', 'R', 'A', 'I', 'L'};
 inline constexpr std::uint16_t version_major = 1;
-inline constexpr std::uint16_t version_minor = 1;          // the newest minor version this code knows
+inline constexpr std::uint16_t version_minor = 1;          // what a shard with band frames (codec 2, 1.1) declares
 inline constexpr std::uint16_t version_minor_plain = 0;    // what a shard without 1.1 features declares
+inline constexpr std::uint16_t version_minor_region_bands = 3;  // a shard with per-region band heights (codec 3)
 
 inline constexpr std::size_t fixed_header_size = 64;
 inline constexpr std::size_t section_header_size = 16;
@@ -30,8 +31,10 @@ inline constexpr std::uint32_t record_alignment = 64;
 // Feature bits. A reader refuses a shard with a required bit it does not know.
 inline constexpr std::uint64_t feature_zstd_records = 1u << 0;  // some record uses codec 1
 inline constexpr std::uint64_t feature_band_frames = 1u << 1;   // 1.1: some record uses codec 2
+inline constexpr std::uint64_t feature_region_bands = 1u << 2;  // 1.3: some record uses codec 3
 inline constexpr std::uint64_t known_required_features_1_0 = feature_zstd_records;
-inline constexpr std::uint64_t known_required_features = feature_zstd_records | feature_band_frames;
+inline constexpr std::uint64_t known_required_features_1_1 = feature_zstd_records | feature_band_frames;
+inline constexpr std::uint64_t known_required_features = feature_zstd_records | feature_band_frames | feature_region_bands;
 
 // Section types. Bit 0 of a section's flags marks it required.
 inline constexpr std::uint32_t section_schema = 1;
@@ -42,6 +45,7 @@ inline constexpr std::uint32_t section_flag_required = 1u << 0;
 inline constexpr std::uint32_t codec_raw = 0;
 inline constexpr std::uint32_t codec_zstd = 1;
 inline constexpr std::uint32_t codec_zstd_bands = 2;  // 1.1: one zstd frame per band of rows of each region
+inline constexpr std::uint32_t codec_zstd_region_bands = 3;  // 1.3: the same with a band height per region
 
 // Sanity limits applied to untrusted sizes before any allocation.
 inline constexpr std::uint64_t max_record_bytes = std::uint64_t(1) << 32;    // 4 GiB decoded

@@ -216,12 +216,14 @@ private:
         for (std::size_t i = 0; i < count_; ++i) {
             const index_entry e = entry(i);
             const std::string where = "record " + std::to_string(i) + ": ";
-            if (e.codec != codec_raw && e.codec != codec_zstd && e.codec != codec_zstd_bands)
+            if (e.codec != codec_raw && e.codec != codec_zstd && e.codec != codec_zstd_bands && e.codec != codec_zstd_region_bands)
                 throw error(where + "unknown codec " + std::to_string(e.codec));
             if (e.codec == codec_zstd && !(header_.required_features & feature_zstd_records))
                 throw error(where + "zstd record in a shard that does not declare the zstd feature");
             if (e.codec == codec_zstd_bands && !(header_.required_features & feature_band_frames))
                 throw error(where + "band-frame record in a shard that does not declare the band-frame feature");
+            if (e.codec == codec_zstd_region_bands && !(header_.required_features & feature_region_bands))
+                throw error(where + "record with per-region band heights in a shard that does not declare that feature");
             if (e.offset % header_.alignment != 0) throw error(where + "offset is not aligned");
             if (e.offset < end || e.stored_size > index_offset_ || e.offset > index_offset_ - e.stored_size)
                 throw error(where + "stored bytes lie outside the record area");
