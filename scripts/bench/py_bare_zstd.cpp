@@ -2,7 +2,9 @@
 // process (ctypes) so that it is measured in the same process as the Loader, epoch for epoch:
 // bare ZSTD_decompressDCtx of a batch's stored frames into one reused buffer per thread (no
 // checksum, no conversion, no output arrays), the batch split over the threads in contiguous
-// parts as the extension splits it. The frames are found as tools/bench_read's bare_decode
+// parts as the extension splits it, on threads kept from call to call as the extension keeps
+// its pool (a thread started per batch waited for a core on a loaded machine: up to 5x slower
+// epochs, which made the floor too easy). The frames are found as tools/bench_read's bare_decode
 // finds them (codec 2: one call per band frame at its place; codec 1: one call; raw: a memcpy).
 //
 // Built by scripts/bench.sh (c++ -O2 -shared -fPIC -Iinclude ... -lzstd); used by
@@ -15,11 +17,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,11 +47,67 @@ struct worker {
     std::uint64_t sink = 0;
 };
 
+// Threads 1.. of a call's parts (the calling thread does part 0), started once, woken per call.
+class part_pool {
+public:
+    ~part_pool() {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+    // Runs part(0) .. part(parts - 1), part 0 on this thread, and returns when all are done.
+    void run(std::size_t parts, const std::function<void(std::size_t)>& part) {
+        while (threads_.size() + 1 < parts) {
+            const std::size_t id = threads_.size() + 1;
+            threads_.emplace_back([this, id] { serve(id); });
+        }
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            part_ = &part;
+            parts_ = parts;
+            pending_ = parts - 1;
+            ++generation_;
+        }
+        wake_.notify_all();
+        part(0);
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+    }
+
+private:
+    void serve(std::size_t id) {
+        std::uint64_t seen = 0;
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            if (stop_) return;
+            seen = generation_;
+            if (id >= parts_) continue;
+            const auto* part = part_;
+            lock.unlock();
+            (*part)(id);
+            lock.lock();
+            if (--pending_ == 0) done_.notify_all();
+        }
+    }
+    std::mutex mutex_;
+    std::condition_variable wake_, done_;
+    const std::function<void(std::size_t)>* part_ = nullptr;
+    std::size_t parts_ = 0, pending_ = 0;
+    std::uint64_t generation_ = 0;
+    bool stop_ = false;
+    std::vector<std::thread> threads_;
+};
+
 struct handle {
     shardpack::dataset ds;
     std::vector<stored_record> records;
     std::vector<worker> workers;
     std::size_t max_decoded = 0;
+    std::unique_ptr<part_pool> pool = std::make_unique<part_pool>();  // last: its threads stop first
 };
 
 void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const d::schema_record& schema, unsigned char* out) {
@@ -91,7 +152,7 @@ void* bare_open(const char* path, char* error, std::size_t error_size) {
         shardpack::open_options o;
         o.io = shardpack::io_mode::mmap;
         o.max_open_shards = shardpack::open_options::all_shards;  // pointers into every shard
-        auto h = std::make_unique<handle>(handle{shardpack::dataset::open(path, o), {}, {}, 0});
+        auto h = std::make_unique<handle>(handle{shardpack::dataset::open(path, o), {}, {}, 0, std::make_unique<part_pool>()});
         for (std::size_t k = 0; k < h->ds.shard_count(); ++k) {
             const auto& shard = h->ds.shard(k);
             for (std::size_t i = 0; i < shard.record_count(); ++i) {
@@ -116,7 +177,7 @@ int bare_read(void* hp, const std::int64_t* indices, std::size_t n, std::size_t 
     }
     const d::schema_record schema = h.ds.shard(0).schema();
     std::atomic<bool> failed{false};
-    auto part = [&](std::size_t p) {
+    const std::function<void(std::size_t)> part = [&](std::size_t p) {
         worker& w = h.workers[p];
         try {
             for (std::size_t j = n * p / parts; j < n * (p + 1) / parts; ++j) {
@@ -129,10 +190,7 @@ int bare_read(void* hp, const std::int64_t* indices, std::size_t n, std::size_t 
             failed = true;
         }
     };
-    std::vector<std::thread> others;
-    for (std::size_t p = 1; p < parts; ++p) others.emplace_back(part, p);
-    part(0);
-    for (auto& t : others) t.join();
+    h.pool->run(parts, part);
     return failed ? -1 : 0;
 }
 

@@ -31,9 +31,9 @@ namespace {
 }  // namespace
 
 void decode_image(const std::uint8_t* data, std::size_t size, file_format format, const decode_request& req, image_u8& out,
-                  decoded_info* info, png_reader* opened) {
-    if (format == file_format::png) return decode_png(data, size, req, out, info, opened);
-    if (format == file_format::jpeg) return decode_jpeg(data, size, req, out, info);
+                  decoded_info* info, probe_session* opened) {
+    if (format == file_format::png) return decode_png(data, size, req, out, info, opened != nullptr ? &opened->png : nullptr);
+    if (format == file_format::jpeg) return decode_jpeg(data, size, req, out, info, opened != nullptr ? &opened->jpeg : nullptr);
     throw_unsupported(format, data, size);
 }
 
@@ -47,18 +47,18 @@ image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_r
     return out;
 }
 
-image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, png_reader* keep) {
+image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, probe_session* keep) {
     image_probe p;
     p.format = format;
     if (format == file_format::png) {
-        const png_header h = keep != nullptr ? read_png_header(data, size, *keep) : read_png_header(data, size);
+        const png_header h = keep != nullptr ? read_png_header(data, size, keep->png) : read_png_header(data, size);
         p.width = h.width;
         p.height = h.height;
         p.bit_depth = h.bit_depth;
         p.color_type = h.color_type;
         p.interlaced = h.interlaced;
     } else if (format == file_format::jpeg) {
-        read_jpeg_size(data, size, p.width, p.height);
+        read_jpeg_size(data, size, p.width, p.height, keep != nullptr ? &keep->jpeg : nullptr);
     } else {
         throw_unsupported(format, data, size);
     }

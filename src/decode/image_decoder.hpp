@@ -6,6 +6,7 @@
 
 #include "decode/decode_limits.hpp"
 #include "decode/image_probe.hpp"
+#include "decode/jpeg_decoder.hpp"
 #include "decode/png_reader.hpp"
 #include "image.hpp"
 
@@ -28,12 +29,20 @@ bool read_image_size(const std::uint8_t* data, std::size_t size, std::uint32_t& 
 
 // The header of a file whose format is known (sniffed when it was read): PNG's IHDR through
 // libpng, JPEG's SOF via jpeg_read_header. Throws decode_error with read_image_size's messages.
-// keep: for a PNG, the libpng session is left open there for the decode to take up (see
-// png_reader.hpp), so the file is opened by libpng once.
-image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, png_reader* keep = nullptr);
+// keep: the library session (libpng or libjpeg) is left open there for the decode to take up
+// (png_reader.hpp, jpeg_reader), so each file is opened by its library once.
+struct probe_session {
+    png_reader png;
+    jpeg_reader jpeg;
+    void close() {
+        png.close();
+        jpeg.close();
+    }
+};
+image_probe probe_image(const std::uint8_t* data, std::size_t size, file_format format, probe_session* keep = nullptr);
 
 // decode_image for a file whose format is known: no second sniff. opened: the probe's session.
 void decode_image(const std::uint8_t* data, std::size_t size, file_format format, const decode_request& req, image_u8& out,
-                  decoded_info* info = nullptr, png_reader* opened = nullptr);
+                  decoded_info* info = nullptr, probe_session* opened = nullptr);
 
 }  // namespace shardpack

@@ -10,6 +10,7 @@
 #include <csetjmp>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -33,6 +34,10 @@ constexpr long jpeg_max_memory = 1L << 30;
 // How a decoded row reaches the output when libjpeg cannot produce the layout itself.
 enum class row_conversion { none, rgb_to_gray, cmyk_to_gray, cmyk_to_rgb, cmyk_to_rgba };
 
+}  // namespace
+
+namespace jpeg_detail {
+
 // Everything the libjpeg callbacks and the guarded bodies share. Plain data only.
 struct jpeg_session {
     jpeg_decompress_struct cinfo{};  // zeroed: jpeg_destroy on it is a no-op until created
@@ -54,12 +59,11 @@ struct jpeg_session {
     bool adobe_inverted = false;
 };
 
-// Destroys the decompressor however decode_jpeg is left. Safe on a zeroed or half-created
-// struct: jpeg_destroy only frees what the memory manager holds.
-struct jpeg_session_guard {
-    jpeg_session& s;
-    ~jpeg_session_guard() { jpeg_destroy_decompress(&s.cinfo); }
-};
+}  // namespace jpeg_detail
+
+namespace {
+
+using jpeg_detail::jpeg_session;
 
 jpeg_session& session_of(j_common_ptr cinfo) { return *static_cast<jpeg_session*>(cinfo->client_data); }
 
@@ -275,15 +279,60 @@ unsigned jpeg_dct_scale_eighths(std::uint32_t width, std::uint32_t height, std::
     return 8;
 }
 
+jpeg_reader::jpeg_reader() = default;
+jpeg_reader::~jpeg_reader() { close(); }
+jpeg_reader::jpeg_reader(jpeg_reader&&) noexcept = default;
+jpeg_reader& jpeg_reader::operator=(jpeg_reader&& other) noexcept {
+    if (this != &other) {
+        close();
+        session_ = std::move(other.session_);
+        at_header_ = other.at_header_;
+    }
+    return *this;
+}
+
+void jpeg_reader::close() {
+    // Safe on a zeroed or half-created struct: jpeg_destroy only frees what the memory manager holds.
+    if (session_) jpeg_destroy_decompress(&session_->cinfo);
+    session_.reset();
+    at_header_ = false;
+}
+
+void jpeg_reader::open(const std::uint8_t* data, std::size_t size) {
+    close();
+    session_ = std::make_unique<jpeg_session>();
+    try {
+        open_jpeg(*session_, data, size);
+    } catch (...) {
+        close();
+        throw;
+    }
+    at_header_ = true;
+}
+
+jpeg_session* jpeg_reader::take(const std::uint8_t* data, std::size_t size) {
+    if (!session_ || !at_header_ || session_->data != data || session_->size != size) return nullptr;
+    at_header_ = false;
+    return session_.get();
+}
+
+std::uint32_t jpeg_reader::width() const { return session_->cinfo.image_width; }
+std::uint32_t jpeg_reader::height() const { return session_->cinfo.image_height; }
+
 void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_request& req, image_u8& out,
-                decoded_info* info) {
+                decoded_info* info, jpeg_reader* opened) {
     const std::uint32_t want = channel_count(req.layout);
     if (want != 1 && want != 3 && want != 4) throw std::invalid_argument("decode_jpeg: bad pixel layout");
 
-    jpeg_session s;
-    jpeg_session_guard guard{s};
+    // The probe's session when it has one over these bytes (its header read), else our own.
+    jpeg_reader own;
+    jpeg_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
+    if (taken == nullptr) {
+        own.open(data, size);
+        taken = own.take(data, size);
+    }
+    jpeg_session& s = *taken;
     s.request = &req;
-    open_jpeg(s, data, size);
     jpeg_decompress_struct& cinfo = s.cinfo;
     if (req.max_decoder_memory != 0 && req.max_decoder_memory < std::uint64_t(jpeg_max_memory))
         cinfo.mem->max_memory_to_use = long(req.max_decoder_memory);
@@ -349,12 +398,12 @@ image_u8 decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_re
     return out;
 }
 
-void read_jpeg_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height) {
-    jpeg_session s;
-    jpeg_session_guard guard{s};
-    open_jpeg(s, data, size);
-    width = s.cinfo.image_width;
-    height = s.cinfo.image_height;
+void read_jpeg_size(const std::uint8_t* data, std::size_t size, std::uint32_t& width, std::uint32_t& height, jpeg_reader* keep) {
+    jpeg_reader own;
+    jpeg_reader& reader = keep != nullptr ? *keep : own;
+    reader.open(data, size);
+    width = reader.width();
+    height = reader.height();
 }
 
 }  // namespace shardpack

@@ -76,7 +76,7 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format fo
                       label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
                       const std::atomic<int>* interrupt) const {
     if (values_) {
-        decode_mask_values(data, size, format, plan.y.src_rows_needed(), scratch.values, interrupt, &scratch.png);
+        decode_mask_values(data, size, format, plan.y.src_rows_needed(), scratch.values, interrupt, &scratch.session.png);
         try {
             map_index_mask(scratch.values, plan, *values_, policy_, ignore_value, out, &unknown, &stats);
         } catch (const unknown_value_error& e) {
@@ -88,7 +88,7 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format fo
     request.layout = pixel_layout::rgb;
     request.max_rows = plan.y.src_rows_needed();
     request.interrupt = interrupt;
-    decode_image(data, size, format, request, scratch.colors, nullptr, &scratch.png);
+    decode_image(data, size, format, request, scratch.colors, nullptr, &scratch.session);
     try {
         map_mask(scratch.colors, plan, *colors_, policy_, ignore_value, out, nullptr, &unknown, &stats);
     } catch (const unknown_color_error& e) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/image_decoder.hpp"
 #include "decode/png_value_decoder.hpp"
 #include "image.hpp"
 #include "input/class_table.hpp"
@@ -27,7 +28,7 @@ mask_value_kind resolve_mask_values(const build_options& options, const std::vec
 struct mask_scratch {
     image_u8 colors;
     value_plane values;
-    png_reader png;  // the mask's libpng session, opened by its probe (probe_image) and taken up by map()
+    probe_session session;  // the mask's libpng/libjpeg session, opened by its probe (probe_image), taken up by map()
 };
 
 class mask_mapper {

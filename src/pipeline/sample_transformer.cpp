@@ -49,13 +49,13 @@ sample_transformer::sample_transformer(const build_options& options, const schem
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
     if (!job.ok() || job.reuse) return;
-    // The files' libpng sessions (opened by the probes, taken up by the decoders) end with the
+    // The files' library sessions (opened by the probes, taken up by the decoders) end with the
     // sample, whatever happened to it: none outlives the bytes it reads.
     struct close_sessions {
         transform_scratch& s;
         ~close_sessions() {
-            s.image_png.close();
-            s.mask_values.png.close();
+            s.image_session.close();
+            s.mask_values.session.close();
         }
     } closer{scratch};
     try {
@@ -95,7 +95,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     // by the plans, the memory estimate and the JPEG scaling choice below.
     image_probe image;
     try {
-        image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_png);
+        image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_session);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }
@@ -103,7 +103,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     image_probe mask;
     if (segmentation) {
         try {
-            mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.png);
+            mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.session);
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }
@@ -148,7 +148,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
 
     image_u8& decoded = scratch.decoded;
     try {
-        decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_png);
+        decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_session);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "decode/decode_limits.hpp"
-#include "decode/png_reader.hpp"
+#include "decode/image_decoder.hpp"
 #include "image.hpp"
 #include "input/class_table.hpp"
 #include "pipeline/build_options.hpp"
@@ -26,8 +26,8 @@ struct transform_scratch {
     image_u8 image;    // the record's image
     label_plane labels;
     resample_scratch resample;
-    mask_scratch mask_values;  // (with the mask's libpng session)
-    png_reader image_png;      // the image's libpng session, from its probe to its decode
+    mask_scratch mask_values;     // (with the mask's library session)
+    probe_session image_session;  // the image's libpng/libjpeg session, from its probe to its decode
     mask_mapping_stats mapping;
 };
 

@@ -10,14 +10,15 @@
 //
 // Threads: read_batch releases the GIL and runs contiguous parts of the batch on one process-wide
 // pool of threads (the calling thread takes a part too), each with its own read_context, reused
-// from call to call. After fork() the child does not have the parent's threads: the pool notices
-// the new process id and starts a fresh one (the old one is left alone: its mutexes may have
-// been held at the fork).
+// from call to call. After fork() the child does not have the parent's threads: a
+// pthread_atfork handler makes it start a fresh pool (the old one is left alone: its mutexes
+// may have been held at the fork).
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -132,16 +133,22 @@ private:
     std::vector<std::thread> threads_;  // never joined: they live as long as the process
 };
 
-// The process's pool; called with the GIL held, which serialises it. A forked child gets a new
-// pool (its copy of the parent's has no threads, and possibly a mutex locked by one of them).
+// The process's pool and block cache (below). A forked child gets new ones: its copy of the
+// parent's pool has no threads, and either may hold a mutex locked by a thread of the parent.
+// The fork is seen by a pthread_atfork handler (registered in NB_MODULE), not by comparing
+// getpid() on each call: that is a system call, two or three a batch.
+worker_pool* current_pool = nullptr;
+class block_cache;
+block_cache* current_blocks = nullptr;
+void forget_parents_pool_and_cache() {  // in the child, alone, right after fork()
+    current_pool = nullptr;  // the parent's are deliberately leaked (see above)
+    current_blocks = nullptr;
+}
+
+// Called with the GIL held, which serialises it.
 worker_pool& pool() {
-    static worker_pool* current = nullptr;
-    static pid_t owner = 0;
-    if (!current || owner != getpid()) {
-        current = new worker_pool;  // the previous one is deliberately leaked (see above)
-        owner = getpid();
-    }
-    return *current;
+    if (!current_pool) current_pool = new worker_pool;
+    return *current_pool;
 }
 
 // The interpreter's exit, as seen by threads coming back from a read without the GIL. Set by
@@ -221,7 +228,7 @@ shardpack::read_context& thread_context() {
 
 enum class label_mode { one_hot, index, none };
 
-// Argument errors raised here (only about out= arrays: see read_batch) become the Python classes
+// Argument errors raised here (about out= arrays and indices: see read_batch) become the Python classes
 // that are both a shardpack.Error and the matching built-in (registered in NB_MODULE).
 struct argument_error : shardpack::error {  // shardpack.ArgumentValueError (ValueError)
     using shardpack::error::error;
@@ -378,17 +385,12 @@ private:
     std::size_t cached_bytes_ = 0;
 };
 
-// The process's cache; like the pool of threads, a forked child starts its own (the parent's
-// mutex may have been held at the fork). Blocks from before the fork are the child's copies:
-// they go to the child's cache.
+// The process's cache; like the pool of threads, a forked child starts its own (see
+// forget_parents_pool_and_cache). Blocks from before the fork are the child's copies: they go
+// to the child's cache. Called with the GIL held.
 block_cache& blocks() {
-    static block_cache* current = nullptr;
-    static pid_t owner = 0;
-    if (!current || owner != getpid()) {
-        current = new block_cache;  // the previous one is deliberately leaked (see above)
-        owner = getpid();
-    }
-    return *current;
+    if (!current_blocks) current_blocks = new block_cache;
+    return *current_blocks;
 }
 
 // `bytes` of uninitialised memory for a fresh output, and the capsule that frees it.
@@ -588,9 +590,10 @@ public:
     }
 
     // The batch: returns (images, labels, boxes), the caller's arrays where given. The arguments
-    // were checked and resolved by shardpack/__init__.py (_BatchOptions): indices in range and
-    // not negative, names from its fixed sets, threads capped. Only the caller's out= arrays are
-    // checked here, because only here is their memory visible (buffer protocol or DLPack).
+    // were checked and resolved by shardpack/__init__.py (_BatchOptions): names from its fixed
+    // sets, threads capped. Checked here: the indices (checked_indices, as they are copied) and
+    // the caller's out= arrays, because only here is their memory visible (buffer protocol or
+    // DLPack).
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
                          bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
                          const std::string& label, const std::string& label_dtype, nb::object out_images,
@@ -639,8 +642,7 @@ public:
         const std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
         const std::size_t c = sc.channels, k = sc.class_count;
         const bool seg = sc.task == shardpack::task::segmentation;
-        const std::int64_t* which_data = indices.data();
-        std::vector<std::size_t> which(which_data, which_data + n);
+        const std::vector<std::size_t> which = checked_indices(indices.data(), n);
 
         // A crop larger than the records is refused before the batch is allocated (a crop of
         // 65536 x 65536 would otherwise be a MemoryError instead of this message).
@@ -781,6 +783,26 @@ private:
     shardpack::dataset ds_;
     std::string path_;
 
+    // read_batch's indices as positions in [0, len), checked here as they are copied (the one
+    // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
+    // its _checked_indices, which leaves them in range): each in [-len, len), negative ones
+    // counting from the end as in NumPy, else shardpack.IndexOutOfRange with the message
+    // _checked_indices gives. Called with the GIL held.
+    std::vector<std::size_t> checked_indices(const std::int64_t* data, std::size_t n) const {
+        const std::int64_t records = static_cast<std::int64_t>(ds_.size());
+        std::vector<std::size_t> which(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            const std::int64_t v = data[j], at = v < 0 ? v + records : v;
+            if (at < 0 || at >= records) {
+                PyErr_Format(index_error_type, "%U: index %lld is out of range (%lld records)", text(path_).ptr(),
+                             static_cast<long long>(v), static_cast<long long>(records));
+                throw nb::python_error();
+            }
+            which[j] = static_cast<std::size_t>(at);
+        }
+        return which;
+    }
+
     // Throws the reader's "crop ... is larger than record i" for the first record of `which`
     // smaller than the crop (reads each record's header; only on a failed allocation).
     void check_crop_fits(const std::vector<std::size_t>& which, std::size_t crop_height, std::size_t crop_width) const {
@@ -910,6 +932,8 @@ NB_MODULE(_shardpack, m) {
         }
     });
 
+    static const bool atfork_registered = pthread_atfork(nullptr, nullptr, forget_parents_pool_and_cache) == 0;
+    if (!atfork_registered) throw std::runtime_error("_shardpack: pthread_atfork failed");
     m.def("interpreter_exiting", &interpreter_exiting,
           "For atexit only: threads coming back from a read from now on wait for the process's end.");
     m.def("_set_allocation", [](const std::string& how) {

@@ -110,6 +110,68 @@ def test_huge_and_negative_indices(built):
     assert ds.key(-1) == ds.key(n - 1)
 
 
+def test_int64_index_arrays_are_checked_once_in_the_extension(built):
+    """int64 arrays go to the extension unchecked (its copy checks them: one pass, no NumPy
+    calls per batch); the message, the class and the wrapping of negatives are those of the
+    other index types, for contiguous and strided arrays."""
+    ds = shardpack.open(built["raw"])
+    n = len(ds)
+    for bad in (n, -n - 1, 2**63 - 1, -2**63):
+        for indices in (np.array([0, bad], dtype=np.int64), np.array([0, 0, bad, 0], dtype=np.int64)[::2]):
+            with pytest.raises(shardpack.IndexOutOfRange) as raised:
+                ds.read_batch(indices)
+            assert isinstance(raised.value, IndexError) and isinstance(raised.value, shardpack.Error)
+            assert str(raised.value) == f"{ds.path}: index {bad} is out of range ({n} records)"
+    both = np.array([-1, -n, 0, n - 1], dtype=np.int64)
+    assert np.array_equal(ds.read_batch(both, dtype="uint8")[0], ds.read_batch([n - 1, 0, 0, n - 1], dtype="uint8")[0])
+    assert np.array_equal(ds.read_batch(both[::2], dtype="uint8")[0], ds.read_batch([n - 1, 0], dtype="uint8")[0])
+
+
+def test_remembered_options_are_still_checked_by_type(built):
+    """read_batch remembers resolved options per set of arguments; an argument equal to an
+    accepted one but of a type that is refused (a float crop, a boolean) is still refused."""
+    ds = shardpack.open(built["raw"])
+    h, w = ds.image_shape[:2]
+    for _ in range(2):
+        assert ds.read_batch([0], crop=(h, w))[0].shape[2:] == (h, w)
+        with pytest.raises(shardpack.ArgumentTypeError):
+            ds.read_batch([0], crop=(float(h), float(w)))
+        assert ds.read_batch([0], crop=(1, 1))[0].shape[2:] == (1, 1)
+        with pytest.raises(shardpack.ArgumentTypeError):
+            ds.read_batch([0], crop=(True, True))
+        with pytest.raises(shardpack.ArgumentValueError):  # unhashable options: checked every time
+            ds.read_batch([0], crop=[h, w], normalize=[[0.5], [0.5]], dtype="float64")
+        images = ds.read_batch([0], normalize=((0.5,), (0.25,)))[0]
+        assert np.array_equal(images, ds.read_batch([0], normalize=((0.5,), (0.25,)))[0])
+
+
+def test_plain_python_and_numpy_scalars_give_the_same_batch(built):
+    """read_batch takes Python floats and ints for flips, seed and epoch without NumPy's calls
+    (a shortcut for the usual case); NumPy scalars, booleans and the edges 0.0 and 1.0 give the
+    same batch and boxes, and values out of range are refused whatever their type."""
+    ds = shardpack.open(built["raw"])
+    h, w = ds.image_shape[:2]
+    idx = np.arange(min(len(ds), 8), dtype=np.int64)
+    opts = dict(dtype="uint8", crop=(h // 2, w // 2), crop_position="random", return_boxes=True)
+    for flip, same in ((0.5, np.float64(0.5)), (0.5, np.float32(0.5)), (1.0, True), (0.0, False), (1.0, 1),
+                       (-0.0, 0.0)):
+        for seed, same_seed in ((3, np.uint64(3)), (2**64 - 1, np.int64(-1).astype(np.uint64))):
+            a = ds.read_batch(idx, hflip=flip, vflip=flip, seed=seed, epoch=2, **opts)
+            b = ds.read_batch(idx, hflip=same, vflip=same, seed=same_seed, epoch=np.int16(2), **opts)
+            for x, y in zip(a, b):
+                assert np.array_equal(x, y)
+    assert (ds.read_batch(idx, hflip=1.0, **opts)[2][:, 2] == 1).all()
+    assert (ds.read_batch(idx, hflip=0.0, **opts)[2][:, 2] == 0).all()
+    for bad in (1.0000001, -1e-9, float("nan"), float("inf")):
+        with pytest.raises(shardpack.ArgumentValueError):
+            ds.read_batch(idx, hflip=bad)
+    for bad_seed in (-1, 2**64, np.int64(-1)):
+        with pytest.raises(shardpack.ArgumentValueError):
+            ds.read_batch(idx, seed=bad_seed)
+    with pytest.raises(shardpack.ArgumentTypeError):
+        ds.read_batch(idx, seed=1.0)
+
+
 # -- out= arrays
 
 def test_out_arrays_that_overlap_are_refused(built):

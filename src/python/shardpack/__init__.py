@@ -13,10 +13,11 @@ NumPy arrays or the caller's (out=, any buffer-protocol or DLPack array, torch t
 Fresh arrays come from huge-page blocks that are recycled when freed, so a new batch costs no
 page faults once a loop is warm.
 
-Arguments are checked in one place, this module (_BatchOptions and _checked_index), as NumPy
-checks its own: every argument error is a shardpack.Error that is also a ValueError
-(ArgumentValueError), a TypeError (ArgumentTypeError) or an IndexError (IndexOutOfRange). The
-extension checks only the memory of out= arrays, which only it can see.
+Arguments are checked once, as NumPy checks its own: every argument error is a shardpack.Error
+that is also a ValueError (ArgumentValueError), a TypeError (ArgumentTypeError) or an IndexError
+(IndexOutOfRange). This module checks the options (_BatchOptions, remembered per set of
+arguments) and indices of other types (_checked_indices); the extension checks an int64 index
+array as it copies it, and the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
 shardpack.torch (Dataset, Sampler, Loader), shardpack.keras (PyDataset), shardpack.tf (dataset),
@@ -29,7 +30,7 @@ import operator as _operator
 import os as _os
 import warnings as _warnings
 import weakref as _weakref
-from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as _np
 import numpy.typing as _npt
@@ -384,6 +385,7 @@ class Dataset:
             raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
         self._content_hash: Optional[str] = None
         self._reader_: Optional[_Reader] = None
+        self._resolved: Dict[Any, Tuple[_BatchOptions, List[float], List[float]]] = {}
         self._reader  # open now, so that a missing or damaged dataset is reported here
 
     # -- opening and pickling
@@ -411,6 +413,7 @@ class Dataset:
         self._max_open = state.get("max_open_shards", 0)
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
+        self._resolved = {}
 
     def __repr__(self) -> str:
         return (f"shardpack.Dataset({self._path!r}, {len(self)} records, {self.task}, "
@@ -537,6 +540,35 @@ class Dataset:
             shape = (n, h, w) if seg else (n,)
         return images, (shape, _np.dtype(o.label_dtype))
 
+    def _resolve(self, dtype: Any, layout: Any, normalize: Any, label: Any, label_dtype: Any,
+                 crop: Any) -> Tuple[_BatchOptions, List[float], List[float]]:
+        """read_batch's options checked and resolved: (options, mean, std). Remembered per set of
+        arguments (a loop passes the same ones for every batch: 2-3 us of checks each time);
+        the key holds each argument's type too, so that crop=(224.0, 224.0) is refused like
+        the first time, never taken for (224, 224). Unhashable arguments are checked each call."""
+        try:
+            key: Any = tuple((type(a), a) for a in (dtype, layout, normalize, label, label_dtype)) + \
+                (None if crop is None else tuple((type(v), v) for v in crop),)
+            resolved = self._resolved.get(key)
+        except TypeError:  # an unhashable or non-iterable argument: checked below, not remembered
+            key = resolved = None
+        if resolved is not None:
+            return resolved
+        r = self._reader
+        o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
+        if normalize == "auto":
+            normalize = "imagenet" if o.as_float else None
+        elif not o.as_float and normalize is not None:
+            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
+                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
+        mean, std = _normalization(normalize, r.channels)
+        resolved = (o, mean, std)
+        if key is not None:
+            if len(self._resolved) >= 64:
+                self._resolved.clear()
+            self._resolved[key] = resolved
+        return resolved
+
     def read_batch(self, indices: Indices, *, dtype: DType = "float32", layout: Layout = "NCHW",
                    normalize: Normalize = "auto", label: Label = "onehot", label_dtype: LabelDType = None,
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
@@ -585,15 +617,13 @@ class Dataset:
         outside the dataset, ArgumentValueError / ArgumentTypeError for other bad arguments, and
         shardpack.Error on damaged data or a crop larger than a record (naming it)."""
         r = self._reader
-        n_records = len(r)
-        idx = _checked_indices(indices, n_records, self._path)
-        o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":
-            normalize = "imagenet" if o.as_float else None
-        elif not o.as_float and normalize is not None:
-            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
-                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
-        mean, std = _normalization(normalize, r.channels)
+        if type(indices) is _np.ndarray and indices.dtype == _np.int64 and indices.ndim == 1 \
+                and indices.flags.c_contiguous:
+            # the extension checks each index (IndexOutOfRange) as it copies them
+            idx = cast(_npt.NDArray[_np.int64], indices)
+        else:
+            idx = _checked_indices(indices, len(r), self._path)
+        o, mean, std = self._resolve(dtype, layout, normalize, label, label_dtype, crop)
         if out is None:
             out_images = out_labels = None
         else:
@@ -622,6 +652,9 @@ class Dataset:
             position = "given"
         flips = []
         for column, (what, flip) in enumerate((("hflip", hflip), ("vflip", vflip)), start=2):
+            if type(flip) is float and 0.0 <= flip <= 1.0:  # the usual case, without NumPy's calls
+                flips.append(("random" if flip > 0.0 else "none", flip))
+                continue
             if _np.ndim(flip) == 0:
                 if isinstance(flip, (str, bytes)):
                     raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, not {flip!r}")
@@ -643,7 +676,8 @@ class Dataset:
                 given = _np.zeros((n, 4), dtype=_np.int64)
             given[:, column] = f
             flips.append(("given", 0.0))
-        seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
+        if type(seed) is not int or type(epoch) is not int:
+            seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
         boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
