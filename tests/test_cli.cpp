@@ -21,22 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-cli_result cli(const std::vector<std::string>& args) { return run_command(SHARDPACK_CLI, args); }
-
-void make_samples(const std::string& dir, const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> args = {"--out", dir};
-    args.insert(args.end(), extra.begin(), extra.end());
-    const auto r = run_command(SHARDPACK_SAMPLE_TOOL, args);
-    REQUIRE(r.code == 0);
-}
-
-image_u8 decode_file(const std::string& path, pixel_layout layout = pixel_layout::rgb) {
-    const std::string bytes = read_file(path);
-    decode_request req;
-    req.layout = layout;
-    return decode_image(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), req);
-}
-
 std::vector<std::string> read_lines(const std::string& path) {
     std::vector<std::string> lines;
     std::istringstream in(read_file(path));

@@ -37,35 +37,6 @@ void reseal(std::string& bytes) {
     detail::store_u64(p + size - 24, XXH3_64bits_digest(&st));
 }
 
-std::string hex_dump(const std::string& bytes) {
-    std::string out;
-    char buf[16];
-    for (std::size_t i = 0; i < bytes.size(); i += 16) {
-        std::snprintf(buf, sizeof buf, "%08zx ", i);
-        out += buf;
-        for (std::size_t j = i; j < std::min(bytes.size(), i + 16); ++j) {
-            std::snprintf(buf, sizeof buf, " %02x", static_cast<unsigned char>(bytes[j]));
-            out += buf;
-        }
-        out += '\n';
-    }
-    return out;
-}
-
-std::string parse_hex_dump(const std::string& text) {
-    std::string out;
-    std::istringstream lines(text);
-    std::string line;
-    while (std::getline(lines, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream words(line);
-        std::string word;
-        words >> word;  // the offset
-        while (words >> word) out += static_cast<char>(std::stoi(word, nullptr, 16));
-    }
-    return out;
-}
-
 }  // namespace
 
 TEST_CASE("segmentation records round-trip exactly through one-hot and index layouts", "[format]") {
@@ -215,31 +186,7 @@ TEST_CASE("records split into shards at the shard size, and any record is found 
 
 TEST_CASE("the golden tiny shard matches the test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden");
-    dataset_writer_options wo;
-    wo.out_dir = dir.str();
-    wo.schema.task = detail::task_code::segmentation;
-    wo.schema.channels = 3;
-    wo.schema.channel_order = detail::order_code::rgb;
-    wo.schema.label_layout = detail::layout_code::index;
-    wo.schema.label_dtype_bytes = 1;
-    wo.schema.fixed_height = 2;
-    wo.schema.fixed_width = 2;
-    wo.schema.class_count = 2;
-    wo.schema.ignore_value = 255;
-    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
-    {
-        dataset_writer writer(wo);
-        image_u8 img{2, 2, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}};
-        const std::uint16_t ids[4] = {0, 1, 255, 1};
-        std::vector<unsigned char> decoded;
-        encode_record(wo.schema, "a.png", img, ids, -1, decoded);
-        record_compressor raw(record_codec::none, 0);
-        stored_record stored;
-        raw.compress(decoded, stored);
-        writer.add(stored);
-        writer.publish();
-    }
+    write_golden_tiny_dataset(dir.str());
     const std::string bytes = read_file(only_shard(dir.str()));
     const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/tiny_shard.hex";
     if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
@@ -580,7 +527,7 @@ TEST_CASE("random reads from several threads at once return the right records", 
     REQUIRE(mismatches == 0);
 }
 
-TEST_CASE("partitions cover the dataset under each policy", "[format][partition]") {
+TEST_CASE("rank shares cover the dataset under each policy", "[format][rank_share]") {
     temp_dir dir("part");
     synthetic_options o;
     o.records = 10;
@@ -589,7 +536,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
     SECTION("pad: equal counts, every record at least once") {
         std::vector<int> seen(10, 0);
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::pad);
+            auto p = ds.rank_share(r, 3, rank_share_policy::pad);
             REQUIRE(p.size() == 4);
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -599,7 +546,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
     SECTION("drop: equal counts, no repeats") {
         std::vector<int> seen(10, 0);
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::drop);
+            auto p = ds.rank_share(r, 3, rank_share_policy::drop);
             REQUIRE(p.size() == 3);
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -610,7 +557,7 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
         std::vector<int> seen(10, 0);
         std::size_t sizes[3];
         for (std::size_t r = 0; r < 3; ++r) {
-            auto p = ds.partition(r, 3, partition_policy::uneven);
+            auto p = ds.rank_share(r, 3, rank_share_policy::uneven);
             sizes[r] = p.size();
             for (std::size_t k = 0; k < p.size(); ++k) ++seen[p[k]];
         }
@@ -618,7 +565,15 @@ TEST_CASE("partitions cover the dataset under each policy", "[format][partition]
         REQUIRE(sizes[2] == 3);
         for (int c : seen) REQUIRE(c == 1);
     }
-    REQUIRE_THROWS_AS(ds.partition(3, 3), shardpack::error);
+    REQUIRE_THROWS_AS(ds.rank_share(3, 3), shardpack::error);
+    SECTION("the former names (partition, partition_policy) give the same shares") {
+        for (std::size_t r = 0; r < 3; ++r) {
+            const shardpack::partition old = ds.partition(r, 3, partition_policy::uneven);
+            const rank_share now = ds.rank_share(r, 3, rank_share_policy::uneven);
+            REQUIRE(old.size() == now.size());
+            for (std::size_t k = 0; k < now.size(); ++k) REQUIRE(old[k] == now[k]);
+        }
+    }
 }
 
 // Found by tests/fuzz/fuzz_shard: a 672-byte shard whose index claimed a 2 GiB decoded size for

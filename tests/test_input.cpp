@@ -1,6 +1,7 @@
 // The input side: the CSV parser, the class tables and the input list (header detection,
-// columns, path resolution, task inference, class ids). Every error test checks that the
-// message names the file and the line.
+// columns, path resolution, task inference, class ids), and image folders as input (masks
+// paired by a suffix, end to end through the CLI). Every error test checks that the message
+// names the file and the line.
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -17,46 +18,15 @@
 #include "input/class_table.hpp"
 #include "input/csv_reader.hpp"
 #include "input/input_list.hpp"
+#include "shardpack/reader.hpp"
+#include "test_support.hpp"
 
 using namespace shardpack;
+using namespace shardpack::test;
 using Catch::Contains;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder under /tmp per test, removed afterwards.
-class scratch_dir {
-public:
-    scratch_dir() {
-        static std::atomic<int> counter{0};
-        path_ = fs::temp_directory_path() /
-                ("shardpack-input-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-        fs::remove_all(path_);
-        fs::create_directories(path_);
-    }
-    ~scratch_dir() {
-        std::error_code ec;
-        fs::remove_all(path_, ec);
-    }
-    scratch_dir(const scratch_dir&) = delete;
-    scratch_dir& operator=(const scratch_dir&) = delete;
-
-    std::string operator/(const std::string& rel) const { return (path_ / rel).string(); }
-    std::string str() const { return path_.string(); }
-
-    // Writes `bytes` to `rel` (creating folders) and returns the full path.
-    std::string write(const std::string& rel, const std::string& bytes) const {
-        const fs::path p = path_ / rel;
-        fs::create_directories(p.parent_path());
-        std::ofstream out(p, std::ios::binary | std::ios::trunc);
-        out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-        return p.string();
-    }
-    std::string touch(const std::string& rel) const { return write(rel, "not really an image"); }
-
-private:
-    fs::path path_;
-};
 
 std::vector<std::vector<std::string>> cells_of(const std::vector<csv_row>& rows) {
     std::vector<std::vector<std::string>> out;
@@ -163,7 +133,7 @@ TEST_CASE("csv: NUL bytes and UTF-16 are refused", "[input][csv]") {
 }
 
 TEST_CASE("csv: read_text_file reads bytes and names the path on failure", "[input][csv]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string bytes("x\0y\r\n", 5);
     CHECK(read_text_file(dir.write("f.csv", bytes)) == bytes);
     CHECK(read_text_file(dir.write("empty.csv", "")).empty());
@@ -235,7 +205,7 @@ TEST_CASE("csv: a stream fed in small pieces parses exactly as the whole text", 
 // Class tables
 
 TEST_CASE("class dict: CamVid layout, ids in file order", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto classes = load_class_dict(dir.write("class_dict.csv", class_dict_text));
     REQUIRE(classes.size() == 3);
     CHECK(classes[0].name == "sky");
@@ -246,7 +216,7 @@ TEST_CASE("class dict: CamVid layout, ids in file order", "[input][classes]") {
 }
 
 TEST_CASE("class dict: extra columns, any order, any case, name aliases", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto classes = load_class_dict(dir.write(
         "d.csv", "\xEF\xBB\xBF" "class_id,B,description,G,Class_Name,R\r\n7,3,\"blue, mostly\",2, water ,1\r\n8,0,x,0,void,0\r\n"));
     REQUIRE(classes.size() == 2);
@@ -258,7 +228,7 @@ TEST_CASE("class dict: extra columns, any order, any case, name aliases", "[inpu
 }
 
 TEST_CASE("class dict: missing columns name the file and the header line", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string path = dir.write("class_dict.csv", "\nname,r,g\nsky,1,2\n");
     REQUIRE_THROWS_AS(load_class_dict(path), input_error);
     REQUIRE_THROWS_WITH(load_class_dict(path), Contains(path + ":2:") && Contains("no column(s) b"));
@@ -267,7 +237,7 @@ TEST_CASE("class dict: missing columns name the file and the header line", "[inp
 }
 
 TEST_CASE("class dict: bad color values", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string big = dir.write("big.csv", "name,r,g,b\nsky,1,2,3\nroad,1,256,3\n");
     REQUIRE_THROWS_WITH(load_class_dict(big), Contains(big + ":3:") && Contains("'256'") && Contains("0..255"));
     const std::string neg = dir.write("neg.csv", "name,r,g,b\nsky,-1,2,3\n");
@@ -281,7 +251,7 @@ TEST_CASE("class dict: bad color values", "[input][classes]") {
 }
 
 TEST_CASE("class dict: duplicates name both lines", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string color = dir.write("c.csv", "name,r,g,b\nsky,1,2,3\n\nroad,4,5,6\ncar,1,2,3\n");
     REQUIRE_THROWS_AS(load_class_dict(color), input_error);
     REQUIRE_THROWS_WITH(load_class_dict(color), Contains(color + ":5:") && Contains("'car'") &&
@@ -291,7 +261,7 @@ TEST_CASE("class dict: duplicates name both lines", "[input][classes]") {
 }
 
 TEST_CASE("class dict: empty names, no classes, too many classes", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string empty_name = dir.write("e.csv", "name,r,g,b\nsky,1,2,3\n  ,4,5,6\n");
     REQUIRE_THROWS_WITH(load_class_dict(empty_name), Contains(empty_name + ":3: empty class name"));
     const std::string none = dir.write("none.csv", "name,r,g,b\n\n");
@@ -310,7 +280,7 @@ TEST_CASE("class dict: empty names, no classes, too many classes", "[input][clas
 }
 
 TEST_CASE("class names: one per line, or a CSV with an optional header", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto plain = load_class_names(dir.write("a.txt", "cat\r\n\r\ndog\n bird \n"));
     REQUIRE(plain.size() == 3);
     CHECK((plain[0].name == "cat" && plain[1].name == "dog" && plain[2].name == "bird"));
@@ -325,7 +295,7 @@ TEST_CASE("class names: one per line, or a CSV with an optional header", "[input
 }
 
 TEST_CASE("class names: errors", "[input][classes]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string dup = dir.write("dup.txt", "cat\ndog\n\ncat\n");
     REQUIRE_THROWS_AS(load_class_names(dup), input_error);
     REQUIRE_THROWS_WITH(load_class_names(dup), Contains(dup + ":4: duplicate class name 'cat' (first on line 1)"));
@@ -349,7 +319,7 @@ input_options options_for(const std::string& csv) {
 }  // namespace
 
 TEST_CASE("input: a header is detected when the second row's file exists", "[input][header]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("images/a.png");
     dir.touch("images/b.png");
     const auto csv = dir.write("list.csv", "file,category\nimages/a.png,1\nimages/b.png,0\n");
@@ -361,7 +331,7 @@ TEST_CASE("input: a header is detected when the second row's file exists", "[inp
 }
 
 TEST_CASE("input: no header when the first row's file exists", "[input][header]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("image");  // a file really called "image" is data, not a header word
     dir.touch("b.png");
     const auto csv = dir.write("list.csv", "image,1\nb.png,0\n");
@@ -372,7 +342,7 @@ TEST_CASE("input: no header when the first row's file exists", "[input][header]"
 }
 
 TEST_CASE("input: with no files on disk, header words decide", "[input][header]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto words = load_input_list(options_for(dir.write("a.csv", "Image Path,label,split\nx/a.png,cat\n")));
     CHECK(words.had_header);
     CHECK(words.size() == 1);
@@ -388,7 +358,7 @@ TEST_CASE("input: with no files on disk, header words decide", "[input][header]"
 }
 
 TEST_CASE("input: --header and --no-header override detection", "[input][header]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("a.png");
     dir.touch("b.png");
     auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
@@ -408,7 +378,7 @@ TEST_CASE("input: --header and --no-header override detection", "[input][header]
 }
 
 TEST_CASE("input: columns by name, exact then case-insensitive", "[input][columns]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "id,Label,notes,Image\n1,cat,x,a.png\n2,dog,y,b.png\n");
     auto o = options_for(csv);
     o.image_col = "image";
@@ -431,7 +401,7 @@ TEST_CASE("input: columns by name, exact then case-insensitive", "[input][column
 }
 
 TEST_CASE("input: an unknown column name lists the header", "[input][columns]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "\nimage,label\na.png,1\n");
     auto o = options_for(csv);
     o.label_col = "mask";
@@ -447,7 +417,7 @@ TEST_CASE("input: an unknown column name lists the header", "[input][columns]") 
 }
 
 TEST_CASE("input: columns by index", "[input][columns]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "3,x,a.png\n4,y,b.png\n");
     auto o = options_for(csv);
     o.image_col = "2";
@@ -471,7 +441,7 @@ TEST_CASE("input: columns by index", "[input][columns]") {
 }
 
 TEST_CASE("input: empty image or label cells name the line", "[input][columns]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "image,label\na.png,1\n\n\"\",2\n");
     REQUIRE_THROWS_AS(load_input_list(options_for(csv)), input_error);
     REQUIRE_THROWS_WITH(load_input_list(options_for(csv)), Contains(csv + ":4: empty image path"));
@@ -480,7 +450,7 @@ TEST_CASE("input: empty image or label cells name the line", "[input][columns]")
 }
 
 TEST_CASE("input: an error after a multi-line quoted record names the right line", "[input][columns]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "image,label,note\na.png,1,\"two\nlines\"\nb.png\n");
     REQUIRE_THROWS_WITH(load_input_list(options_for(csv)), Contains(csv + ":4: expected at least 2 columns, found 1"));
     const auto unterminated = dir.write("u.csv", "image,label\na.png,1\n\"b.png,2\nc.png,3\n");
@@ -492,7 +462,7 @@ TEST_CASE("input: an error after a multi-line quoted record names the right line
 // Input list: paths
 
 TEST_CASE("input: relative paths resolve against the CSV's folder, absolute ones are kept", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string abs_image = dir.touch("elsewhere/abs.png");
     dir.touch("lists/images/a.png");  // so that detection sees a data row, not a header
     const auto csv = dir.write("lists/list.csv", "images/a.png,0\n" + abs_image + ",1\n");
@@ -504,7 +474,7 @@ TEST_CASE("input: relative paths resolve against the CSV's folder, absolute ones
 }
 
 TEST_CASE("input: --root replaces the CSV's folder", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string text = "images/a.png,0\n";
     const auto csv = dir.write("lists/list.csv", text);
     fs::create_directories(dir / "data");
@@ -520,7 +490,7 @@ TEST_CASE("input: --root replaces the CSV's folder", "[input][paths]") {
 }
 
 TEST_CASE("input: a CSV in the working folder keeps relative paths as written", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.write("list.csv", "a.png,0\n");
     const auto old = fs::current_path();
     fs::current_path(dir.str());
@@ -536,7 +506,7 @@ TEST_CASE("input: a CSV in the working folder keeps relative paths as written", 
 }
 
 TEST_CASE("input: quoted paths with spaces, commas and quotes", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("my images/a, b.png");
     dir.touch("my images/say \"hi\".png");
     const auto csv = dir.write("list.csv", "image,label\n\"my images/a, b.png\",cat\n\"my images/say \"\"hi\"\".png\",dog\n");
@@ -550,7 +520,7 @@ TEST_CASE("input: quoted paths with spaces, commas and quotes", "[input][paths]"
 }
 
 TEST_CASE("input: row accessors give each row's cells, line, class and resolved paths", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const std::string abs_image = dir.touch("elsewhere/abs.png");
     const std::string abs_mask = dir.touch("elsewhere/abs_mask.png");
     dir.touch("lists/img/a.png");
@@ -615,7 +585,7 @@ TEST_CASE("input: row accessors give each row's cells, line, class and resolved 
 }
 
 TEST_CASE("input: a list longer than the read buffer keeps every row, line and the file's digest", "[input][paths]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     std::string text = "image,label\n";
     const std::size_t count = 12000;  // about 300 KiB: records cross several 64 KiB reads
     for (std::size_t i = 0; i < count; ++i) {
@@ -649,7 +619,7 @@ TEST_CASE("input: a list longer than the read buffer keeps every row, line and t
 // Input list: tasks and classes
 
 TEST_CASE("input: integer labels infer classification by id", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto list = load_input_list(options_for(dir.write("list.csv", "a.png,3\nb.png, 0\nc.png,007\n")));
     CHECK(list.task == task_kind::classification);
     REQUIRE(list.classes.size() == 8);
@@ -663,7 +633,7 @@ TEST_CASE("input: integer labels infer classification by id", "[input][task]") {
 }
 
 TEST_CASE("input: labels that are existing files infer segmentation", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("img/a.png");
     dir.touch("lbl/a_mask");
     const auto classes = dir.write("class_dict.csv", class_dict_text);
@@ -685,7 +655,7 @@ TEST_CASE("input: labels that are existing files infer segmentation", "[input][t
 }
 
 TEST_CASE("input: name labels infer classification with sorted names", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto list = load_input_list(
         options_for(dir.write("list.csv", "a.png,zebra\nb.png,Zebra\nc.png,\xC3\xA4pfel\nd.png,apple\ne.png, zebra\n")));
     CHECK(list.task == task_kind::classification);
@@ -702,7 +672,7 @@ TEST_CASE("input: name labels infer classification with sorted names", "[input][
 }
 
 TEST_CASE("input: segmentation needs a class dictionary", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     dir.touch("m.png");
     const auto csv = dir.write("list.csv", "\na.png,m.png\n");
     REQUIRE_THROWS_AS(load_input_list(options_for(csv)), usage_error);
@@ -717,7 +687,7 @@ TEST_CASE("input: segmentation needs a class dictionary", "[input][task]") {
 }
 
 TEST_CASE("input: a forced task overrides inference", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
     o.task = task_kind::segmentation;
     o.classes_path = dir.write("class_dict.csv", class_dict_text);
@@ -736,7 +706,7 @@ TEST_CASE("input: a forced task overrides inference", "[input][task]") {
 }
 
 TEST_CASE("input: a names file maps names and ids by position", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     auto o = options_for(dir.write("list.csv", "a.png,dog\nb.png,0\nc.png,bird\nd.png,2\n"));
     o.classes_path = dir.write("names.txt", "cat\ndog\nbird\n");
     const auto list = load_input_list(o);
@@ -758,7 +728,7 @@ TEST_CASE("input: a names file maps names and ids by position", "[input][task]")
 }
 
 TEST_CASE("input: numeric class names that contradict ids are refused", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     auto o = options_for(dir.write("list.csv", "a.png,1\nb.png,2\n"));
     o.classes_path = dir.write("names.txt", "2\n1\n0\n");  // "1" is id 1 either way; "2" is not
     REQUIRE_THROWS_WITH(load_input_list(o), Contains(o.csv_path + ":2: label '2' is ambiguous"));
@@ -767,7 +737,7 @@ TEST_CASE("input: numeric class names that contradict ids are refused", "[input]
 }
 
 TEST_CASE("input: class id range without a names file", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto big = dir.write("big.csv", "a.png,1\nb.png,65535\n");
     REQUIRE_THROWS_AS(load_input_list(options_for(big)), input_error);
     REQUIRE_THROWS_WITH(load_input_list(options_for(big)), Contains(big + ":2: class id '65535' is out of range 0..65534"));
@@ -781,7 +751,7 @@ TEST_CASE("input: class id range without a names file", "[input][task]") {
 }
 
 TEST_CASE("input: mixed ids and names without a names file", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     const auto csv = dir.write("list.csv", "image,label\na.png,1\nb.png,2\n\nc.png,cat\n");
     REQUIRE_THROWS_AS(load_input_list(options_for(csv)), input_error);
     REQUIRE_THROWS_WITH(load_input_list(options_for(csv)),
@@ -792,11 +762,133 @@ TEST_CASE("input: mixed ids and names without a names file", "[input][task]") {
 }
 
 TEST_CASE("input: a missing list or names file names the path", "[input][task]") {
-    scratch_dir dir;
+    temp_dir dir{"input"};
     REQUIRE_THROWS_AS(load_input_list(options_for(dir / "nope.csv")), input_error);
     REQUIRE_THROWS_WITH(load_input_list(options_for(dir / "nope.csv")), Contains("cannot read " + (dir / "nope.csv")));
     auto o = options_for(dir.write("list.csv", "a.png,cat\n"));
     o.classes_path = dir / "names.txt";
     REQUIRE_THROWS_WITH(load_input_list(o), Contains("cannot read " + (dir / "names.txt")));
     REQUIRE_THROWS_AS(load_input_list(input_options{}), usage_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Image folders as input (build and colors --images/--masks), end to end through the CLI
+
+TEST_CASE("folder input pairs masks by a suffix and says what it left out and why", "[labels][folders]") {
+    // About a second: 6 small samples, a few builds and colors runs.
+    temp_dir dir("folders");
+    make_samples(dir / "src", {"--count", "6", "--width", "40", "--height", "30"});
+    const std::string dict = dir / "src/class_dict.csv";
+    // CamVid's names: images/img_0000.png, labels/img_0000_L.png
+    fs::create_directories(dir / "cam/images/sub");
+    fs::create_directories(dir / "cam/labels/sub");
+    for (int i = 0; i < 6; ++i) {
+        char stem[32];
+        std::snprintf(stem, sizeof stem, "img_%04d", i);
+        const std::string sub = i >= 4 ? "sub/" : "";
+        fs::copy_file(dir / ("src/images/" + std::string(stem) + ".png"), dir / ("cam/images/" + sub + stem + ".png"));
+        fs::copy_file(dir / ("src/masks/" + std::string(stem) + ".png"), dir / ("cam/labels/" + sub + stem + "_L.png"));
+    }
+    // without the suffix: refused, and the masks' names suggest it
+    auto r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--classes", dict, "--out", dir / "x"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("6 of 6 images in") && Catch::Contains("--mask-suffix _L") &&
+                          Catch::Contains("img_0000.png and img_0000_L.png"));
+    // with it: the same records as the CSV, keys relative to the images folder; nothing left out
+    r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict,
+             "--out", dir / "a"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains(": 6 images paired with masks; no file left out"));
+    r = cli({"build", "--csv", dir / "src/list.csv", "--classes", dict, "--out", dir / "b"});
+    REQUIRE(r.code == 0);
+    {
+        auto a = dataset::open(dir / "a");
+        auto b = dataset::open(dir / "b");
+        REQUIRE(a.size() == 6);
+        for (std::size_t i = 0; i < 6; ++i) {
+            const auto sa = a.at(i), sb = b.at(i);
+            const auto la = sa.label(), lb = sb.label();
+            CHECK(std::equal(la.begin(), la.end(), lb.begin(), lb.end()));
+        }
+        CHECK(std::string(a.at(4).key()) == "sub/img_0004.png");
+    }
+    // what is left out, by reason, with each file under -v: a GIF, a text file, a FIFO named .png,
+    // a mask without an image, a mask without the suffix
+    write_file(dir / "cam/images/anim.gif", "GIF89a");
+    write_file(dir / "cam/images/notes.txt", "x");
+    REQUIRE(::mkfifo((dir / "cam/images/pipe.png").c_str(), 0600) == 0);
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "cam/labels/extra_L.png");
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "cam/labels/img_0001.png");
+    r = cli({"build", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict,
+             "--out", dir / "c"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out: 2 x not a .png, .jpg or .jpeg file, "
+                                      "1 x a FIFO, not a regular file, 1 x a mask whose name does not end with the --mask-suffix _L, "
+                                      "1 x a mask without an image (-v lists each)") &&
+                          Catch::Contains("5 file(s) of the folders left out"));
+    CHECK_THAT(r.err, !Catch::Contains("left out " + dir / "cam/images/anim.gif"));
+    r = cli({"build", "-v", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes",
+             dict, "--out", dir / "c"});
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("left out " + dir / "cam/images/anim.gif: not a .png, .jpg or .jpeg file") &&
+                          Catch::Contains("left out " + dir / "cam/images/pipe.png: a FIFO, not a regular file") &&
+                          Catch::Contains("left out " + dir / "cam/labels/extra_L.png: a mask without an image") &&
+                          Catch::Contains("left out " + dir / "cam/labels/img_0001.png: a mask whose name does not end"));
+    // colors takes the same options and says the same
+    r = cli({"colors", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes", dict});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out"));
+    CHECK_THAT(r.out, Catch::Contains("example at pixel") && !Catch::Contains("(line"));
+    // masks beside the images in one folder: the suffix tells them apart
+    fs::create_directories(dir / "one");
+    for (int i = 0; i < 3; ++i) {
+        fs::copy_file(dir / ("src/images/img_000" + std::to_string(i) + ".png"), dir / ("one/img_000" + std::to_string(i) + ".png"));
+        fs::copy_file(dir / ("src/masks/img_000" + std::to_string(i) + ".png"), dir / ("one/img_000" + std::to_string(i) + "_L.png"));
+    }
+    r = cli({"build", "--images", dir / "one", "--masks", dir / "one", "--mask-suffix", "_L", "--classes", dict, "--out", dir / "d"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(dataset::open(dir / "d").size() == 3);
+    r = cli({"build", "--images", dir / "one", "--masks", dir / "one", "--classes", dict, "--out", dir / "d2"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("is the --images folder: give --mask-suffix"));
+    // --image-suffix: Cityscapes' names (x_leftImg8bit.png with x_gtFine_color.png)
+    fs::create_directories(dir / "city/left");
+    fs::create_directories(dir / "city/fine");
+    for (int i = 0; i < 2; ++i) {
+        const std::string n = "aachen_00000" + std::to_string(i);
+        fs::copy_file(dir / ("src/images/img_000" + std::to_string(i) + ".png"), dir / ("city/left/" + n + "_leftImg8bit.png"));
+        fs::copy_file(dir / ("src/masks/img_000" + std::to_string(i) + ".png"), dir / ("city/fine/" + n + "_gtFine_color.png"));
+    }
+    r = cli({"build", "--images", dir / "city/left", "--masks", dir / "city/fine", "--image-suffix", "_leftImg8bit",
+             "--mask-suffix", "_gtFine_color", "--classes", dict, "--out", dir / "e"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(dataset::open(dir / "e").size() == 2);
+    // the suffix options need folders
+    CHECK(cli({"build", "--csv", dir / "src/list.csv", "--mask-suffix", "_L", "--classes", dict, "--out", dir / "f"}).code == 2);
+    CHECK(cli({"colors", "--csv", dir / "src/list.csv", "--mask-suffix", "_L"}).code == 2);
+}
+
+TEST_CASE("folder input refuses two masks for one image: names that differ only in case, or only in extension", "[labels][folders]") {
+    temp_dir dir("foldercase");
+    make_samples(dir / "src", {"--count", "2", "--width", "24", "--height", "16"});
+    fs::copy_file(dir / "src/masks/img_0000.png", dir / "src/masks/IMG_0000.png");
+    auto r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+                  "--out", dir / "a"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("two masks for one image: " + dir / "src/masks/IMG_0000.png and " +
+                                      dir / "src/masks/img_0000.png (names that differ only in case)"));
+    r = cli({"colors", "--images", dir / "src/images", "--masks", dir / "src/masks"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("names that differ only in case"));
+    fs::remove(dir / "src/masks/IMG_0000.png");
+    fs::copy_file(dir / "src/masks/img_0001.png", dir / "src/masks/img_0001.jpg");
+    r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dir / "src/class_dict.csv",
+             "--out", dir / "a"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("img_0001.jpg and ") && Catch::Contains("(the same name, another extension)"));
 }

@@ -36,90 +36,12 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Sanitized builds (scripts/test.sh's ASan run) take more memory and time for the same work:
-// shadow memory, the free quarantine, the leak check at exit.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr long slack = 4;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr long slack = 4;
-#else
-constexpr long slack = 1;
-#endif
-#else
-constexpr long slack = 1;
-#endif
-
-struct bounded_result {
-    int code = -1;
-    bool timed_out = false;
-    double seconds = 0;
-    long max_rss_kb = 0;
-    std::string out, err;
-    double after_signal_s = -1;  // with signal_after_s: how long the child took to exit after it
-};
-
-// Runs `program args` with stdin from /dev/null, killing it after limit_s. With
-// signal_after_s >= 0, sends it SIGTERM after that many seconds.
-bounded_result run_bounded(const std::string& program, const std::vector<std::string>& args, double limit_s,
-                           double signal_after_s = -1) {
-    static int counter = 0;
-    const std::string base = fs::temp_directory_path().string() + "/shardpack-limits-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++);
-    using clock = std::chrono::steady_clock;
-    const auto start = clock::now();
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        const int in = ::open("/dev/null", O_RDONLY);
-        const int out = ::open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        const int err = ::open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        ::dup2(in, 0);
-        ::dup2(out, 1);
-        ::dup2(err, 2);
-        std::vector<char*> argv;
-        argv.push_back(const_cast<char*>(program.c_str()));
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(program.c_str(), argv.data());
-        ::_exit(127);
-    }
-    bounded_result r;
-    int status = 0;
-    rusage usage{};
-    bool signalled = false;
-    clock::time_point signal_at;
-    for (;;) {
-        const pid_t got = ::wait4(pid, &status, WNOHANG, &usage);
-        if (got == pid) break;
-        const double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-        if (signal_after_s >= 0 && !signalled && elapsed >= signal_after_s) {
-            ::kill(pid, SIGTERM);
-            signalled = true;
-            signal_at = clock::now();
-        }
-        if (elapsed > limit_s) {
-            ::kill(pid, SIGKILL);
-            ::wait4(pid, &status, 0, &usage);
-            r.timed_out = true;
-            break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    const auto end = clock::now();
-    r.seconds = std::chrono::duration<double>(end - start).count();
-    if (signalled) r.after_signal_s = std::chrono::duration<double>(end - signal_at).count();
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    r.max_rss_kb = usage.ru_maxrss;
-    r.out = read_file(base + ".out");
-    r.err = read_file(base + ".err");
-    fs::remove(base + ".out");
-    fs::remove(base + ".err");
-    return r;
-}
-
-bounded_result cli(const std::vector<std::string>& args, double limit_s = 20, double signal_after_s = -1) {
-    return run_bounded(SHARDPACK_CLI, args, limit_s, signal_after_s);
+// The CLI bounded in time (a hang fails the test) and memory (peak RSS measured).
+bounded_result bounded_cli(const std::vector<std::string>& args, double limit_s = 20, double signal_after_s = -1) {
+    bounded_options o;
+    o.limit_s = limit_s;
+    o.signal_after_s = signal_after_s;
+    return run_bounded(SHARDPACK_CLI, args, o);
 }
 
 void put_be32(std::string& s, std::uint32_t v) {
@@ -276,16 +198,16 @@ TEST_CASE("a FIFO in every input role is an error naming it, within a time limit
     };
     for (const auto& [role, args] : cases) {
         INFO("a FIFO as the " << role);
-        const auto r = cli(args, 10);
+        const auto r = bounded_cli(args, 10);
         CHECK_FALSE(r.timed_out);
         CHECK((r.code == 1 || r.code == 2));
         CHECK_THAT(r.err, Contains(fifo) && Contains("not a regular file (a FIFO)"));
     }
     // The image and mask errors also name the CSV line.
-    CHECK_THAT(cli(cases[0].second, 10).err, Contains("fifo_image.csv:2:"));
+    CHECK_THAT(bounded_cli(cases[0].second, 10).err, Contains("fifo_image.csv:2:"));
 
     // A dataset whose manifest.json, or one of whose shards, is a FIFO.
-    REQUIRE(cli({"build", "--csv", dir / "good.csv", "--out", dir / "ds", "--task", "cls"}).code == 0);
+    REQUIRE(bounded_cli({"build", "--csv", dir / "good.csv", "--out", dir / "ds", "--task", "cls"}).code == 0);
     fs::copy(dir / "ds", dir / "fifo_manifest", fs::copy_options::recursive);
     fs::remove(dir / "fifo_manifest/manifest.json");
     REQUIRE(::mkfifo((dir / "fifo_manifest/manifest.json").c_str(), 0644) == 0);
@@ -296,7 +218,7 @@ TEST_CASE("a FIFO in every input role is an error naming it, within a time limit
     for (const std::string ds : {dir / "fifo_manifest", dir / "fifo_shard"})
         for (const std::string command : {"inspect", "verify"}) {
             INFO(command << " " << ds);
-            const auto r = cli({command, ds}, 10);
+            const auto r = bounded_cli({command, ds}, 10);
             CHECK_FALSE(r.timed_out);
             CHECK(r.code == 1);
             CHECK_THAT(r.err, Contains("not a regular file (a FIFO)"));
@@ -322,11 +244,11 @@ TEST_CASE("devices as class table or config are refused at once", "[limits][fifo
     temp_dir dir("dev");
     write_file(dir / "img.png", small_png());
     write_file(dir / "good.csv", "image,label\n" + (dir / "img.png") + ",0\n");
-    auto r = cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--task", "cls", "--classes", "/dev/zero"}, 10);
+    auto r = bounded_cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--task", "cls", "--classes", "/dev/zero"}, 10);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 1);
     CHECK_THAT(r.err, Contains("/dev/zero: not a regular file (a character device)"));
-    r = cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--config", "/dev/zero"}, 10);
+    r = bounded_cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--config", "/dev/zero"}, 10);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Contains("--config /dev/zero") && Contains("character device"));
@@ -335,10 +257,10 @@ TEST_CASE("devices as class table or config are refused at once", "[limits][fifo
         std::ofstream big(dir / "big_classes.txt");
     }
     REQUIRE(::truncate((dir / "big_classes.txt").c_str(), off_t(1) << 30) == 0);
-    r = cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--task", "cls", "--classes", dir / "big_classes.txt"}, 10);
+    r = bounded_cli({"build", "--csv", dir / "good.csv", "--out", dir / "o", "--task", "cls", "--classes", dir / "big_classes.txt"}, 10);
     CHECK(r.code == 1);
     CHECK_THAT(r.err, Contains("1073741824 bytes, more than the"));
-    CHECK(r.max_rss_kb < slack * 64 * 1024);
+    CHECK(r.max_rss_kib < sanitizer_factor * 64 * 1024);
 }
 
 TEST_CASE("a pixel bomb is refused by name with the limit, within the memory budget", "[limits][memory]") {
@@ -347,14 +269,14 @@ TEST_CASE("a pixel bomb is refused by name with the limit, within the memory bud
     write_file(dir / "bomb.png", zero_png(26000, 26000));
     CHECK(fs::file_size(dir / "bomb.png") < 4u << 20);
     write_file(dir / "list.csv", "image,label\n" + (dir / "bomb.png") + ",0\n");
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--size", "224x224",
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--size", "224x224",
                         "--memory-limit", "256MiB"},
                        60);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 1);
     CHECK_THAT(r.err, Contains("list.csv:2:") && Contains("bomb.png: a 26000x26000 image needs about") &&
                           Contains("more than a row may take") && Contains("--memory-limit"));
-    CHECK(r.max_rss_kb < slack * 256 * 1024);
+    CHECK(r.max_rss_kib < sanitizer_factor * 256 * 1024);
 }
 
 TEST_CASE("huge files are refused per row before being read, skippable, within the budget", "[limits][memory]") {
@@ -373,14 +295,14 @@ TEST_CASE("huge files are refused per row before being read, skippable, within t
     REQUIRE(::truncate((dir / "zeros.bin").c_str(), off_t(4) << 30) == 0);
     write_file(dir / "list.csv", "image,label\n" + (dir / "sparse.png") + ",0\n" + (dir / "zeros.bin") + ",0\n" +
                                      (dir / "good.png") + ",0\n");
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--on-error", "skip",
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--on-error", "skip",
                         "--memory-limit", "256MiB", "--json"},
                        30);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 0);
     CHECK_THAT(r.err, Contains("skipped line 2") && Contains("107374182400 bytes") && Contains("more than a row may take"));
     CHECK_THAT(r.err, Contains("skipped line 3") && Contains("unrecognised image data"));
-    CHECK(r.max_rss_kb < slack * 128 * 1024);
+    CHECK(r.max_rss_kib < sanitizer_factor * 128 * 1024);
     const auto report = detail::json::parse(r.out);
     CHECK(report.at("records").as_u64() == 1);
     CHECK(report.at("skipped").as_u64() == 2);
@@ -392,13 +314,13 @@ TEST_CASE("a huge thread count (--threads 10000) is capped with a message and st
     std::string list = "image,label\n";
     for (int i = 0; i < 200; ++i) list += dir / "img.png" + ",0\n";
     write_file(dir / "list.csv", list);
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--threads", "10000",
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--threads", "10000",
                         "--memory-limit", "256MiB"},
                        60);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 0);
     CHECK_THAT(r.err, Contains("--threads 10000: using") && Contains("cores this process may use"));
-    CHECK(r.max_rss_kb < slack * 256 * 1024);
+    CHECK(r.max_rss_kib < sanitizer_factor * 256 * 1024);
 }
 
 TEST_CASE("bounded decode work: JPEG scans, PNG zlib data past the rows, the interrupt flag", "[limits][decode]") {
@@ -417,7 +339,7 @@ TEST_CASE("bounded decode work: JPEG scans, PNG zlib data past the rows, the int
     const auto start = std::chrono::steady_clock::now();
     REQUIRE_THROWS_WITH(decode_image(reinterpret_cast<const std::uint8_t*>(runs_on.data()), runs_on.size(), req),
                         Contains("goes on past the last row"));
-    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0 * double(slack));
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0 * double(sanitizer_factor));
     // The same image without the extra data decodes.
     const std::string exact = zero_png(64, 64);
     CHECK(decode_image(reinterpret_cast<const std::uint8_t*>(exact.data()), exact.size(), req).height == 64);
@@ -444,10 +366,10 @@ TEST_CASE("SIGTERM during slow decodes ends the build within a second", "[limits
     std::string list = "image,label\n";
     for (int i = 0; i < 100; ++i) list += dir / "slow.jpg" + ",0\n";
     write_file(dir / "list.csv", list);
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--threads", "1"}, 60, 1.0);
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--threads", "1"}, 60, 1.0);
     CHECK_FALSE(r.timed_out);
     CHECK(r.code == 143);
-    CHECK(r.after_signal_s < 1.0 * double(slack));
+    CHECK(r.after_signal_s < 1.0 * double(sanitizer_factor));
     CHECK_THAT(r.err, Contains("interrupted by signal 15"));
     CHECK_FALSE(fs::exists(dir / "o/manifest.json"));
 }
@@ -482,7 +404,7 @@ TEST_CASE("manifests, reports and --json are valid JSON for any bytes, and give 
     write_file(bad_file, small_png());
     const std::string missing = dir / std::string("missing_\xC3\x28.png");
     write_file(dir / "list.csv", "image,label\n\"" + bad_file + "\",\"" + bad_name + "\"\n\"" + missing + "\",other\n");
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--on-error", "skip",
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls", "--on-error", "skip",
                         "--json", "--report", dir / "extra_report.json"});
     REQUIRE(r.code == 0);
     write_file(dir / "stdout.json", r.out);
@@ -497,7 +419,7 @@ TEST_CASE("manifests, reports and --json are valid JSON for any bytes, and give 
     const auto report = detail::json::parse(read_file(dir / "o/report.json"));
     CHECK(report.at("rejected").as_array().at(0).at("image").as_string() == missing);
     // inspect --json too.
-    const auto ins = cli({"inspect", dir / "o", "--json"});
+    const auto ins = bounded_cli({"inspect", dir / "o", "--json"});
     write_file(dir / "inspect.json", ins.out);
     CHECK(is_valid_json_for_python(dir / "inspect.json"));
     // Log lines: the escape character and the invalid bytes are escaped, nothing raw reaches stderr.
@@ -515,7 +437,7 @@ TEST_CASE("log lines escape control characters and cut very long paths", "[limit
     // End to end: a newline in a file name cannot forge a second log line.
     temp_dir dir("log");
     write_file(dir / "list.csv", "image,label\n\"" + dir.str() + "/a\nerror: forged.png\",0\n");
-    const auto r = cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls"});
+    const auto r = bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "o", "--task", "cls"});
     CHECK(r.code == 1);
     CHECK_THAT(r.err, Contains("/a\\nerror: forged.png"));
     CHECK(r.err.find("\nerror: forged") == std::string::npos);
@@ -547,16 +469,16 @@ TEST_CASE("numeric options are range-checked and name the option (exit 2)", "[li
         std::vector<std::string> args = base;
         args.insert(args.end(), extra.begin(), extra.end());
         INFO(extra.front() << " " << extra.back());
-        const auto r = cli(args, 10);
+        const auto r = bounded_cli(args, 10);
         CHECK(r.code == 2);
         CHECK_THAT(r.err, Contains(option));
         CHECK_FALSE(fs::exists(dir / "o"));  // refused before the build started
     }
-    CHECK(cli({"export", dir / "o", "--index", "-1", "--out", dir / "x"}, 10).code == 2);
+    CHECK(bounded_cli({"export", dir / "o", "--index", "-1", "--out", dir / "x"}, 10).code == 2);
     // A report inside the dataset folder the build creates is fine.
     std::vector<std::string> in_out = base;
     in_out.insert(in_out.end(), {"--report", dir / "o/extra.json"});
-    CHECK(cli(in_out, 20).code == 0);
+    CHECK(bounded_cli(in_out, 20).code == 0);
     CHECK(fs::exists(dir / "o/extra.json"));
     fs::remove_all(dir / "o");
     // Segmentation records whose labels take them past 4 GiB: refused once the classes are known.
@@ -564,7 +486,7 @@ TEST_CASE("numeric options are range-checked and name the option (exit 2)", "[li
     for (int c = 0; c < 200; ++c) classes += "c" + std::to_string(c) + "," + std::to_string(c) + ",0,0\n";
     write_file(dir / "classes.csv", classes);
     write_file(dir / "seg.csv", "image,mask\n" + (dir / "img.png") + "," + (dir / "img.png") + "\n");
-    const auto r = cli({"build", "--csv", dir / "seg.csv", "--out", dir / "o", "--task", "seg", "--classes", dir / "classes.csv",
+    const auto r = bounded_cli({"build", "--csv", dir / "seg.csv", "--out", dir / "o", "--task", "seg", "--classes", dir / "classes.csv",
                         "--size", "8000x8000"},
                        10);
     CHECK(r.code == 2);
@@ -575,7 +497,7 @@ TEST_CASE("the reader bounds the manifest it parses", "[limits][reader]") {
     temp_dir dir("manifest");
     write_file(dir / "img.png", small_png());
     write_file(dir / "list.csv", "image,label\n" + (dir / "img.png") + ",0\n");
-    REQUIRE(cli({"build", "--csv", dir / "list.csv", "--out", dir / "ds", "--task", "cls"}).code == 0);
+    REQUIRE(bounded_cli({"build", "--csv", dir / "list.csv", "--out", dir / "ds", "--task", "cls"}).code == 0);
     std::string text = read_file(dir / "ds/manifest.json");
     REQUIRE(dataset::open(dir / "ds").size() == 1);
     // Three million tiny values in 6 MB: refused as too many values, not parsed into ~120 MB.

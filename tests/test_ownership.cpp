@@ -26,8 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-cli_result cli(const std::vector<std::string>& args) { return run_command(SHARDPACK_CLI, args); }
-
 struct fixture {
     temp_dir dir{"own"};
     std::string src = dir / "src";

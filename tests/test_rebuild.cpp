@@ -2,7 +2,6 @@
 // resumed builds that equal a full build byte for byte, and disk-full / I/O errors.
 #include <catch2/catch.hpp>
 
-#include <link.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -14,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "dataset/input_fingerprints.hpp"
 #include "io/output_lock.hpp"
 #include "inspect/dataset_verifier.hpp"
 #include "shardpack/reader.hpp"
@@ -26,93 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct child {
-    pid_t pid = -1;
-    std::string out, err;  // paths of its captured output, removed with the object
-    child() = default;
-    child(child&& other) noexcept : pid(other.pid), out(std::exchange(other.out, {})), err(std::exchange(other.err, {})) {}
-    ~child() {
-        std::error_code ec;
-        if (!out.empty()) fs::remove(out, ec);
-        if (!err.empty()) fs::remove(err, ec);
-    }
-};
-
-// Starts the CLI with `args`; `env` entries are added to its environment.
-child spawn_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-    static int counter = 0;
-    child c;
-    const std::string base = fs::temp_directory_path().string() + "/shardpack-rb-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++);
-    c.out = base + ".out";
-    c.err = base + ".err";
-    std::fflush(stdout);  // or the child would write the parent's buffered output again
-    std::fflush(stderr);
-    c.pid = ::fork();
-    REQUIRE(c.pid >= 0);
-    if (c.pid == 0) {
-        std::freopen(c.out.c_str(), "w", stdout);
-        std::freopen(c.err.c_str(), "w", stderr);
-        for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-        std::vector<char*> argv;
-        argv.push_back(const_cast<char*>(SHARDPACK_CLI));
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(SHARDPACK_CLI, argv.data());
-        std::_Exit(127);
-    }
-    return c;
-}
-
-// Waits; returns the exit code, or 128 + the signal that killed it.
-int wait_for(const child& c) {
-    int status = 0;
-    ::waitpid(c.pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-struct run_result {
-    int code;
-    std::string out, err;
-};
-
-run_result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-    const child c = spawn_cli(args, env);
-    return {wait_for(c), read_file(c.out), read_file(c.err)};
-}
-
 std::string content_hash(const std::string& dir) { return dataset::open(dir).content_hash(); }
-
-// The ASan runtime this process was linked against when it is a shared library (GCC's
-// -fsanitize=address; clang links it statically), else "". The CLI child is built the same way,
-// and ASan insists on coming first in the initial library list: an LD_PRELOAD must name it
-// before any other library ("ASan runtime does not come first in initial library list").
-std::string shared_asan_runtime() {
-    std::string found;
-    ::dl_iterate_phdr(
-        [](dl_phdr_info* info, std::size_t, void* data) {
-            const std::string name = info->dlpi_name ? info->dlpi_name : "";
-            if (name.find("/libasan.so") != std::string::npos) {
-                *static_cast<std::string*>(data) = name;
-                return 1;
-            }
-            return 0;
-        },
-        &found);
-    return found;
-}
-
-// LD_PRELOAD=... for the write-fault shim, after the ASan runtime when there is a shared one.
-std::string preload_write_fault() {
-    const std::string asan = shared_asan_runtime();
-    return std::string("LD_PRELOAD=") + (asan.empty() ? "" : asan + ":") + SHARDPACK_WRITE_FAULT;
-}
-
-// LD_PRELOAD=... for the slow-open shim, the same way.
-std::string preload_slow_open() {
-    const std::string asan = shared_asan_runtime();
-    return std::string("LD_PRELOAD=") + (asan.empty() ? "" : asan + ":") + SHARDPACK_SLOW_OPEN;
-}
 
 std::vector<std::string> temporaries(const std::string& dir) {
     std::vector<std::string> found;
@@ -137,7 +51,7 @@ struct fixture {
     }
 };
 
-detail::json report_of(const run_result& r) { return detail::json::parse(r.out); }
+detail::json report_of(const cli_result& r) { return detail::json::parse(r.out); }
 
 }  // namespace
 
@@ -210,7 +124,7 @@ TEST_CASE("SIGTERM and SIGINT stop a build cleanly, the next build resumes from 
 
     for (int sig : {SIGTERM, SIGINT}) {
         const auto args = f.build_args(out, {"--filter", "lanczos", "--size", "200x150", "--threads", "1", "--shard-size", "256KiB"});
-        const child c = spawn_cli(args);
+        const cli_child c = spawn_cli(args);
         std::this_thread::sleep_for(std::chrono::milliseconds(700));
         ::kill(c.pid, sig);
         const int code = wait_for(c);
@@ -247,7 +161,7 @@ TEST_CASE("kill -9 at 20 random moments of a build leaves the old dataset verify
     std::mt19937 rng(2026);
     int killed = 0;
     for (int i = 0; i < 20; ++i) {
-        const child c = spawn_cli(args);
+        const cli_child c = spawn_cli(args);
         std::this_thread::sleep_for(std::chrono::milliseconds(rng() % std::uint64_t(span + 1)));
         ::kill(c.pid, SIGKILL);
         const int code = wait_for(c);
@@ -301,8 +215,8 @@ TEST_CASE("a second build into the same output exits 1 naming the holder, a stal
     REQUIRE(run_cli(f.build_args(out, {"--full"})).code == 0);
 
     // Two builds started together: one wins, the other is refused; the result verifies.
-    const child a = spawn_cli(f.build_args(out, {"--full"}));
-    const child b = spawn_cli(f.build_args(out, {"--full"}));
+    const cli_child a = spawn_cli(f.build_args(out, {"--full"}));
+    const cli_child b = spawn_cli(f.build_args(out, {"--full"}));
     const int ca = wait_for(a), cb = wait_for(b);
     REQUIRE((ca == 0 || cb == 0));
     REQUIRE((ca == 0 || ca == 1));
@@ -315,13 +229,13 @@ TEST_CASE("disk full, I/O errors: exit 1, a clear error, no temporaries, the old
     const std::string out = f.dir / "ds";
     REQUIRE(run_cli(f.build_args(out)).code == 0);
     const std::string old_hash = content_hash(out);
-    const std::string preload = preload_write_fault();
+    const std::string write_fault = preload(SHARDPACK_WRITE_FAULT);
     // Budgets that fail in the first shard, in a later shard, and while writing the manifest.
     int failed = 0;
     for (const char* budget : {"0", "1000", "60000", "150000"}) {
         for (const char* err : {"28", "5", "30"}) {  // ENOSPC, EIO, EROFS
             const auto r = run_cli(f.build_args(out, {"--full", "--size", "60x44"}),
-                                   {preload, std::string("SHARDPACK_FAULT_BUDGET=") + budget,
+                                   {write_fault, std::string("SHARDPACK_FAULT_BUDGET=") + budget,
                                     std::string("SHARDPACK_FAULT_ERRNO=") + err});
             INFO("budget " << budget << " errno " << err << ": " << r.err);
             if (r.code == 0) continue;  // the budget outlasted the build
@@ -371,7 +285,7 @@ TEST_CASE("a reader opening in a loop while rebuilds with changing content run n
     REQUIRE(run_cli(args(0)).code == 0);
     REQUIRE(dataset::open(out).shard_count() >= 8);
     const std::string stop = f.dir / "stop", log = f.dir / "reader.log", done = f.dir / "opened";
-    const std::string script = "n=0; while [ ! -e '" + stop + "' ]; do n=$((n+1)); " + preload_slow_open() +
+    const std::string script = "n=0; while [ ! -e '" + stop + "' ]; do n=$((n+1)); " + preload(SHARDPACK_SLOW_OPEN) +
                                " SHARDPACK_SLOW_OPEN_US=5000 '" + SHARDPACK_CLI + "' inspect '" + out + "' >/dev/null 2>>'" + log +
                                "' || echo FAILED >>'" + log + "'; echo >>'" + done + "'; done; echo opens $n >>'" + log + "'";
     std::fflush(stdout);
@@ -405,4 +319,26 @@ TEST_CASE("a reader opening in a loop while rebuilds with changing content run n
     const auto at = text.find("opens ");
     REQUIRE(at != std::string::npos);
     REQUIRE(std::stoi(text.substr(at + 6)) >= 10);
+}
+
+TEST_CASE("fingerprint lines keep tolerance counts and unknown values and old 11-field lines still load", "[labels][rebuild]") {
+    temp_dir dir("fp");
+    record_fingerprint r;
+    r.key = "a.png";
+    r.label_key = "a_mask.png";
+    r.class_counts = {{0, 10}, {2, 5}};
+    r.tolerance_counts = {{2, 4}};
+    r.unknown_values = {{0xFA0AFAu, 12, 5, 6}, {300, 1, 0, 0}};
+    fingerprint_group g{"shard-00000-x.spk", {r, record_fingerprint{}}};
+    g.records[1].key = "b.png";
+    write_file(dir / "f.tsv", format_fingerprint_header("abc", "def") + format_fingerprint_group(g));
+    const auto f = load_fingerprints(dir / "f.tsv");
+    REQUIRE(f);
+    REQUIRE(f->groups.at(0).records.size() == 2);
+    const auto& back = f->groups[0].records[0];
+    CHECK(back.tolerance_counts == r.tolerance_counts);
+    CHECK(back.unknown_values == r.unknown_values);
+    CHECK(f->groups[0].records[1].unknown_values.empty());
+    const std::string text = read_file(dir / "f.tsv");
+    CHECK(std::count(text.begin(), text.end(), '\t') == 3 + 2 + 12 + 10);  // header, group, 13 fields, 11 fields
 }

@@ -386,6 +386,19 @@ std::shared_ptr<s3_storage> storage_for(const s3_config& c, const std::string& u
     return open_s3_storage(std::make_shared<s3_client>(c), url, ro);
 }
 
+// A synthetic dataset written into `dir` and pushed to `url`; returns the local copy, opened.
+dataset push_synthetic(s3_client& client, const std::string& dir, const std::string& url, const synthetic_options& o) {
+    write_synthetic(dir, o);
+    push_dataset(dir, url, client, [](const std::string&) {});
+    return dataset::open(dir);
+}
+
+// The config with hedged GETs off: a client of it sends each GET once, so GETs count exactly.
+s3_config without_hedging(s3_config c) {
+    c.hedge_percentile = 0;
+    return c;
+}
+
 dataset open_remote(const std::shared_ptr<s3_storage>& st, const std::string& url) {
     open_options o;
     o.storage = st;
@@ -404,9 +417,7 @@ TEST_CASE("s3 reads: every record equals the local one, a batch is a few merged 
     synthetic_options o;
     o.records = 96;
     o.shard_size = 32 << 10;
-    write_synthetic(dir, o);
-    push_dataset(dir, url, client, [](const std::string&) {});
-    const dataset local = dataset::open(dir);
+    const dataset local = push_synthetic(client, dir, url, o);
     REQUIRE(local.shard_count() >= 4);
 
     auto st = storage_for(cfg, url, tmp / "cache");
@@ -512,9 +523,7 @@ TEST_CASE("s3 reads under faults: retries succeed, else a clear error naming sha
     synthetic_options o;
     o.records = 48;
     o.shard_size = 32 << 10;
-    write_synthetic(dir, o);
-    push_dataset(dir, url, client, [](const std::string&) {});
-    const dataset local = dataset::open(dir);
+    const dataset local = push_synthetic(client, dir, url, o);
     s3_config proxied = test_config(server, true);
     {  // every shard's head and index into the disk cache: the faults below hit record GETs
         const dataset warm = open_remote(storage_for(proxied, url, tmp / "cache"), url);
@@ -677,13 +686,10 @@ TEST_CASE("s3 lazy opens: open fetches the manifest and shard 0, a first batch f
     synthetic_options o;
     o.records = 160;
     o.shard_size = 4 << 10;  // a record or two per shard: about a hundred shards
-    write_synthetic(tmp / "ds", o);
-    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
-    const dataset local = dataset::open(tmp / "ds");
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
     REQUIRE(local.shard_count() >= 60);
 
-    s3_config exact = cfg;
-    exact.hedge_percentile = 0;  // GETs counted exactly: no hedged duplicates
+    const s3_config exact = without_hedging(cfg);  // GETs counted exactly: no hedged duplicates
     auto counting = std::make_shared<s3_client>(exact);
     remote_options ro;
     ro.cache_dir = tmp / "cache";
@@ -776,9 +782,7 @@ TEST_CASE("s3 block read-ahead: each block fetched once, in ranges of at most ma
     o.width = 48;
     o.height = 32;
     o.shard_size = 160 << 10;
-    write_synthetic(tmp / "ds", o);
-    push_dataset(tmp / "ds", url, client, [](const std::string&) {});
-    const dataset local = dataset::open(tmp / "ds");
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
     REQUIRE(local.shard_count() >= 3);
 
     order_options oo;
@@ -915,8 +919,7 @@ TEST_CASE("s3 reads of a format 1.2 dataset: the binary shard table fetched once
     push_dataset(tmp / "ds", url, client, [](const std::string&) {});
     CHECK(listed_names(client, server.bucket, "table/ds").count(local.shard_table_file()));
 
-    s3_config exact = cfg;
-    exact.hedge_percentile = 0;  // GETs counted exactly
+    const s3_config exact = without_hedging(cfg);  // GETs counted exactly
     auto counting = std::make_shared<s3_client>(exact);
     remote_options ro;
     ro.cache_dir = tmp / "cache";

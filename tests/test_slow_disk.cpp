@@ -6,8 +6,6 @@
 // slow_disk_probe under LD_PRELOAD; seconds (19 s measured on a machine loaded 14x over its cores).
 #include <catch2/catch.hpp>
 
-#include <link.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -21,21 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string asan_runtime() {
-    std::string found;
-    ::dl_iterate_phdr(
-        [](dl_phdr_info* info, std::size_t, void* data) {
-            const std::string name = info->dlpi_name ? info->dlpi_name : "";
-            if (name.find("/libasan.so") != std::string::npos) {
-                *static_cast<std::string*>(data) = name;
-                return 1;
-            }
-            return 0;
-        },
-        &found);
-    return found;
-}
-
 struct probe_result {
     long long reads = 0, seeks = 0, bytes = 0, charged_us = 0, mmaps = 0, wall_us = 0;
 };
@@ -44,8 +27,7 @@ struct probe_result {
 // per seek and reading `mbps` MB/s.
 probe_result probe(const fs::path& folder, const std::string& file, std::size_t record, const std::string& order,
                    const std::string& seek_ms, const std::string& mbps, std::vector<std::string> extra = {}) {
-    const std::string asan = asan_runtime();
-    std::vector<std::string> args{"LD_PRELOAD=" + (asan.empty() ? "" : asan + ":") + std::string(SHARDPACK_SLOW_DISK),
+    std::vector<std::string> args{preload(SHARDPACK_SLOW_DISK),
                                   "SHARDPACK_SLOW_DISK_PATH=" + folder.string(), "SHARDPACK_SLOW_DISK_SEEK_MS=" + seek_ms,
                                   "SHARDPACK_SLOW_DISK_MBPS=" + mbps, SHARDPACK_SLOW_DISK_PROBE};
     if (record == 0) {

@@ -31,9 +31,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "shardpack/reader.hpp"
 
 namespace {
+
+namespace bench = shardpack::bench;
 
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr,
@@ -41,17 +44,6 @@ namespace {
                  "[--order random,sequential] [--limit N] [--threads T]\n",
                  why.c_str());
     std::exit(2);
-}
-
-std::vector<std::string> split(const std::string& s) {
-    std::vector<std::string> out;
-    std::size_t at = 0;
-    while (at <= s.size()) {
-        const std::size_t comma = std::min(s.find(',', at), s.size());
-        out.push_back(s.substr(at, comma - at));
-        at = comma + 1;
-    }
-    return out;
 }
 
 // Evicts every file of the folder; returns the fraction of their pages still resident.
@@ -84,10 +76,6 @@ struct result {
     std::vector<double> seconds;
 };
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 }  // namespace
 
@@ -96,24 +84,14 @@ int main(int argc, char** argv) {
     unsigned reps = 3, threads = 1;
     std::size_t batch = 64, limit = 0;
     std::vector<std::string> ios{"mmap", "pread"}, orders{"random", "sequential"};
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
-        };
-        auto number = [&](const std::string& v) -> std::size_t {
-            char* end = nullptr;
-            const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-            if (v.empty() || *end || n == 0) usage(a + " needs a positive integer, not \"" + v + "\"");
-            return static_cast<std::size_t>(n);
-        };
-        if (a == "--reps") reps = unsigned(number(value()));
-        else if (a == "--batch") batch = number(value());
-        else if (a == "--limit") limit = number(value());
-        else if (a == "--threads") threads = unsigned(number(value()));
-        else if (a == "--io") ios = split(value());
-        else if (a == "--order") orders = split(value());
+    for (bench::arg_walker args(argc, argv, usage); args.next();) {
+        const std::string& a = args.arg();
+        if (a == "--reps") reps = unsigned(args.uint_value(1, 1'000'000));
+        else if (a == "--batch") batch = args.uint_value(1);
+        else if (a == "--limit") limit = args.uint_value(1);
+        else if (a == "--threads") threads = unsigned(args.uint_value(1, 4096));
+        else if (a == "--io") ios = bench::split_commas(args.value());
+        else if (a == "--order") orders = bench::split_commas(args.value());
         else if (!a.empty() && a[0] == '-') usage("unknown option \"" + a + "\"");
         else if (folder.empty()) folder = a;
         else usage("more than one DATASET");
@@ -173,7 +151,7 @@ int main(int argc, char** argv) {
                 opts.io = io_name == "mmap" ? shardpack::io_mode::mmap
                         : io_name == "pread" ? shardpack::io_mode::pread : shardpack::io_mode::automatic;
                 for (const char* temp : {"cold", "warm"}) {
-                    const auto t0 = std::chrono::steady_clock::now();
+                    const auto t0 = bench::clock_type::now();
                     const auto ds = shardpack::dataset::open(folder, opts);
                     const std::size_t batches = (n + batch - 1) / batch;
                     auto work = [&](std::size_t first_batch, std::size_t last_batch) {
@@ -193,7 +171,7 @@ int main(int argc, char** argv) {
                     for (unsigned t = 0; t < threads; ++t)
                         pool.emplace_back(work, batches * t / threads, batches * (t + 1) / threads);
                     for (auto& th : pool) th.join();
-                    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+                    const double s = bench::seconds_since(t0);
                     results[order_name + "." + io_name + "." + temp].seconds.push_back(s);
                     std::fprintf(stderr, "bench_cold_io: rep %u %s %s %s: %.3f s\n", r + 1, order_name.c_str(),
                                  io_name.c_str(), temp, s);
@@ -207,7 +185,7 @@ int main(int argc, char** argv) {
                            ", \"runs\": {";
         bool first = true;
         for (const auto& [key, res] : results) {
-            const double med = median(res.seconds);
+            const double med = bench::median(res.seconds);
             const std::string order_name = key.substr(0, key.find('.'));
             char buf[512];
             std::snprintf(buf, sizeof buf, "%s\"%s\": {\"seconds\": %.4f, \"samples_per_s\": %.1f, \"stored_mb_per_s\": %.1f, \"each\": [",

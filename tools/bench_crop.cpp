@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "shardpack/reader.hpp"
 
 namespace {
@@ -56,10 +57,9 @@ int main(int argc, char** argv) {
     double seconds = 3;
     std::uint64_t seed = 1;
     std::string label = "index";
-    for (int i = 2; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (i + 1 >= argc) usage(a + " needs a value");
-        const std::string v = argv[++i];
+    for (shardpack::bench::arg_walker args(argc, argv, usage, 2); args.next();) {
+        const std::string& a = args.arg();
+        const std::string v = args.value();
         try {
             if (a == "--crop") {
                 if (v == "none") crop_h = crop_w = 0;

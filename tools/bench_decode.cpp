@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "decode/image_decoder.hpp"
 #include "decode/jpeg_decoder.hpp"
 #include "decode/png_decoder.hpp"
@@ -66,6 +67,7 @@
 
 namespace fs = std::filesystem;
 using namespace shardpack;
+namespace bench = shardpack::bench;
 
 namespace {
 
@@ -94,24 +96,14 @@ struct options {
     std::string resize, crop, filter;
 };
 
-unsigned parse_count(const std::string& opt, const std::string& v, unsigned min) {
-    try {
-        std::size_t used = 0;
-        const unsigned long n = std::stoul(v, &used);
-        if (used != v.size() || n < min || n > 1'000'000) throw std::invalid_argument(v);
-        return static_cast<unsigned>(n);
-    } catch (const std::exception&) {
-        usage(opt + " needs an integer >= " + std::to_string(min) + ", not \"" + v + "\"");
-    }
-}
-
 options parse_args(int argc, char** argv) {
     options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
+    for (bench::arg_walker args(argc, argv, usage); args.next();) {
+        const std::string& a = args.arg();
+        auto value = [&] { return args.value(); };
+        // Counts up to a million, as a thread count or a number of passes.
+        auto parse_count = [&](const std::string& what, const std::string& v, unsigned min) {
+            return unsigned(args.parse_uint(what, v, min, 1'000'000));
         };
         if (a == "--csv") o.csv = value();
         else if (a == "--root") o.root = value();
@@ -195,12 +187,6 @@ struct job {
 std::vector<std::uint8_t> read_file(const std::string& path) {
     const std::string bytes = shardpack::read_input_file(path, std::uint64_t(1) << 31);
     return std::vector<std::uint8_t>(bytes.begin(), bytes.end());
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace
@@ -317,12 +303,12 @@ int main(int argc, char** argv) {
                 bytes += local;
             };
             const double cpu_start = process_cpu();
-            const auto start = std::chrono::steady_clock::now();
+            const auto start = bench::clock_type::now();
             std::vector<std::thread> pool;
             for (unsigned t = 1; t < o.threads; ++t) pool.emplace_back(worker, t);
             worker(0);
             for (auto& th : pool) th.join();
-            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const double s = bench::seconds_since(start);
             cpu_times.push_back(process_cpu() - cpu_start);
             for (const auto& e : errors)
                 if (!e.empty()) throw std::runtime_error(e);
@@ -331,9 +317,9 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "bench_decode: pass %u: %.3f s, %.1f samples/s\n", pass + 1, s, double(jobs.size()) / s);
         }
         const double best = *std::min_element(times.begin(), times.end());
-        const double med = median(times);
+        const double med = bench::median(times);
         const double cpu_best = *std::min_element(cpu_times.begin(), cpu_times.end());
-        const double cpu_med = median(cpu_times);
+        const double cpu_med = bench::median(cpu_times);
         std::string geometry = "null";
         if (o.as_build)
             geometry = "\"" + std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height) + " resize " +

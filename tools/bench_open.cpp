@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 
+#include "bench_common.hpp"
 #include "shardpack/reader.hpp"
 
 namespace {
@@ -41,16 +42,12 @@ int main(int argc, char** argv) {
     std::string folder;
     std::size_t reads = 10000;
     shardpack::open_options o;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--reads") reads = std::stoul(value());
-        else if (a == "--max-open-shards") o.max_open_shards = std::stoul(value());
+    for (shardpack::bench::arg_walker args(argc, argv, usage); args.next();) {
+        const std::string& a = args.arg();
+        if (a == "--reads") reads = args.uint_value(0);
+        else if (a == "--max-open-shards") o.max_open_shards = args.uint_value(0);
         else if (a == "--io") {
-            const std::string v = value();
+            const std::string v = args.value();
             if (v == "mmap") o.io = shardpack::io_mode::mmap;
             else if (v == "pread") o.io = shardpack::io_mode::pread;
             else if (v != "auto") usage("--io is auto, mmap or pread");

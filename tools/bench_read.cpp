@@ -79,12 +79,14 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using shardpack::bench::clock_type;
+namespace bench = shardpack::bench;
 using shardpack::detail::json;
 
 const char* const usage_text =
@@ -118,52 +120,20 @@ struct options {
     std::vector<std::string> modes;  // empty: the default set
 };
 
-std::uint64_t parse_uint(const std::string& opt, const std::string& v, std::uint64_t min, std::uint64_t max) {
-    try {
-        std::size_t used = 0;
-        if (v.empty() || v[0] == '-') throw std::invalid_argument(v);
-        const unsigned long long n = std::stoull(v, &used);
-        if (used != v.size() || n < min || n > max) throw std::invalid_argument(v);
-        return n;
-    } catch (const std::exception&) {
-        usage(opt + " needs an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], not \"" + v + "\"");
-    }
-}
-
-double parse_seconds(const std::string& opt, const std::string& v) {
-    try {
-        std::size_t used = 0;
-        const double d = std::stod(v, &used);
-        if (used != v.size() || !(d > 0) || d > 86400) throw std::invalid_argument(v);
-        return d;
-    } catch (const std::exception&) {
-        usage(opt + " needs a positive number of seconds, not \"" + v + "\"");
-    }
-}
-
-bool parse_on_off(const std::string& opt, const std::string& v) {
-    if (v == "on") return true;
-    if (v == "off") return false;
-    usage(opt + " is on or off, not \"" + v + "\"");
-}
-
 options parse_args(int argc, char** argv) {
     options o;
     bool have_passes = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        auto value = [&]() -> std::string {
-            if (i + 1 >= argc) usage(a + " needs a value");
-            return argv[++i];
-        };
-        if (a == "--threads") o.threads = unsigned(parse_uint(a, value(), 0, 4096));
-        else if (a == "--passes") { o.passes = unsigned(parse_uint(a, value(), 1, 100000)); have_passes = true; }
-        else if (a == "--seconds") o.seconds = parse_seconds(a, value());
-        else if (a == "--seed") o.seed = parse_uint(a, value(), 0, UINT64_MAX);
-        else if (a == "--verify") o.verify = parse_on_off(a, value());
-        else if (a == "--breakdown") o.breakdown = parse_on_off(a, value());
-        else if (a == "--check") o.check = parse_on_off(a, value());
-        else if (a == "--min-time") o.min_time = parse_seconds(a, value());
+    for (bench::arg_walker args(argc, argv, usage); args.next();) {
+        const std::string& a = args.arg();
+        auto value = [&] { return args.value(); };
+        if (a == "--threads") o.threads = unsigned(args.uint_value(0, 4096));
+        else if (a == "--passes") { o.passes = unsigned(args.uint_value(1, 100000)); have_passes = true; }
+        else if (a == "--seconds") o.seconds = args.seconds_value();
+        else if (a == "--seed") o.seed = args.uint_value(0);
+        else if (a == "--verify") o.verify = args.on_off_value();
+        else if (a == "--breakdown") o.breakdown = args.on_off_value();
+        else if (a == "--check") o.check = args.on_off_value();
+        else if (a == "--min-time") o.min_time = args.seconds_value();
         else if (a == "--modes") {
             const std::string v = value();
             std::size_t at = 0;
@@ -281,19 +251,6 @@ void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const shardpack::detai
     } else {
         std::memcpy(out, r.data, r.stored);
     }
-}
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    if (n == 0) return 0;
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fmt(double v, int digits = 4) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%.*f", digits, v);
-    return b;
 }
 
 }  // namespace
@@ -767,7 +724,7 @@ int main(int argc, char** argv) {
             const double elapsed = std::chrono::duration<double>(clock_type::now() - bench_start).count();
             std::string line = "bench_read: round " + std::to_string(rounds) + ":";
             for (const auto& m : modes)
-                line += " " + m.name + " " + fmt(m.rates.back(), 1) + "/s (" + fmt(m.cpu_rates.back(), 1) + "/cpu-s)";
+                line += " " + m.name + " " + bench::fixed(m.rates.back(), 1) + "/s (" + bench::fixed(m.cpu_rates.back(), 1) + "/cpu-s)";
             std::fprintf(stderr, "%s\n", line.c_str());
             if (o.seconds > 0 ? (rounds >= 3 && elapsed >= o.seconds) : rounds >= o.passes) break;
         }
@@ -782,7 +739,7 @@ int main(int argc, char** argv) {
         js += ",\"file_bytes\":" + std::to_string(file_bytes) + ",\"stored_bytes\":" + std::to_string(stored_bytes);
         js += ",\"decoded_bytes\":" + std::to_string(decoded_bytes);
         js += ",\"delivered_bytes\":" + std::to_string(delivered_bytes);
-        js += ",\"ratio\":" + fmt(double(decoded_bytes) / double(stored_bytes), 3);
+        js += ",\"ratio\":" + bench::fixed(double(decoded_bytes) / double(stored_bytes), 3);
         js += ",\"zstd_records\":" + std::to_string(zstd_records) + ",\"raw_records\":" + std::to_string(n - zstd_records);
         js += std::string(",\"task\":\"") + (seg ? "segmentation" : "classification") + "\"";
         const char* layout = info.layout == shardpack::label_layout::one_hot ? "one_hot"
@@ -808,17 +765,17 @@ int main(int argc, char** argv) {
         js += ",\"modes\":{";
         for (std::size_t j = 0; j < modes.size(); ++j) {
             const mode& m = modes[j];
-            const double rate = median(m.rates);
+            const double rate = bench::median(m.rates);
             const double best = *std::max_element(m.rates.begin(), m.rates.end());
             const double per_sample_decoded = double(decoded_bytes) / double(n);
             if (j) js += ",";
             js += "\"" + m.name + "\":{\"samples\":" + std::to_string(std::uint64_t(samples));
             js += ",\"threads\":" + std::to_string(m.multi ? nt : 1u);
-            js += ",\"seconds\":" + fmt(median(m.seconds), 6);
-            js += ",\"samples_per_s\":" + fmt(rate, 2) + ",\"samples_per_s_best\":" + fmt(best, 2);
-            js += ",\"gb_per_s\":" + fmt(rate * per_sample_decoded / 1e9, 4);
-            js += ",\"samples_per_cpu_s\":" + fmt(median(m.cpu_rates), 2);
-            if (m.reader) js += ",\"delivered_gb_per_s\":" + fmt(rate * double(delivered_bytes) / double(n) / 1e9, 4);
+            js += ",\"seconds\":" + bench::fixed(bench::median(m.seconds), 6);
+            js += ",\"samples_per_s\":" + bench::fixed(rate, 2) + ",\"samples_per_s_best\":" + bench::fixed(best, 2);
+            js += ",\"gb_per_s\":" + bench::fixed(rate * per_sample_decoded / 1e9, 4);
+            js += ",\"samples_per_cpu_s\":" + bench::fixed(bench::median(m.cpu_rates), 2);
+            if (m.reader) js += ",\"delivered_gb_per_s\":" + bench::fixed(rate * double(delivered_bytes) / double(n) / 1e9, 4);
             js += "}";
         }
         js += "}";
@@ -834,8 +791,8 @@ int main(int argc, char** argv) {
                 per_round_cpu.push_back(a->cpu_rates[r] / b->cpu_rates[r]);
             }
             ratios += std::string(ratios.empty() ? "" : ",") + "\"" + a_name + "/" + b_name + "\":{\"of_medians\":" +
-                      fmt(median(a->rates) / median(b->rates), 4) + ",\"median_of_rounds\":" + fmt(median(per_round), 4) +
-                      ",\"cpu_time\":" + fmt(median(per_round_cpu), 4) + "}";
+                      bench::fixed(bench::median(a->rates) / bench::median(b->rates), 4) + ",\"median_of_rounds\":" + bench::fixed(bench::median(per_round), 4) +
+                      ",\"cpu_time\":" + bench::fixed(bench::median(per_round_cpu), 4) + "}";
         };
         ratio("reader_1t", "zstd_1t");
         ratio("reader_1t_nocheck", "zstd_1t");
@@ -853,7 +810,7 @@ int main(int argc, char** argv) {
         ratio("zstd_stream_1t", "zstd_copy_1t");
         js += ",\"ratios\":{" + ratios + "}";
         if (find_mode("reader_1t") && find_mode("zstd_1t")) {
-            const double r = median(find_mode("reader_1t")->rates) / median(find_mode("zstd_1t")->rates);
+            const double r = bench::median(find_mode("reader_1t")->rates) / bench::median(find_mode("zstd_1t")->rates);
             js += ",\"target\":{\"reader_1t/zstd_1t\":0.85,\"met\":";
             js += r >= 0.85 ? "true}" : "false}";
         }

@@ -37,11 +37,13 @@
 #include <vector>
 
 #include "remote/s3_storage.hpp"
+#include "bench_common.hpp"
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 
 using namespace shardpack;
-using clock_type = std::chrono::steady_clock;
+using shardpack::bench::clock_type;
+namespace bench = shardpack::bench;
 
 namespace {
 
@@ -52,12 +54,6 @@ struct args_t {
     std::uint64_t global_merge_gap = 64 << 10;
     bool first_batch = false;
 };
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 struct epoch_plan {
     std::vector<std::size_t> order;
@@ -191,8 +187,8 @@ int first_batch(const args_t& a) {
     std::printf("{\"tool\":\"bench_remote\",\"mode\":\"first_batch\",\"shards\":%zu,\"batch\":%zu,\"rounds\":%zu,"
                 "\"open_s_median\":%.4f,\"open_to_first_batch_s_median\":%.4f,\"open_to_first_batch_s_max\":%.4f,"
                 "\"gets_median\":%.0f}\n",
-                shards, a.batch, a.rounds, median(open_s), median(total_s), *std::max_element(total_s.begin(), total_s.end()),
-                median(gets));
+                shards, a.batch, a.rounds, bench::median(open_s), bench::median(total_s), *std::max_element(total_s.begin(), total_s.end()),
+                bench::median(gets));
     return 0;
 }
 
@@ -268,7 +264,7 @@ int main(int argc, char** argv) {
             for (double x : sps) each += (each.empty() ? "" : ",") + std::to_string(x);
             std::printf("%s\"%s\":{\"samples_per_s\":%.1f,\"gets_per_batch\":%.2f,\"gets_per_mb_delivered\":%.3f,"
                         "\"bytes_fetched_per_byte_delivered\":%.3f,\"samples_per_s_rounds\":[%s]}",
-                        m ? "," : "", names[m], median(sps), median(gpb), median(gpm), median(fpd), each.c_str());
+                        m ? "," : "", names[m], bench::median(sps), bench::median(gpb), bench::median(gpm), bench::median(fpd), each.c_str());
         }
         std::printf("}}\n");
     } catch (const std::exception& e) {

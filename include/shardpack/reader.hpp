@@ -29,7 +29,7 @@
 //     aug.position = shardpack::crop_position::random; aug.hflip = shardpack::flip_mode::random;
 //     aug.seed = seed; aug.epoch = epoch;  out.augment = &aug;  // buffers sized for 512 x 512
 //
-//   Distributed training: auto part = ds.partition(rank, world);  then read part[k] for k < part.size().
+//   Distributed training: auto share = ds.rank_share(rank, world);  then read share[k] for k < share.size().
 //
 // I/O
 //   Every byte is read through a storage (the folder) and its byte sources (the shards), see
@@ -150,11 +150,14 @@ inline constexpr const char* manifest_file_name = "manifest.json";
 enum class task { segmentation, classification };
 enum class label_layout { one_hot, index, class_id };
 enum class channel_order { gray, rgb, rgba };
-enum class partition_policy {
+// How dataset::rank_share splits the records among the ranks of distributed training.
+enum class rank_share_policy {
     pad,     // every rank gets ceil(n / world) indices; the last ranks wrap around to index 0
     drop,    // every rank gets floor(n / world) indices; the last n % world records are unused
     uneven,  // contiguous blocks; the first n % world ranks get one index more
 };
+// The former name ("partition" now means only the parts of `shardpack build --partition`).
+using partition_policy = rank_share_policy;
 
 struct class_info {
     std::string name;
@@ -587,15 +590,22 @@ private:
     std::size_t index_ = 0;
 };
 
-// A rank's share of the dataset; see partition_policy.
-class partition {
+// A rank's share of the dataset: contiguous indices in dataset order; see rank_share_policy.
+class rank_share {
 public:
-    partition(std::size_t begin, std::size_t count, std::size_t total) : begin_(begin), count_(count), total_(total) {}
+    rank_share(std::size_t begin, std::size_t count, std::size_t total) : begin_(begin), count_(count), total_(total) {}
     std::size_t size() const { return count_; }
     std::size_t operator[](std::size_t k) const { return (begin_ + k) % total_; }
 
 private:
     std::size_t begin_, count_, total_;
+};
+// The former name of rank_share. A class, not an alias: GCC's -Wshadow reports every variable
+// named `partition` in a user's code (a manifest member is one) as shadowing an alias.
+class partition : public rank_share {
+public:
+    using rank_share::rank_share;
+    partition(const rank_share& share) : rank_share(share) {}  // implicit: ds.partition(...) gives a rank_share
 };
 
 // One shard of a dataset, kept open while this handle lives (see dataset::shard).
@@ -681,8 +691,15 @@ public:
     void prefetch(const std::size_t* indices, std::size_t count) const;
     void prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const;
 
-    shardpack::partition partition(std::size_t rank, std::size_t world,
-                                   partition_policy policy = partition_policy::pad) const;
+    // Rank `rank`'s share of the records when `world` ranks read the dataset (contiguous; the
+    // Python package's epoch_order strides instead, see its docs).
+    shardpack::rank_share rank_share(std::size_t rank, std::size_t world,
+                                     rank_share_policy policy = rank_share_policy::pad) const;
+    // The former name of rank_share.
+    shardpack::rank_share partition(std::size_t rank, std::size_t world,
+                                    rank_share_policy policy = rank_share_policy::pad) const {
+        return rank_share(rank, world, policy);
+    }
 
 private:
     friend class sample;
@@ -1748,21 +1765,21 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
     }
 }
 
-inline partition dataset::partition(std::size_t rank, std::size_t world, partition_policy policy) const {
+inline rank_share dataset::rank_share(std::size_t rank, std::size_t world, rank_share_policy policy) const {
     if (world == 0 || rank >= world)
-        throw error("partition: rank " + std::to_string(rank) + " is not below world size " + std::to_string(world));
+        throw error("rank_share: rank " + std::to_string(rank) + " is not below world size " + std::to_string(world));
     const std::size_t n = size();
     if (n == 0) return {0, 0, 1};
     switch (policy) {
-        case partition_policy::pad: {
+        case rank_share_policy::pad: {
             const std::size_t per = (n + world - 1) / world;
             return {rank * per, per, n};
         }
-        case partition_policy::drop: {
+        case rank_share_policy::drop: {
             const std::size_t per = n / world;
             return {rank * per, per, n};
         }
-        case partition_policy::uneven: break;
+        case rank_share_policy::uneven: break;
     }
     const std::size_t base = n / world, extra = n % world;
     return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0), n};

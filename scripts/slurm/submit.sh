@@ -17,7 +17,8 @@ CPUS_PER_PART=${CPUS_PER_PART:-8}             # threads per part (--threads)
 MEM_PER_PART=${MEM_PER_PART:-2G}              # a build's memory is flat: ~20 MB plus 44 bytes a row
 TIME_PER_PART=${TIME_PER_PART:-04:00:00}
 MERGE_TIME=${MERGE_TIME:-02:00:00}
-SLURM_PARTITION=${SLURM_PARTITION:-}          # the cluster partition (queue); empty: the default
+SLURM_QUEUE=${SLURM_QUEUE:-${SLURM_PARTITION:-}}  # the cluster's queue (Slurm's --partition; SLURM_PARTITION,
+                                              # the former name, is still read); empty: the default
 MAX_PARALLEL=${MAX_PARALLEL:-}                # at most this many tasks at once (--array=...%N); empty: no limit
 LOG_DIR=${LOG_DIR:-$PARTS_DIR/logs}
 # Build options, the same for every part (word-split: no spaces inside a value).
@@ -30,7 +31,7 @@ mkdir -p "$PARTS_DIR" "$LOG_DIR"
 export SHARDPACK CSV OUT PARTS_DIR BUILD_OPTIONS MERGE_LINK
 
 common=()
-[[ -n "$SLURM_PARTITION" ]] && common+=(--partition="$SLURM_PARTITION")
+[[ -n "$SLURM_QUEUE" ]] && common+=(--partition="$SLURM_QUEUE")
 array="0-$((PARTS - 1))"
 [[ -n "$MAX_PARALLEL" ]] && array+="%$MAX_PARALLEL"
 

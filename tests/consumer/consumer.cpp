@@ -1,5 +1,5 @@
 // Reads a dataset through the installed header: every record by at(), a float batch through
-// read_batch, a partition, and an epoch in the blocks order (shardpack/order.hpp). Prints "ok N"
+// read_batch, a rank share, and an epoch in the blocks order (shardpack/order.hpp). Prints "ok N"
 // and exits 0 when everything agrees.
 #include <shardpack/order.hpp>
 #include <shardpack/reader.hpp>
@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
             for (float v : images)
                 if (v < 0.0f || v > 1.0f) return 1;
         }
-        const auto part = ds.partition(0, 2);
-        if (part.size() != (ds.size() + 1) / 2) return 1;
+        const auto share = ds.rank_share(0, 2);
+        if (share.size() != (ds.size() + 1) / 2) return 1;
         shardpack::order_options o;
         o.kind = shardpack::order_kind::blocks;
         o.shard_starts = shardpack::shard_starts_of(ds);

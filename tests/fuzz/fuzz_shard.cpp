@@ -8,7 +8,7 @@
 //   1. detail::shard_file opens it (header, sections, trailer, index) and every index entry is
 //      checked against the file, as the open promises;
 //   2. dataset::open, and for every record at(), read(), image(), label() / label_index16(),
-//      key(), one_hot(), read_into() into every kind of buffer, read_batch(), partitions: the
+//      key(), one_hot(), read_into() into every kind of buffer, read_batch(), rank shares: the
 //      checksum, zstd decompression and parse_record() of the reader's load();
 //   3. verify_dataset() on the folder.
 // Only shardpack::error may come out of the reader; any other exception, a sanitizer report or
@@ -197,10 +197,10 @@ void read_dataset(const dataset& ds) {
     } catch (const shardpack::error&) {
     }
     for (std::size_t world : {1, 3, 7})
-        for (auto policy : {partition_policy::pad, partition_policy::drop, partition_policy::uneven}) {
-            const auto p = ds.partition(world - 1, world, policy);
+        for (auto policy : {rank_share_policy::pad, rank_share_policy::drop, rank_share_policy::uneven}) {
+            const auto p = ds.rank_share(world - 1, world, policy);
             for (std::size_t j = 0; j < p.size(); ++j)
-                if (ds.size() && p[j] >= ds.size()) finding("partition index out of range");
+                if (ds.size() && p[j] >= ds.size()) finding("rank share index out of range");
         }
 }
 

@@ -7,6 +7,7 @@ scripts/test-python.sh runs this file there. Without them it is skipped with the
 import inspect
 import os
 import pickle
+import subprocess
 import sys
 
 import numpy as np
@@ -159,3 +160,14 @@ def test_keras_fit_trains_a_step_on_grain_datasets(built):
     history = model.fit(train.repeat(2).to_iter_dataset(shardpack.grain.read_options()), epochs=2,
                         steps_per_epoch=len(train), shuffle=False, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
+
+
+def test_mypy_strict_passes_on_the_grain_adapter(tmp_path):
+    """mypy --strict on shardpack.grain and shardpack._adapt, as test_keras_tf.py checks the Keras
+    and tf.data adapters (Grain's imports are taken as Any). One mypy run: 169 s measured on the
+    shared 2-core machine under a load of 9, far less on an idle one."""
+    pytest.importorskip("mypy", reason="mypy is not installed in this venv (scripts/python-env.sh --tf installs it)")
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--ignore-missing-imports", "--follow-imports=silent",
+                        "--cache-dir", str(tmp_path / "cache"), "-m", "shardpack._adapt", "-m", "shardpack.grain"],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr

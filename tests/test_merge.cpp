@@ -1,9 +1,8 @@
-// `build --partition K/N` and `shardpack merge`: slices that cover the order exactly, a merge
-// equal to a one-machine build byte for byte, refusals that name the part, and a merge that
-// is atomic under kill -9.
+// Builds on many machines: the parts of `build --partition K/N` and `shardpack merge`. Slices
+// that cover the order exactly, a merge equal to a one-machine build byte for byte, refusals
+// that name the part, and a merge that is atomic under kill -9.
 #include <catch2/catch.hpp>
 
-#include <link.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -29,67 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct run_result {
-    int code = 0;
-    std::string out, err;
-};
-
-pid_t spawn(const std::vector<std::string>& args, const std::string& out, const std::string& err,
-            const std::vector<std::string>& env = {}) {
-    std::fflush(stdout);
-    std::fflush(stderr);
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-        std::freopen(out.c_str(), "w", stdout);
-        std::freopen(err.c_str(), "w", stderr);
-        for (const char* v : {"SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX",
-                              "SLURM_ARRAY_TASK_STEP"})
-            ::unsetenv(v);
-        for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-        std::vector<char*> argv{const_cast<char*>(SHARDPACK_CLI)};
-        for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-        argv.push_back(nullptr);
-        ::execv(SHARDPACK_CLI, argv.data());
-        std::_Exit(127);
-    }
-    return pid;
-}
-
-int wait_for(pid_t pid) {
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-run_result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
-    static int counter = 0;
-    const std::string base = fs::temp_directory_path().string() + "/shardpack-part-" + std::to_string(::getpid()) + "-" +
-                             std::to_string(counter++);
-    run_result r;
-    r.code = wait_for(spawn(args, base + ".out", base + ".err", env));
-    r.out = read_file(base + ".out");
-    r.err = read_file(base + ".err");
-    fs::remove(base + ".out");
-    fs::remove(base + ".err");
-    return r;
-}
-
-// LD_PRELOAD=... for the write-fault shim, after the ASan runtime where the build links a
-// shared one (ASan must come first in the library list), as tests/test_rebuild.cpp does.
-std::string preload_write_fault() {
-    std::string asan;
-    ::dl_iterate_phdr(
-        [](dl_phdr_info* info, std::size_t, void* data) {
-            const std::string name = info->dlpi_name ? info->dlpi_name : "";
-            if (name.find("/libasan.so") == std::string::npos) return 0;
-            *static_cast<std::string*>(data) = name;
-            return 1;
-        },
-        &asan);
-    return std::string("LD_PRELOAD=") + (asan.empty() ? "" : asan + ":") + SHARDPACK_WRITE_FAULT;
-}
-
 // Every record's key and stored bytes, in dataset order.
 std::vector<std::pair<std::string, std::string>> records_of(const std::string& dir) {
     const dataset ds = dataset::open(dir);
@@ -106,7 +44,7 @@ std::vector<std::pair<std::string, std::string>> records_of(const std::string& d
 }
 
 struct fixture {
-    temp_dir dir{"partition"};
+    temp_dir dir{"merge"};
     explicit fixture(int count = 40) {
         const std::string cmd = std::string(SHARDPACK_SAMPLE_TOOL) + " --out " + (dir / "src") + " --count " +
                                 std::to_string(count) + " --width 96 --height 64 >/dev/null";
@@ -411,10 +349,10 @@ TEST_CASE("a merge killed at random moments leaves no half dataset - SIGTERM exi
     std::mt19937 rng(5);
     int before_publish = 0;
     for (int round = 0; round < 12; ++round) {
-        const pid_t pid = spawn(merge_args(out, parts, {"--link", "copy"}), "/dev/null", "/dev/null");
+        const cli_child merging = spawn_cli(merge_args(out, parts, {"--link", "copy"}));
         std::this_thread::sleep_for(std::chrono::duration<double>(seconds * std::uniform_real_distribution<double>(0.0, 1.2)(rng)));
-        ::kill(pid, SIGKILL);
-        wait_for(pid);
+        ::kill(merging.pid, SIGKILL);
+        wait_for(merging);
         if (!fs::exists(out + "/manifest.json")) {
             ++before_publish;
             continue;
@@ -429,10 +367,10 @@ TEST_CASE("a merge killed at random moments leaves no half dataset - SIGTERM exi
 
     // SIGTERM: exit 143, nothing published.
     fs::remove_all(out);
-    const pid_t pid = spawn(merge_args(out, parts), "/dev/null", "/dev/null");
+    const cli_child merging = spawn_cli(merge_args(out, parts));
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds * 0.3));
-    ::kill(pid, SIGTERM);
-    const int code = wait_for(pid);
+    ::kill(merging.pid, SIGTERM);
+    const int code = wait_for(merging);
     REQUIRE((code == 143 || code == 0));  // 0 only if it had already finished
     if (code == 143) REQUIRE(!fs::exists(out + "/manifest.json"));
 
@@ -451,7 +389,7 @@ TEST_CASE("a part rebuilds incrementally and resumes like any build", "[partitio
        // .partial/, and the next run of the same part decodes only the rest.
         const std::string part = f.dir / "resumed";
         const auto args = f.build_args(part, {"--partition", "1/2", "--json"});
-        const auto failed = run_cli(args, {preload_write_fault(), "SHARDPACK_FAULT_BUDGET=70000",
+        const auto failed = run_cli(args, {preload(SHARDPACK_WRITE_FAULT), "SHARDPACK_FAULT_BUDGET=70000",
                                            "SHARDPACK_FAULT_ERRNO=28"});
         INFO(failed.err);
         REQUIRE(failed.code == 1);
