@@ -110,38 +110,33 @@
 //   minor version, skips optional sections it does not know and refuses unknown required
 //   sections and feature bits. It reads a manifest's shard list (1.0, 1.1) or its binary shard
 //   table (1.2), checking the table's size and XXH3-64 against the manifest before using it.
+//
+// SOURCE
+//   This file holds the documentation and every public declaration; include only it. The
+//   bodies and internal classes are in detail/: dataset_state.hpp and shard_cache.hpp (what a
+//   dataset handle shares, the open shards), dataset_open.hpp (open, its checks and retry),
+//   record_read.hpp (load, at, read_into, read_batch, prefetch), convert.hpp (stored bytes into
+//   sample_buffers), augment.hpp (crops and flips), and, shared with the writer, format.hpp,
+//   shard_file.hpp, shard_table.hpp, band_frames.hpp and storage.hpp.
 #pragma once
-#include <sys/stat.h>
 #include <zstd.h>
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#include <immintrin.h>  // SSSE3 shuffles for channel planes, AVX2 float conversions (compiled for them only where used)
-#endif
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <condition_variable>
 #include <fstream>
 #include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <string_view>
-#include <sys/resource.h>
-#include <type_traits>
 #include <vector>
 
-#include "detail/band_frames.hpp"
 #include "detail/error.hpp"
 #include "detail/format.hpp"
 #include "detail/json.hpp"
-#include "detail/regular_file.hpp"
 #include "detail/shard_file.hpp"
-#include "detail/shard_table.hpp"
 #include "detail/storage.hpp"
-#include "detail/zstd_frames.hpp"
 
 namespace shardpack {
 
