@@ -1,0 +1,286 @@
+// dataset::open: the manifest and its shard list or binary shard table, every check open() makes,
+// the retry when a rebuild replaced manifest.json meanwhile, the bound on open shards; and
+// dataset::shard and dataset::rank_share.
+// Part of reader.hpp, which includes it after the declarations it uses: include
+// <shardpack/reader.hpp>, not this file.
+#pragma once
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataset_state.hpp"
+#include "error.hpp"
+#include "format.hpp"
+#include "json.hpp"
+#include "shard_file.hpp"
+#include "shard_table.hpp"
+#include "storage.hpp"
+
+namespace shardpack {
+
+namespace detail {
+// What tells one manifest.json from the next: a rebuild renames a new file over it.
+struct file_identity {
+    bool exists = false;
+    std::uint64_t device = 0, inode = 0, size = 0;
+    std::int64_t mtime_ns = 0;
+    bool operator==(const file_identity& o) const {
+        return exists == o.exists && device == o.device && inode == o.inode && size == o.size && mtime_ns == o.mtime_ns;
+    }
+};
+inline file_identity identify_file(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return {};
+    return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
+            std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+}  // namespace detail
+
+// A rebuild publishing while open() reads can remove a shard the manifest it read names (the
+// shards of the manifest before the previous one). The failure then concerns a dataset that is
+// no longer current: when manifest.json has been replaced since the attempt began, it opens the
+// current one (up to 8 attempts in all).
+namespace detail {
+// The storage of an s3:// URL, when a remote library registered one (src/remote/s3_storage.cpp,
+// shardpack::remote::enable_s3_urls()): this header itself reads only local folders.
+using url_storage_opener = std::shared_ptr<const storage> (*)(const std::string& url);
+inline url_storage_opener& s3_storage_opener() {
+    static url_storage_opener opener = nullptr;
+    return opener;
+}
+}  // namespace detail
+
+inline dataset dataset::open(const std::string& folder, const open_options& options) {
+    open_options resolved = options;
+    if (!resolved.storage && folder.rfind("s3://", 0) == 0) {
+        if (!detail::s3_storage_opener())
+            throw error(folder + ": s3:// URLs are read by shardpack's remote library (src/remote/, libcurl): link it and "
+                                 "call shardpack::remote::enable_s3_urls(), or pass open_options::storage");
+        resolved.storage = detail::s3_storage_opener()(folder);
+    }
+    if (!resolved.storage)
+        resolved.storage = std::make_shared<detail::local_storage>(
+            folder, options.io == io_mode::pread ? io_mode::pread : io_mode::mmap);
+    const storage& store = *resolved.storage;
+    // A reader slower than the rebuilds (a slow file system, many shards) can see the manifest
+    // replaced more than once while it opens; it tries again while each failure coincides with
+    // a new manifest, a bounded number of times.
+    constexpr int max_attempts = 8;
+    std::string before = store.version_of(manifest_file_name);
+    for (int attempt = 1;; ++attempt) {
+        try {
+            return open_once(folder, resolved, before);
+        } catch (const error&) {
+            const std::string after = store.version_of(manifest_file_name);
+            if (attempt == max_attempts || after.empty() || after == before) throw;
+            before = after;
+        }
+    }
+}
+
+inline dataset dataset::open_once(const std::string& folder, const open_options& options,
+                                  const std::string& manifest_version) {
+    using namespace detail;
+    auto st = std::make_shared<dataset_state>();
+    st->path = folder;
+    st->store = options.storage;
+    st->verify = options.verify_checksums;
+    const storage& store = *st->store;
+    st->manifest_version = manifest_version;
+    const std::string manifest_path = folder + "/" + manifest_file_name;
+    const std::string manifest_text = store.read_small_file(manifest_file_name, manifest_max_bytes);  // its errors name the file
+    try {
+        st->manifest = json::parse(manifest_text, manifest_max_values);
+    } catch (const error& e) {
+        throw error(manifest_path + ": " + e.what());
+    }
+    const json& m = st->manifest;
+    try {
+        if (m.at("format").as_string() != "shardpack") throw error("not a shardpack manifest");
+        const std::string& version = m.at("format_version").as_string();
+        if (version.rfind(std::to_string(version_major) + ".", 0) != 0)
+            throw error("format version " + version + " is not supported by this reader (it reads major version " +
+                        std::to_string(version_major) + ")");
+        const json* table = m.find("shard_table");
+        const json* list = m.find("shards");
+        if (table && list)
+            throw error("has both \"shards\" and \"shard_table\"; a manifest lists its shards in one of them");
+        std::uint64_t total = 0;
+        if (table) {
+            // Format 1.2: the shards are listed in a binary table (spec 13.8), checked whole
+            // against the manifest's size and XXH3-64 before any entry is used.
+            const std::string& file = table->at("file").as_string();
+            if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
+                throw error("shard table name \"" + file + "\" is not a plain file name");
+            const std::uint64_t bytes = table->at("bytes").as_u64();
+            std::uint64_t hash = 0;
+            if (!parse_hex16(table->at("xxh3").as_string(), hash))
+                throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
+            if (bytes > shard_table_max_bytes)
+                throw error(file + ": the manifest says " + std::to_string(bytes) + " bytes, more than a shard table may have (" +
+                            std::to_string(shard_table_max_bytes) + ")");
+            std::string bytes_read;
+            try {
+                bytes_read = store.read_small_file(file, shard_table_max_bytes);
+            } catch (const error& e) {
+                throw error(std::string(e.what()) + " (the manifest's shard table)");
+            }
+            const auto* p = reinterpret_cast<const unsigned char*>(bytes_read.data());
+            if (bytes_read.size() != bytes)
+                throw error(file + ": the shard table is " + std::to_string(bytes_read.size()) + " bytes, the manifest says " +
+                            std::to_string(bytes) + " (truncated, or not the table this manifest names)");
+            const std::uint64_t h = XXH3_64bits(p, bytes_read.size());
+            if (h != hash)
+                throw error(file + ": the shard table's XXH3-64 is " + hex16(h) + ", the manifest says " + hex16(hash) +
+                            ": it is damaged");
+            std::vector<shard_table_entry> entries;
+            try {
+                entries = decode_shard_table(p, bytes_read.size());
+            } catch (const error& e) {
+                throw error(file + ": " + e.what());
+            }
+            bytes_read = std::string();
+            st->names_from_hashes = true;
+            st->shard_hash.reserve(entries.size());
+            st->shard_bytes.reserve(entries.size());
+            st->first_record.reserve(entries.size() + 1);
+            for (std::size_t k = 0; k < entries.size(); ++k) {
+                st->shard_hash.push_back(entries[k].hash);
+                st->shard_bytes.push_back(entries[k].bytes);
+                st->first_record.push_back(total);
+                if (entries[k].records > ~std::uint64_t(0) - total)
+                    throw error(file + ": lists more records than 2^64");
+                total += entries[k].records;
+            }
+        } else {
+            if (!list) throw error("JSON: missing field \"shards\"");
+            const auto& shards = list->as_array();
+            if (shards.empty()) throw error("lists no shards");
+            st->name_end.reserve(shards.size());
+            st->shard_hash.reserve(shards.size());
+            st->shard_hash_problem.reserve(shards.size());
+            st->shard_bytes.reserve(shards.size());
+            st->first_record.reserve(shards.size() + 1);
+            for (std::size_t k = 0; k < shards.size(); ++k) {
+                const json& e = shards[k];
+                const std::string& name = e.at("file").as_string();
+                if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+                    throw error("shard name \"" + name + "\" is not a plain file name");
+                const std::uint64_t records = e.at("records").as_u64();
+                if (e.at("first_record").as_u64() != total)
+                    throw error(name + ": the manifest lists it as starting at record " +
+                                std::to_string(e.at("first_record").as_u64()) + ", after " + std::to_string(total) +
+                                " records in the shards before it");
+                st->names += name;
+                st->name_end.push_back(st->names.size());
+                st->shard_bytes.push_back(e.at("bytes").as_u64());
+                st->first_record.push_back(total);
+                // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
+                const json* x = e.is_object() ? e.find("xxh3") : nullptr;
+                std::uint64_t hash = 0;
+                st->shard_hash_problem.push_back(!x ? 1 : !x->is_string() ? 2 : parse_hex16(x->as_string(), hash) ? 0 : 3);
+                st->shard_hash.push_back(hash);
+                if (records > ~std::uint64_t(0) - total) throw error("lists more records than 2^64");
+                total += records;
+            }
+            st->names.shrink_to_fit();
+        }
+        st->first_record.push_back(total);
+        if (total != m.at("records").as_u64())
+            throw error("the shards hold " + std::to_string(total) + " records, the manifest says " +
+                        std::to_string(m.at("records").as_u64()));
+        // The dataset keeps the manifest without its shard list (~0.8 KB a shard as a JSON
+        // tree): the vectors above hold what readers need.
+        if (list) {
+            json kept = json::object();
+            for (const auto& member : m.as_object())
+                if (member.first != "shards") kept.set(member.first, member.second);
+            st->manifest = std::move(kept);
+        }
+        // Shard 0 gives the schema; with no more shards than may be open at once, every shard
+        // is opened and checked now (a damaged dataset is refused at open); else, or when the
+        // storage's opens cost requests (object storage) and max_open_shards is automatic,
+        // each is opened and checked when first read.
+        const std::size_t count = st->shard_count();
+        const std::size_t limit = resolve_max_open_shards(options);
+        st->shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
+        auto first = st->open_shard(0);
+        st->schema_bytes = first->schema_bytes();
+        if (st->shards.eager()) {
+            st->shards.set_eager(0, first);
+            constexpr std::size_t announce = 64;  // shards whose opens the storage may start ahead
+            std::vector<std::string> next;
+            for (std::size_t k = 1; k < count; ++k) {
+                if (k % announce == 1) {
+                    next.clear();
+                    for (std::size_t j = k; j < std::min(count, k + announce); ++j) next.push_back(st->name(j));
+                    store.will_open(next.data(), next.size());
+                }
+                st->shards.set_eager(k, st->open_shard(k));
+            }
+        } else {
+            st->shards.get(0, [&first](std::size_t) { return first; });
+        }
+        st->schema = first->schema();
+        st->info = to_info(st->schema);
+        for (const auto& c : first->classes()) st->classes.push_back({c.name, c.has_color, c.r, c.g, c.b});
+    } catch (const error& e) {
+        throw error(folder + ": " + e.what());
+    }
+    dataset ds;
+    ds.s_ = std::move(st);
+    return ds;
+}
+
+inline shard_ref dataset::shard(std::size_t k) const {
+    checked_shard(k);
+    if (s_->shards.eager()) return shard_ref(s_->shards.eager_ptr(k));
+    return shard_ref(s_->pin(k).hold);
+}
+
+namespace detail {
+// The automatic bound on open shards: mappings count against vm.max_map_count (65,530 by
+// default, shared with the rest of the process), descriptors against the open-file limit
+// (often 1,024), so pread keeps at most half of the latter.
+inline std::size_t automatic_max_open_shards(io_mode mode) {
+    constexpr std::size_t mapped_limit = 4096;
+    if (mode != io_mode::pread) return mapped_limit;
+    struct rlimit rl {};
+    std::size_t files = 1024;
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) files = static_cast<std::size_t>(rl.rlim_cur);
+    return std::max<std::size_t>(16, std::min(mapped_limit, files / 2));
+}
+}  // namespace detail
+
+inline std::size_t dataset::resolve_max_open_shards(const open_options& options) {
+    if (options.max_open_shards) return options.max_open_shards;
+    const auto* local = dynamic_cast<const detail::local_storage*>(options.storage.get());
+    return detail::automatic_max_open_shards(local ? local->mode() : io_mode::mmap);
+}
+inline rank_share dataset::rank_share(std::size_t rank, std::size_t world, rank_share_policy policy) const {
+    if (world == 0 || rank >= world)
+        throw error("rank_share: rank " + std::to_string(rank) + " is not below world size " + std::to_string(world));
+    const std::size_t n = size();
+    if (n == 0) return {0, 0, 1};
+    switch (policy) {
+        case rank_share_policy::pad: {
+            const std::size_t per = (n + world - 1) / world;
+            return {rank * per, per, n};
+        }
+        case rank_share_policy::drop: {
+            const std::size_t per = n / world;
+            return {rank * per, per, n};
+        }
+        case rank_share_policy::uneven: break;
+    }
+    const std::size_t base = n / world, extra = n % world;
+    return {rank * base + std::min(rank, extra), base + (rank < extra ? 1 : 0), n};
+}
+
+}  // namespace shardpack
