@@ -455,8 +455,8 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     for (std::uint32_t i = 0; i < o.records; ++i) {
         samples.push_back(make_sample(i, o.width, o.height, o.channels, o.classes, o.segmentation));
         const auto& s = samples.back();
-        encode_record(wo.schema, s.key, s.image, s.ids.empty() ? nullptr : s.ids.data(), s.class_id, decoded);
-        compressor.compress(decoded, stored);
+        const auto layout = encode_record(wo.schema, s.key, s.image, s.ids.empty() ? nullptr : s.ids.data(), s.class_id, decoded);
+        compressor.compress(decoded, layout, stored);
         writer.add(stored);
     }
     writer.publish();
