@@ -196,4 +196,11 @@ png_detail::png_session* png_reader::take(const std::uint8_t* data, std::size_t 
     return session_.get();
 }
 
+png_detail::png_session& png_reader::take_or_open(png_reader* opened, const std::uint8_t* data, std::size_t size) {
+    if (opened != nullptr)
+        if (png_detail::png_session* s = opened->take(data, size)) return *s;
+    open(data, size);
+    return *take(data, size);
+}
+
 }  // namespace shardpack
