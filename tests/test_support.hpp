@@ -141,6 +141,27 @@ inline void make_samples(const std::string& dir, const std::vector<std::string>&
     INFO(r.err);
     REQUIRE(r.code == 0);
 }
+
+// A temporary folder with make_sample_data's segmentation set in DIR/src (`count` images of
+// width x height, their masks, list.csv and class_dict.csv) and the build command line over it,
+// with the options all of a test file's builds share: the fixture of the merge, rebuild and
+// ownership tests.
+struct sample_fixture {
+    temp_dir dir;
+    std::string src;
+    std::vector<std::string> shared_options;
+    sample_fixture(const std::string& tag, int count, int width, int height, std::vector<std::string> options)
+        : dir(tag), src(dir / "src"), shared_options(std::move(options)) {
+        make_samples(src, {"--count", std::to_string(count), "--width", std::to_string(width), "--height", std::to_string(height)});
+    }
+    // build --csv SRC/list.csv --classes SRC/class_dict.csv --out OUT, the shared options, `extra`.
+    std::vector<std::string> build_args(const std::string& out, const std::vector<std::string>& extra = {}) const {
+        std::vector<std::string> a = {"build", "--csv", src + "/list.csv", "--classes", src + "/class_dict.csv", "--out", out};
+        a.insert(a.end(), shared_options.begin(), shared_options.end());
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    }
+};
 #endif
 
 // Sanitized builds (scripts/test.sh's ASan run) take more memory and time for the same work:
