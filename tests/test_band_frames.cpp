@@ -761,6 +761,91 @@ TEST_CASE("crops of per-region band records equal crops of raw records", "[forma
 // shrinks 32 times or more is one frame and the image is cut into bands of about 128 KiB; a label
 // that shrinks less is cut at the image's height of about 256 KiB, as codec 2 cuts both. Records
 // of 1024x100 RGB pixels (3072-byte rows: 42 rows a band at 128 KiB, 85 at 256 KiB). Under a second.
+// A crop decompresses a band that its last row ends early in only up to that row (streaming zstd,
+// where that skips 1/8 of the band or more: a label stored as one frame, mostly). Every window
+// position of every height, so that crops end in every row of every band, flipped or not, of
+// records whose label is one zstd frame or in bands, one-hot and index labels: the same bytes as
+// the crop of the raw record. About 1 s.
+TEST_CASE("a crop at every position of a band record equals that crop of the raw record", "[format][bands][augment]") {
+    for (const auto layout : {detail::layout_code::one_hot, detail::layout_code::index}) {
+        synthetic_options o;
+        o.records = 3;
+        o.width = 9;
+        o.height = 40;
+        o.classes = 5;
+        o.layout = layout;
+        o.codec = record_codec::none;
+        temp_dir raw_dir("rawcrop");
+        write_synthetic(raw_dir.str(), o);
+        const auto raw = dataset::open(raw_dir.str());
+        // Label one frame with image bands of 4 and 13 rows and one frame; both in bands of 7 rows.
+        for (const auto [band_rows, label_band_rows] : {std::pair{4u, 40u}, {13u, 40u}, {40u, 40u}, {7u, 0u}}) {
+            temp_dir band_dir("bandcrop");
+            o.codec = record_codec::zstd;
+            o.band_rows = band_rows;
+            o.label_band_rows = label_band_rows;
+            write_synthetic(band_dir.str(), o);
+            const auto banded = dataset::open(band_dir.str());
+            {  // the label frames are zstd frames (the partial decode is for those)
+                detail::shard_file f(only_shard(band_dir.str()), "s");
+                const auto schema = detail::decode_schema(reinterpret_cast<const unsigned char*>(f.schema_bytes().data()),
+                                                          f.schema_bytes().size());
+                for (std::size_t i = 0; i < f.record_count(); ++i) {
+                    const detail::index_entry e = f.entry(i);
+                    const unsigned char* stored = f.bytes() + e.offset;
+                    const auto bands = detail::parse_band_table(detail::parse_record(schema, stored, e.decoded_size), stored,
+                                                                e.stored_size, e.codec);
+                    for (std::uint32_t b = 0; b < bands.label_bands; ++b) REQUIRE_FALSE(bands.frame_raw(bands.image_bands + b));
+                }
+            }
+            for (std::uint32_t crop_height : {1u, 5u, 34u, 40u}) {
+                const std::uint32_t crop_width = 4;
+                std::vector<crop_box> boxes;
+                for (std::uint32_t y = 0; y + crop_height <= o.height; ++y)
+                    for (std::uint32_t x = 0; x + crop_width <= o.width; ++x) {
+                        crop_box b;
+                        b.y = y;
+                        b.x = x;
+                        b.hflip = (x + y) % 3 == 1;
+                        b.vflip = (x + y) % 5 == 2;
+                        boxes.push_back(b);
+                    }
+                augmentation a;
+                a.height = crop_height;
+                a.width = crop_width;
+                a.position = crop_position::given;
+                a.hflip = flip_mode::given;
+                a.vflip = flip_mode::given;
+                a.given = boxes.data();
+                const std::size_t n = std::size_t(crop_height) * crop_width, batch = boxes.size();
+                auto crops = [&](const dataset& ds, std::size_t record) {
+                    std::vector<std::uint8_t> image(batch * n * 3), one_hot(batch * n * o.classes);
+                    std::vector<std::uint16_t> ids(batch * n);
+                    sample_buffers out;
+                    out.image_u8 = image.data();
+                    out.image_capacity = image.size();
+                    out.label_u8 = one_hot.data();
+                    out.label_capacity = one_hot.size();
+                    out.label_index = ids.data();
+                    out.label_index_capacity = ids.size();
+                    out.augment = &a;
+                    read_context ctx;
+                    const std::vector<std::size_t> which(batch, record);
+                    ds.read_batch(which.data(), which.size(), out, ctx);
+                    image.insert(image.end(), one_hot.begin(), one_hot.end());
+                    for (std::uint16_t id : ids) image.push_back(static_cast<std::uint8_t>(id));
+                    return image;
+                };
+                for (std::size_t record = 0; record < o.records; ++record) {
+                    INFO("layout " << int(layout) << ", band rows " << band_rows << "/" << label_band_rows << ", crop height "
+                                   << crop_height << ", record " << record);
+                    REQUIRE(crops(banded, record) == crops(raw, record));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("codec 3 cuts the image finer and keeps the label one frame only when the label shrinks 32 times", "[format][bands]") {
     detail::schema_record schema;
     schema.task = detail::task_code::segmentation;
