@@ -231,7 +231,7 @@ python_part() {
     || { log "Python: the venv could not be made; the Python benchmark is left out"; return 0; }
   # The uint8 target's floor, loaded into the uint8 methods' own processes (py_bare_zstd.cpp).
   mkdir -p "$pw"
-  c++ -std=c++17 -O2 -DNDEBUG -shared -fPIC -Iinclude -o "$pw/libpy_bare_zstd.so" scripts/bench/py_bare_zstd.cpp -lzstd
+  c++ -std=c++17 -O2 -DNDEBUG -shared -fPIC -Iinclude -Itools -o "$pw/libpy_bare_zstd.so" scripts/bench/py_bare_zstd.cpp -lzstd
   log "Python: generating data sets under $pw/src"
   gen "$pw/src/seg1080-$n_seg" --task seg --count "$n_seg" --width 1920 --height 1080
   gen "$pw/src/cls160-$n_cls" --task cls --jpeg --count "$n_cls" --width 160 --height 160 --seed 5

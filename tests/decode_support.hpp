@@ -28,6 +28,7 @@
 #include "decode/jpeg_decoder.hpp"
 #include "decode/png_decoder.hpp"
 #include "decode/png_encoder.hpp"
+#include "test_support.hpp"  // random_image
 #include "decode/png_fast_decoder.hpp"
 #include "decode/sniff.hpp"
 #include "errors.hpp"
@@ -278,23 +279,10 @@ inline image_u8 synthetic_image(std::uint32_t w, std::uint32_t h, std::uint32_t 
     img.height = h;
     img.channels = channels;
     img.pixels.resize(std::size_t(w) * h * channels);
-    std::mt19937 rng(seed);
     for (std::uint32_t y = 0; y < h; ++y)
         for (std::uint32_t x = 0; x < w; ++x)
             for (std::uint32_t c = 0; c < channels; ++c)
                 img.pixels[(std::size_t(y) * w + x) * channels + c] = std::uint8_t((x * (c + 1) + y * 2 + seed) & 255);
-    (void)rng;
-    return img;
-}
-
-inline image_u8 random_image(std::uint32_t w, std::uint32_t h, std::uint32_t channels, std::uint32_t seed) {
-    image_u8 img;
-    img.width = w;
-    img.height = h;
-    img.channels = channels;
-    img.pixels.resize(std::size_t(w) * h * channels);
-    std::mt19937 rng(seed);
-    for (auto& p : img.pixels) p = std::uint8_t(rng());
     return img;
 }
 

@@ -553,19 +553,7 @@ namespace {
 
 // The 8x8 segmentation record of the golden band shard (spec 16.4): index labels, image rows 0-3
 // 0x11 and 4-7 0x22, label rows 0-3 class 0 and 4-7 class 1.
-detail::schema_record small_seg_schema() {
-    detail::schema_record s;
-    s.task = detail::task_code::segmentation;
-    s.channels = 3;
-    s.channel_order = detail::order_code::rgb;
-    s.label_layout = detail::layout_code::index;
-    s.label_dtype_bytes = 1;
-    s.fixed_height = 8;
-    s.fixed_width = 8;
-    s.class_count = 2;
-    s.ignore_value = 255;
-    return s;
-}
+detail::schema_record small_seg_schema() { return golden_segmentation_options("", 8, 8).schema; }
 
 std::vector<unsigned char> small_seg_record(const detail::schema_record& schema) {
     image_u8 img{8, 8, 3, std::vector<std::uint8_t>(192, 0x11)};
@@ -847,14 +835,8 @@ TEST_CASE("a crop at every position of a band record equals that crop of the raw
 }
 
 TEST_CASE("codec 3 cuts the image finer and keeps the label one frame only when the label shrinks 32 times", "[format][bands]") {
-    detail::schema_record schema;
-    schema.task = detail::task_code::segmentation;
-    schema.channels = 3;
-    schema.channel_order = detail::order_code::rgb;
-    schema.label_layout = detail::layout_code::index;
-    schema.label_dtype_bytes = 1;
+    detail::schema_record schema = golden_segmentation_options("", 0, 0).schema;  // sizes vary per record
     schema.class_count = 200;
-    schema.ignore_value = 255;
     const std::uint32_t width = 1024, height = 100;
     image_u8 img{width, height, 3, std::vector<std::uint8_t>(std::size_t(width) * height * 3)};
     std::mt19937 rng(11);

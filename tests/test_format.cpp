@@ -184,13 +184,21 @@ TEST_CASE("records split into shards at the shard size, and any record is found 
     REQUIRE_THROWS_WITH(ds.at(50), Catch::Contains("out of range"));
 }
 
+// The bytes of tests/golden/NAME (a hex dump), first rewritten from `bytes` where
+// SHARDPACK_UPDATE_GOLDEN is set (after a deliberate format change: the spec's vector too).
+namespace {
+std::string golden_vector(const std::string& name, const std::string& bytes) {
+    const std::string path = std::string(SHARDPACK_TEST_FILES) + "/golden/" + name;
+    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(path, hex_dump(bytes));
+    return parse_hex_dump(read_file(path));
+}
+}  // namespace
+
 TEST_CASE("the golden tiny shard matches the test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden");
     write_golden_tiny_dataset(dir.str());
     const std::string bytes = read_file(only_shard(dir.str()));
-    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/tiny_shard.hex";
-    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
-    const std::string golden = parse_hex_dump(read_file(golden_path));
+    const std::string golden = golden_vector("tiny_shard.hex", bytes);
     REQUIRE(golden.size() == 464);
     REQUIRE(hex_dump(bytes) == hex_dump(golden));
     // And the reader reads the vector as the spec says.
@@ -203,19 +211,7 @@ TEST_CASE("the golden tiny shard matches the test vector in the spec byte for by
 
 TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden11");
-    dataset_writer_options wo;
-    wo.out_dir = dir.str();
-    wo.schema.task = detail::task_code::segmentation;
-    wo.schema.channels = 3;
-    wo.schema.channel_order = detail::order_code::rgb;
-    wo.schema.label_layout = detail::layout_code::index;
-    wo.schema.label_dtype_bytes = 1;
-    wo.schema.fixed_height = 8;
-    wo.schema.fixed_width = 8;
-    wo.schema.class_count = 2;
-    wo.schema.ignore_value = 255;
-    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
+    dataset_writer_options wo = golden_segmentation_options(dir.str(), 8, 8);
     wo.uses_bands = true;
     // 8x8 pixels in two bands of four rows: image rows 0-3 all 0x11, rows 4-7 all 0x22; label
     // rows 0-3 class 0, rows 4-7 class 1. Each band is one compressed block of two literals and
@@ -236,9 +232,7 @@ TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spe
         writer.publish();
     }
     const std::string bytes = read_file(only_shard(dir.str()));
-    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/band_shard.hex";
-    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
-    const std::string golden = parse_hex_dump(read_file(golden_path));
+    const std::string golden = golden_vector("band_shard.hex", bytes);
     REQUIRE(hex_dump(bytes) == hex_dump(golden));
     REQUIRE(detail::load_u16(reinterpret_cast<const unsigned char*>(bytes.data()) + 10) == 1);  // version 1.1
     REQUIRE(read_file(dir / "manifest.json").find("\"format_version\": \"1.1\"") != std::string::npos);
@@ -254,19 +248,7 @@ TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spe
 // the image then in bands of about 128 KiB (2 rows of 16384 RGB pixels).
 TEST_CASE("the golden per-region band shard (format 1.3) matches its test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden13");
-    dataset_writer_options wo;
-    wo.out_dir = dir.str();
-    wo.schema.task = detail::task_code::segmentation;
-    wo.schema.channels = 3;
-    wo.schema.channel_order = detail::order_code::rgb;
-    wo.schema.label_layout = detail::layout_code::index;
-    wo.schema.label_dtype_bytes = 1;
-    wo.schema.fixed_height = 4;
-    wo.schema.fixed_width = 16384;
-    wo.schema.class_count = 2;
-    wo.schema.ignore_value = 255;
-    wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
+    dataset_writer_options wo = golden_segmentation_options(dir.str(), 4, 16384);
     wo.uses_bands = true;
     wo.uses_region_bands = true;
     // 4 rows of 16384 pixels: image rows 0-1 all 0x11, rows 2-3 all 0x22; label rows 0-1 class 0,
@@ -289,9 +271,7 @@ TEST_CASE("the golden per-region band shard (format 1.3) matches its test vector
         writer.publish();
     }
     const std::string bytes = read_file(only_shard(dir.str()));
-    const std::string golden_path = std::string(SHARDPACK_TEST_FILES) + "/golden/region_band_shard.hex";
-    if (std::getenv("SHARDPACK_UPDATE_GOLDEN")) write_file(golden_path, hex_dump(bytes));
-    const std::string golden = parse_hex_dump(read_file(golden_path));
+    const std::string golden = golden_vector("region_band_shard.hex", bytes);
     REQUIRE(hex_dump(bytes) == hex_dump(golden));
     REQUIRE(detail::load_u16(reinterpret_cast<const unsigned char*>(bytes.data()) + 10) == 3);  // version 1.3
     REQUIRE(read_file(dir / "manifest.json").find("\"format_version\": \"1.3\"") != std::string::npos);

@@ -43,17 +43,13 @@ std::vector<std::pair<std::string, std::string>> records_of(const std::string& d
     return out;
 }
 
-struct fixture {
-    temp_dir dir{"merge"};
-    explicit fixture(int count = 40) {
-        const std::string cmd = std::string(SHARDPACK_SAMPLE_TOOL) + " --out " + (dir / "src") + " --count " +
-                                std::to_string(count) + " --width 96 --height 64 >/dev/null";
-        REQUIRE(std::system(cmd.c_str()) == 0);
-    }
-    std::vector<std::string> build_args(const std::string& out, std::vector<std::string> extra = {}) const {
-        std::vector<std::string> a = {"-q", "build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv",
-                                      "--out", out, "--shard-size", "24KiB", "--size", "48x32", "--label-layout", "index"};
-        a.insert(a.end(), extra.begin(), extra.end());
+struct fixture : sample_fixture {
+    explicit fixture(int count = 40)
+        : sample_fixture("merge", count, 96, 64, {"--shard-size", "24KiB", "--size", "48x32", "--label-layout", "index"}) {}
+    // With -q, a global option, before the subcommand.
+    std::vector<std::string> build_args(const std::string& out, const std::vector<std::string>& extra = {}) const {
+        std::vector<std::string> a = sample_fixture::build_args(out, extra);
+        a.insert(a.begin(), "-q");
         return a;
     }
     // Builds parts 0..n-1 into DIR/part-K; returns their folders.

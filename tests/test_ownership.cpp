@@ -26,19 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct fixture {
-    temp_dir dir{"own"};
-    std::string src = dir / "src";
-    explicit fixture(int count = 6) {
-        REQUIRE(run_command(SHARDPACK_SAMPLE_TOOL, {"--out", src, "--count", std::to_string(count), "--width", "64", "--height", "48"})
-                    .code == 0);
-    }
-    std::vector<std::string> build(const std::string& out, std::vector<std::string> extra = {}) const {
-        std::vector<std::string> a = {"build", "--csv", src + "/list.csv", "--classes", src + "/class_dict.csv", "--out", out,
-                                      "--size", "32x24", "--shard-size", "8KiB"};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
-    }
+struct fixture : sample_fixture {
+    explicit fixture(int count = 6) : sample_fixture("own", count, 64, 48, {"--size", "32x24", "--shard-size", "8KiB"}) {}
 };
 
 // Every regular file below `dir` (links as "-> target"), with its content: a folder's exact state.
@@ -90,14 +79,14 @@ TEST_CASE("a folder of user files survives a build pointed at it, with and witho
     make_user_folder(out);
     const auto before = snapshot(out);
 
-    const auto plain = cli(f.build(out));
+    const auto plain = cli(f.build_args(out));
     REQUIRE(plain.code == 2);
     REQUIRE_THAT(plain.err, Catch::Contains("is not empty and holds no shardpack dataset") && Catch::Contains("manifest.json") &&
                                 Catch::Contains("notes.txt") && Catch::Contains("--force"));
     REQUIRE(snapshot(out) == before);  // not even a lock file
 
     // --force builds beside foreign files, but never over them: these names are a dataset's.
-    const auto forced = cli(f.build(out, {"--force"}));
+    const auto forced = cli(f.build_args(out, {"--force"}));
     REQUIRE(forced.code == 2);
     REQUIRE_THAT(forced.err, Catch::Contains("never overwrites or removes files that are not its own") &&
                                  Catch::Contains(".partial, manifest.json, rejected.csv, report.json"));
@@ -107,11 +96,11 @@ TEST_CASE("a folder of user files survives a build pointed at it, with and witho
     // none of them, in this build or the ones after (content changes, old shards go).
     for (const char* name : {"manifest.json", "report.json", "rejected.csv", ".partial"}) fs::remove_all(out + "/" + name);
     const auto rest = snapshot(out);
-    REQUIRE(cli(f.build(out)).code == 2);
-    REQUIRE(cli(f.build(out, {"--force", "--on-error", "skip"})).code == 0);
+    REQUIRE(cli(f.build_args(out)).code == 2);
+    REQUIRE(cli(f.build_args(out, {"--force", "--on-error", "skip"})).code == 0);
     REQUIRE(dataset::open(out).size() == 6);
     for (int seed = 1; seed <= 3; ++seed) {
-        const auto r = cli(f.build(out, {"--shuffle", "--seed", std::to_string(seed)}));  // now shardpack's: no --force
+        const auto r = cli(f.build_args(out, {"--shuffle", "--seed", std::to_string(seed)}));  // now shardpack's: no --force
         INFO(r.err);
         REQUIRE(r.code == 0);
     }
@@ -135,11 +124,11 @@ TEST_CASE("ownership: --out the CSV's folder, or an input where a build writes, 
                                         Catch::Contains("list.csv"));
     REQUIRE(snapshot(f.src) == before);
     // A folder above the inputs' is foreign as well.
-    REQUIRE(cli(f.build(f.dir.str())).code == 2);
+    REQUIRE(cli(f.build_args(f.dir.str())).code == 2);
     REQUIRE(snapshot(f.src) == before);
 
     const std::string out = f.dir / "ds";
-    REQUIRE(cli(f.build(out, {"--on-error", "skip"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--on-error", "skip"})).code == 0);
     // A list named like the rejected rows' list, fed back in.
     fs::remove(out + "/rejected.csv");
     fs::copy_file(f.src + "/list.csv", out + "/rejected.csv");
@@ -150,10 +139,10 @@ TEST_CASE("ownership: --out the CSV's folder, or an input where a build writes, 
     REQUIRE(read_file(out + "/rejected.csv") == read_file(f.src + "/list.csv"));
 
     const std::string manifest = read_file(out + "/manifest.json");
-    r = cli(f.build(out, {"--report", out + "/manifest.json"}));
+    r = cli(f.build_args(out, {"--report", out + "/manifest.json"}));
     REQUIRE(r.code == 2);
     REQUIRE_THAT(r.err, Catch::Contains("--report " + out + "/manifest.json lies in the output folder"));
-    r = cli(f.build(out, {"--report", f.src + "/list.csv"}));
+    r = cli(f.build_args(out, {"--report", f.src + "/list.csv"}));
     REQUIRE(r.code == 2);
     REQUIRE_THAT(r.err, Catch::Contains("is the input"));
     // An image the list names where the build writes.
@@ -169,7 +158,7 @@ TEST_CASE("ownership: --out the CSV's folder, or an input where a build writes, 
     REQUIRE_THROWS_WITH(claim_output_folder("/", false), Catch::Contains("holds no shardpack dataset"));
     fs::create_directories(f.dir / "etc");
     write_file(f.dir / "etc/passwd", "root:x:0:0\n");
-    r = cli(f.build(f.dir / "etc"));
+    r = cli(f.build_args(f.dir / "etc"));
     REQUIRE(r.code == 2);
     REQUIRE_THAT(r.err, Catch::Contains("it holds passwd"));
     REQUIRE(snapshot(f.dir / "etc").size() == 1);
@@ -178,7 +167,7 @@ TEST_CASE("ownership: --out the CSV's folder, or an input where a build writes, 
 TEST_CASE("symbolic links at the lock, .partial, manifest.json, report.json or --out are refused, their targets untouched", "[ownership][symlink]") {
     fixture f;
     const std::string out = f.dir / "ds";
-    REQUIRE(cli(f.build(out)).code == 0);
+    REQUIRE(cli(f.build_args(out)).code == 0);
     const std::string target = f.dir / "target";
     fs::create_directories(target);
     write_file(target + "/keep.txt", "precious\n");
@@ -195,7 +184,7 @@ TEST_CASE("symbolic links at the lock, .partial, manifest.json, report.json or -
         fs::remove_all(saved);
         if (fs::exists(at)) fs::rename(at, saved);
         fs::create_symlink(std::string(name) == std::string(".partial") ? target : f.dir / "target.file", at);
-        const auto r = cli(f.build(out, {"--full", "--shuffle"}));
+        const auto r = cli(f.build_args(out, {"--full", "--shuffle"}));
         REQUIRE(r.code == 2);
         REQUIRE_THAT(r.err, Catch::Contains(std::string(name) + " is a symbolic link") && Catch::Contains("never writes"));
         REQUIRE(fs::is_symlink(at));
@@ -204,11 +193,11 @@ TEST_CASE("symbolic links at the lock, .partial, manifest.json, report.json or -
         fs::remove(at);
         if (fs::exists(saved)) fs::rename(saved, at);
     }
-    REQUIRE(cli(f.build(out)).code == 0);
+    REQUIRE(cli(f.build_args(out)).code == 0);
 
     // --out itself a link: refused, naming where it points.
     fs::create_symlink(out, f.dir / "link-to-ds");
-    const auto r = cli(f.build(f.dir / "link-to-ds"));
+    const auto r = cli(f.build_args(f.dir / "link-to-ds"));
     REQUIRE(r.code == 2);
     REQUIRE_THAT(r.err, Catch::Contains("is a symbolic link"));
 }
@@ -261,16 +250,16 @@ TEST_CASE("a dataset written by a newer format version is not replaced without -
     for (const char* version : {"2.0", "1.9"}) {
         INFO(version);
         const std::string out = f.dir / (std::string("v") + version);
-        REQUIRE(cli(f.build(out)).code == 0);
+        REQUIRE(cli(f.build_args(out)).code == 0);
         auto m = detail::json::parse(read_file(out + "/manifest.json"));
         m.set("format_version", version);
         write_file(out + "/manifest.json", m.dump());
         const auto before = snapshot(out);
-        const auto r = cli(f.build(out, {"--full"}));
+        const auto r = cli(f.build_args(out, {"--full"}));
         REQUIRE(r.code == 2);
         REQUIRE_THAT(r.err, Catch::Contains(std::string("format version \"") + version + "\"") && Catch::Contains("without --force"));
         REQUIRE(snapshot(out) == before);
-        REQUIRE(cli(f.build(out, {"--full", "--force"})).code == 0);
+        REQUIRE(cli(f.build_args(out, {"--full", "--force"})).code == 0);
         // Replaced by what this shardpack writes (segmentation band frames by default: 1.3).
         REQUIRE(dataset::open(out).manifest().at("format_version").as_string() ==
                 std::to_string(detail::version_major) + "." + std::to_string(detail::version_minor_region_bands));
@@ -281,13 +270,13 @@ TEST_CASE("a dataset written by a newer format version is not replaced without -
 TEST_CASE("the replaced manifest's shards stay until the next build, and verify warns about them without failing", "[ownership][grace]") {
     fixture f(12);
     const std::string out = f.dir / "ds";
-    REQUIRE(cli(f.build(out, {"--shuffle", "--seed", "1"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--shuffle", "--seed", "1"})).code == 0);
     const auto first = manifest_shards(out);
     REQUIRE(first.size() >= 3);
     REQUIRE(shards_in(out) == first);
     const std::string first_manifest = read_file(out + "/manifest.json");
 
-    REQUIRE(cli(f.build(out, {"--shuffle", "--seed", "2"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--shuffle", "--seed", "2"})).code == 0);
     const auto second = manifest_shards(out);
     REQUIRE(second != first);
     // The first build's shards are all still there: a reader holding its manifest opens them.
@@ -308,7 +297,7 @@ TEST_CASE("the replaced manifest's shards stay until the next build, and verify 
     for (const auto& w : v.warnings) kept += w.find("is kept from the previous build") != std::string::npos;
     REQUIRE(kept == both.size() - second.size());
 
-    REQUIRE(cli(f.build(out, {"--shuffle", "--seed", "3"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--shuffle", "--seed", "3"})).code == 0);
     const auto third = manifest_shards(out);
     std::vector<std::string> expected = second;
     expected.insert(expected.end(), third.begin(), third.end());
@@ -317,8 +306,8 @@ TEST_CASE("the replaced manifest's shards stay until the next build, and verify 
     REQUIRE(shards_in(out) == expected);  // the first build's are gone now
 
     // An unchanged rebuild: nothing is retained any more once two builds name the same shards.
-    REQUIRE(cli(f.build(out, {"--shuffle", "--seed", "3"})).code == 0);
-    REQUIRE(cli(f.build(out, {"--shuffle", "--seed", "3"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--shuffle", "--seed", "3"})).code == 0);
+    REQUIRE(cli(f.build_args(out, {"--shuffle", "--seed", "3"})).code == 0);
     REQUIRE(shards_in(out) == third);
     v = verify_dataset(out);
     REQUIRE(v.ok());

@@ -35,20 +35,9 @@ std::vector<std::string> temporaries(const std::string& dir) {
     return found;
 }
 
-struct fixture {
-    temp_dir dir{"rebuild"};
-    fixture(int count = 30, int width = 160, int height = 120) {
-        const std::string tool = SHARDPACK_SAMPLE_TOOL;
-        const std::string cmd = tool + " --out " + (dir / "src") + " --count " + std::to_string(count) + " --width " +
-                                std::to_string(width) + " --height " + std::to_string(height) + " >/dev/null";
-        REQUIRE(std::system(cmd.c_str()) == 0);
-    }
-    std::vector<std::string> build_args(const std::string& out, std::vector<std::string> extra = {}) const {
-        std::vector<std::string> a = {"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv",
-                                      "--out", out, "--shard-size", "96KiB", "--size", "64x48"};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
-    }
+struct fixture : sample_fixture {
+    fixture(int count = 30, int width = 160, int height = 120)
+        : sample_fixture("rebuild", count, width, height, {"--shard-size", "96KiB", "--size", "64x48"}) {}
 };
 
 detail::json report_of(const cli_result& r) { return detail::json::parse(r.out); }

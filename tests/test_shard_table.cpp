@@ -304,7 +304,7 @@ TEST_CASE("a damaged or truncated shard table is refused, naming the file and th
 // vm.max_map_count. make_many_shards writes 400,000 one-record shards (about 50-60 s on a
 // 2-core machine, 1.6 GB of 4 KiB blocks); bench_open then opens the dataset in a fresh process
 // and reads 10,000 records spread over it (the open itself: ~0.1-0.3 s); the folder is then
-// removed in inode order, and the time it took is printed. About 1 minute in all on an idle machine.
+// removed, and the time it took is printed. About 1 minute in all on an idle machine.
 // The time bound here is loose (5 s; 20 s under sanitizers) for a loaded CI machine: the 1 s
 // target is measured by tools/bench_open (scripts/bench/scaling.md). RSS: 200 MB, not checked
 // under AddressSanitizer (its shadow memory and quarantine).
@@ -340,7 +340,7 @@ TEST_CASE("400,000 shards open in a fresh process within time and memory bounds"
     REQUIRE(r.code == 0);
     const detail::json result = detail::json::parse(r.out);
     const double open_s = result.at("open_s").as_double(), peak_mb = result.at("peak_rss_mb").as_double();
-    const double remove_s = dir.remove();  // in inode order (test_support.hpp's remove_tree)
+    const double remove_s = dir.remove();
     WARN("400,000 shards: made in " << make_s << " s; opened in " << open_s << " s; peak RSS " << peak_mb << " MB; "
                                     << result.at("mappings").as_u64() << " mappings; removed in " << remove_s << " s; "
                                     << r.out);

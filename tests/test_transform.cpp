@@ -9,21 +9,13 @@
 #include "errors.hpp"
 #include "transform/geometry.hpp"
 #include "transform/label_map.hpp"
+#include "test_support.hpp"
+
+using shardpack::test::random_image;
 
 using namespace shardpack;
 
 namespace {
-
-image_u8 make_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, std::uint32_t seed) {
-    image_u8 img;
-    img.width = w;
-    img.height = h;
-    img.channels = c;
-    img.pixels.resize(std::size_t(w) * h * c);
-    std::mt19937 rng(seed);
-    for (auto& p : img.pixels) p = static_cast<std::uint8_t>(rng() & 0xFF);
-    return img;
-}
 
 image_u8 constant_image(std::uint32_t w, std::uint32_t h, std::uint32_t c, std::uint8_t v) {
     image_u8 img;
@@ -199,7 +191,7 @@ TEST_CASE("plan: option and size errors", "[transform][plan]") {
 
 TEST_CASE("crop without resize is a bit-exact slice and padding is 0", "[transform][image]") {
     for (const std::uint32_t c : {1u, 3u, 4u}) {
-        const image_u8 src = make_image(7, 5, c, 11 + c);
+        const image_u8 src = random_image(7, 5, c, 11 + c);
         // crop x (7 -> 4, offset 1), pad y (5 -> 8, pad 1)
         const auto plan = plan_geometry(7, 5, opts(4, 8, resize_mode::none, crop_mode::center));
         for (const auto f : all_filters) {
@@ -219,7 +211,7 @@ TEST_CASE("crop without resize is a bit-exact slice and padding is 0", "[transfo
         }
     }
     // topleft: crop from the top-left, pad at the bottom-right
-    const image_u8 src = make_image(6, 3, 3, 5);
+    const image_u8 src = random_image(6, 3, 3, 5);
     const image_u8 out = apply_geometry(src, plan_geometry(6, 3, opts(4, 5, resize_mode::none, crop_mode::topleft)),
                                         resample_filter::area);
     for (std::uint32_t y = 0; y < 5; ++y)
@@ -231,7 +223,7 @@ TEST_CASE("crop without resize is a bit-exact slice and padding is 0", "[transfo
 }
 
 TEST_CASE("identity plans return the source unchanged", "[transform][image]") {
-    const image_u8 src = make_image(33, 17, 3, 3);
+    const image_u8 src = random_image(33, 17, 3, 3);
     for (const auto& o : {opts(0, 0, resize_mode::none, crop_mode::center), opts(8, 8, resize_mode::none, crop_mode::none),
                           opts(33, 17, resize_mode::stretch, crop_mode::center),
                           opts(33, 17, resize_mode::none, crop_mode::center)}) {
@@ -270,7 +262,7 @@ TEST_CASE("a constant image stays constant under every filter and scale", "[tran
 
 TEST_CASE("area downscale by exactly 2 is the rounded 2x2 box mean", "[transform][image]") {
     for (const std::uint32_t c : {1u, 3u, 4u}) {
-        const image_u8 src = make_image(64, 38, c, 7 * c);
+        const image_u8 src = random_image(64, 38, c, 7 * c);
         const image_u8 out =
             apply_geometry(src, plan_geometry(64, 38, opts(32, 19, resize_mode::stretch, crop_mode::center)),
                            resample_filter::area);
@@ -338,7 +330,7 @@ TEST_CASE("bilinear 2 -> 4 upscale matches the triangle filter", "[transform][im
 
 TEST_CASE("resampling computes only the cropped window, matching resize-then-crop", "[transform][image]") {
     // shorter + center crop must equal stretching to the scaled size and slicing the window.
-    const image_u8 src = make_image(211, 97, 3, 21);
+    const image_u8 src = random_image(211, 97, 3, 21);
     for (const auto f : all_filters) {
         const auto plan = plan_geometry(211, 97, opts(40, 40, resize_mode::shorter, crop_mode::center, f));
         REQUIRE(plan.x.crop_offset > 0);
@@ -399,7 +391,7 @@ TEST_CASE("lanczos keeps values in range and is close to area on smooth images",
 }
 
 TEST_CASE("src_rows_needed: a truncated source gives identical output", "[transform][image][rows]") {
-    const image_u8 src = make_image(157, 233, 3, 99);
+    const image_u8 src = random_image(157, 233, 3, 99);
     int early = 0;
     for (const auto r : all_resize)
         for (const auto c : all_crop)
@@ -433,7 +425,7 @@ TEST_CASE("src_rows_needed: a truncated source gives identical output", "[transf
 }
 
 TEST_CASE("scratch reuse across plans gives the same bytes", "[transform][image]") {
-    const image_u8 a = make_image(320, 240, 3, 1), b = make_image(100, 150, 4, 2);
+    const image_u8 a = random_image(320, 240, 3, 1), b = random_image(100, 150, 4, 2);
     const auto pa = plan_geometry(320, 240, opts(128, 128, resize_mode::shorter, crop_mode::center));
     const auto pb = plan_geometry(100, 150, opts(64, 64, resize_mode::fit, crop_mode::center));
     resample_scratch scratch;
@@ -453,7 +445,7 @@ TEST_CASE("scratch reuse across plans gives the same bytes", "[transform][image]
 }
 
 TEST_CASE("resampling coefficients sum to exactly one in fixed point", "[transform][image]") {
-    const image_u8 src = make_image(1000, 700, 3, 4);
+    const image_u8 src = random_image(1000, 700, 3, 4);
     for (const auto f : all_filters)
         for (const auto& o : {opts(97, 31, resize_mode::stretch, crop_mode::center), opts(13, 7, resize_mode::stretch, crop_mode::center),
                               opts(2000, 1500, resize_mode::fit, crop_mode::center),
@@ -473,7 +465,7 @@ TEST_CASE("resampling coefficients sum to exactly one in fixed point", "[transfo
 }
 
 TEST_CASE("apply_geometry refuses a source that does not fit the plan", "[transform][image]") {
-    const image_u8 src = make_image(50, 40, 3, 1);
+    const image_u8 src = random_image(50, 40, 3, 1);
     const auto plan = plan_geometry(60, 40, opts(20, 20, resize_mode::stretch, crop_mode::center));
     CHECK_THROWS_AS(apply_geometry(src, plan, resample_filter::area), input_error);
 }

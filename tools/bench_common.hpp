@@ -1,5 +1,5 @@
 // What the benchmark programs in tools/ share, written once: medians, wall-clock seconds,
-// numbers printed for their JSON lines, and reading their options (each tool keeps its own
+// numbers printed for their JSON lines, the process's memory figures, and reading their options (each tool keeps its own
 // usage text; a bad option calls it, which prints it and exits 2).
 #pragma once
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,23 @@ inline std::string fixed(double v, int digits = 4) {
     char b[64];
     std::snprintf(b, sizeof b, "%.*f", digits, v);
     return b;
+}
+
+// A memory figure of this process from /proc/self/status, in KiB as the kernel gives it
+// ("VmRSS": resident now; "VmHWM": the peak so far); -1 where it cannot be read.
+inline long long process_status_kb(const char* field) {
+    std::FILE* f = std::fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    const std::size_t n = std::strlen(field);
+    char line[256];
+    long long kb = -1;
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, field, n) == 0 && line[n] == ':') {
+            kb = std::strtoll(line + n + 1, nullptr, 10);
+            break;
+        }
+    std::fclose(f);
+    return kb;
 }
 
 // "a,b,c" -> {"a", "b", "c"}.

@@ -6,14 +6,15 @@
 // (the real dataset_writer format: schema, classes, one entry per shard with a real-looking
 // file name, records, first_record, bytes and hash), bytes per shard entry, the time to parse
 // it with the reader's JSON parser and to walk the entries as dataset::open does (without
-// opening shard files), and the RSS the parsed tree holds (/proc/self/statm; one count per process
-// gives the cleanest figure).
+// opening shard files), and the RSS the parsed tree holds (VmRSS of /proc/self/status; one count
+// per process gives the cleanest figure).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
 #include "dataset/dataset_writer.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/detail/xxhash.hpp"
@@ -45,15 +46,6 @@ std::string make_manifest(std::size_t shards) {
     return out + "  ]\n}\n";
 }
 
-long current_rss_kb() {
-    long pages = 0, resident = 0;
-    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-        if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-        std::fclose(f);
-    }
-    return resident * 4;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +55,7 @@ int main(int argc, char** argv) {
     for (const std::size_t n : counts) {
         const std::string text = make_manifest(n);
         const std::string one = make_manifest(1);
-        const long rss0 = current_rss_kb();
+        const long long rss0 = shardpack::bench::process_status_kb("VmRSS");
         const auto t0 = std::chrono::steady_clock::now();
         const json m = json::parse(text);
         const auto t1 = std::chrono::steady_clock::now();
@@ -74,7 +66,7 @@ int main(int argc, char** argv) {
             total += e.at("bytes").as_u64() + e.at("file").as_string().size() + e.at("xxh3").as_string().size();
         }
         const auto t2 = std::chrono::steady_clock::now();
-        const long rss1 = current_rss_kb();
+        const long long rss1 = shardpack::bench::process_status_kb("VmRSS");
         std::printf("{\"shards\":%zu,\"manifest_bytes\":%zu,\"bytes_per_entry\":%.1f,\"parse_s\":%.3f,\"walk_s\":%.3f,"
                     "\"parse_rss_growth_mb\":%.1f,\"check\":%llu}\n",
                     n, text.size(), double(text.size() - one.size()) / double(n > 1 ? n - 1 : 1),

@@ -17,12 +17,8 @@
 
 namespace {
 double status_mb(const char* field) {
-    std::ifstream in("/proc/self/status");
-    std::string line;
-    const std::string want = std::string(field) + ":";
-    while (std::getline(in, line))
-        if (line.rfind(want, 0) == 0) return std::stod(line.substr(want.size())) / 1024.0;
-    return -1;
+    const long long kb = shardpack::bench::process_status_kb(field);
+    return kb < 0 ? -1 : double(kb) / 1024.0;
 }
 std::size_t mappings() {
     std::ifstream in("/proc/self/maps");

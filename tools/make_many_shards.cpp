@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
                 img.channels = 3;
                 img.pixels.assign(48, std::uint8_t(r));
                 std::vector<std::uint16_t> ids(16, std::uint16_t(r % 2));
-                encode_record(wo.schema, "r" + std::to_string(r), img, ids.data(), -1, decoded);
-                compressor.compress(decoded, stored);
+                const auto layout = encode_record(wo.schema, "r" + std::to_string(r), img, ids.data(), -1, decoded);
+                compressor.compress(decoded, layout, stored);
                 writer.add(stored);
             }
             writer.publish();

@@ -408,6 +408,10 @@ private:
 class dataset {
 public:
     static dataset open(const std::string& folder, const open_options& options = {});
+    // open() of a manifest.json the caller has read and parsed already (the packer's merge,
+    // which checks each part's manifest before it opens the part's shards): the same checks,
+    // no second read or parse, and no retry, so the shards opened are the ones it names.
+    static dataset open_from_manifest(const std::string& folder, detail::json manifest, const open_options& options = {});
 
     std::size_t size() const { return static_cast<std::size_t>(s_->first_record.back()); }
     const schema_info& schema() const { return s_->info; }
@@ -481,6 +485,11 @@ private:
 
     // `manifest_version`: storage::version_of(manifest.json) before this attempt.
     static dataset open_once(const std::string& folder, const open_options& options, const std::string& manifest_version);
+    // The rest of open_once, from the parsed manifest.
+    static dataset open_parsed(const std::string& folder, const open_options& options, const std::string& manifest_version,
+                               detail::json manifest);
+    // `options` with its storage set: the s3 opener's for an s3:// URL, else the local folder.
+    static open_options with_storage(const std::string& folder, const open_options& options);
     static std::size_t resolve_max_open_shards(const open_options& options);
     std::size_t checked_shard(std::size_t k) const {
         if (k >= s_->shard_count())

@@ -4,11 +4,10 @@
 // checksum, no conversion, no output arrays), the batch split over the threads in contiguous
 // parts as the extension splits it, on threads kept from call to call as the extension keeps
 // its pool (a thread started per batch waited for a core on a loaded machine: up to 5x slower
-// epochs, which made the floor too easy). The frames are found as tools/bench_read's bare_decode
-// finds them (codecs 2 and 3: one call per band frame at its place; codec 1: one call; raw: a
-// memcpy; another codec: an error).
+// epochs, which made the floor too easy). Each record is decoded by tools/bare_zstd.hpp's
+// bare_decode, the floor tools/bench_read measures against.
 //
-// Built by scripts/bench.sh (c++ -O2 -shared -fPIC -Iinclude ... -lzstd); used by
+// Built by scripts/bench.sh (c++ -O2 -shared -fPIC -Iinclude -Itools ... -lzstd); used by
 // py_read_bench.py run (the sp_zstd_u8 methods). C interface:
 //   void* bare_open(const char* dataset, char* error, size_t error_size)   NULL on failure
 //   int bare_read(void* h, const int64_t* indices, size_t n, size_t threads)  0, or -1
@@ -30,17 +29,15 @@
 #include <thread>
 #include <vector>
 
+#include "bare_zstd.hpp"  // tools/: the floor bench_read measures against, the same code
 #include "shardpack/reader.hpp"
 
 namespace {
 
 namespace d = shardpack::detail;
 
-struct stored_record {
-    const unsigned char* data = nullptr;
-    std::size_t stored = 0, decoded = 0;
-    std::uint32_t codec = 0;
-};
+using stored_record = shardpack::bench::stored_frames;
+using shardpack::bench::bare_decode;
 
 struct worker {
     std::unique_ptr<ZSTD_DCtx, d::dctx_deleter> dctx{ZSTD_createDCtx()};
@@ -111,45 +108,6 @@ struct handle {
     std::unique_ptr<part_pool> pool = std::make_unique<part_pool>();  // last: its threads stop first
 };
 
-void bare_decode(ZSTD_DCtx* dctx, const stored_record& r, const d::schema_record& schema, unsigned char* out) {
-    if (r.codec == d::codec_zstd) {
-        const std::size_t got = ZSTD_decompressDCtx(dctx, out, r.decoded, r.data, r.stored);
-        if (ZSTD_isError(got) || got != r.decoded) throw std::runtime_error("zstd failed");
-    } else if (r.codec == d::codec_zstd_bands || r.codec == d::codec_zstd_region_bands) {
-        // Codec 3 (format 1.3) is codec 2 with the label's own band height after the image's.
-        const auto lay = d::make_record_layout(schema, d::load_u32(r.data), d::load_u32(r.data + 4),
-                                               static_cast<std::int32_t>(d::load_u32(r.data + 8)), d::load_u32(r.data + 12));
-        std::memcpy(out, r.data, std::size_t(lay.image_offset));
-        const unsigned char* table = r.data + lay.image_offset;
-        const bool per_region = r.codec == d::codec_zstd_region_bands;
-        const std::size_t fixed = per_region ? d::region_band_table_fixed_size : d::band_table_fixed_size;
-        const std::uint32_t rows = d::load_u32(table), frames = d::load_u32(table + fixed - 4);
-        const std::uint32_t label_rows = per_region ? d::load_u32(table + 4) : rows;
-        const std::uint32_t bands = (lay.height + rows - 1) / rows;
-        const unsigned char* frame = table + fixed + 8 * std::size_t(frames);
-        for (std::uint32_t f = 0; f < frames; ++f) {
-            const bool label = f >= bands;
-            const std::uint32_t band = label ? f - bands : f;
-            const std::size_t row_bytes = std::size_t(label ? lay.label_bytes : lay.image_bytes) / lay.height;
-            const std::size_t band_rows = label ? label_rows : rows;
-            const std::size_t first = std::size_t(band) * band_rows, last = std::min<std::size_t>(first + band_rows, lay.height);
-            unsigned char* dst = out + (label ? lay.label_offset : lay.image_offset) + first * row_bytes;
-            const std::uint64_t entry = d::load_u64(table + fixed + 8 * std::size_t(f));
-            const std::size_t n = std::size_t(entry & ~d::band_stored_raw);
-            if (entry & d::band_stored_raw) {
-                std::memcpy(dst, frame, n);
-            } else {
-                const std::size_t got = ZSTD_decompressDCtx(dctx, dst, (last - first) * row_bytes, frame, n);
-                if (ZSTD_isError(got) || got != (last - first) * row_bytes) throw std::runtime_error("zstd failed");
-            }
-            frame += n;
-        }
-    } else if (r.codec == d::codec_raw) {
-        std::memcpy(out, r.data, r.stored);
-    } else {  // a codec this floor does not know would otherwise be timed as a copy
-        throw std::runtime_error("unknown codec " + std::to_string(r.codec));
-    }
-}
 
 }  // namespace
 
@@ -191,7 +149,7 @@ int bare_read(void* hp, const std::int64_t* indices, std::size_t n, std::size_t 
             for (std::size_t j = n * p / parts; j < n * (p + 1) / parts; ++j) {
                 const std::int64_t i = indices[j];
                 if (i < 0 || std::size_t(i) >= h.records.size()) throw std::runtime_error("index out of range");
-                bare_decode(w.dctx.get(), h.records[std::size_t(i)], schema, w.buffer.data());
+                bare_decode(w.dctx.get(), h.records[std::size_t(i)], schema, w.buffer.data(), std::size_t(i));
                 w.sink += w.buffer[w.buffer.size() / 2];
             }
         } catch (const std::exception&) {

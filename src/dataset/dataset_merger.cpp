@@ -45,6 +45,7 @@ struct part_info {
     std::uint64_t index = 0, count = 0, rows = 0, first_row = 0, part_rows = 0;
     std::string input_digest, options_digest, records_digest, fingerprints_digest, schema, classes;
     json build;
+    json manifest;  // as read and checked here; the part's shards are opened from it, not from a second read
 };
 
 std::string text_of(const json& j) { return j.dump(-1); }
@@ -101,6 +102,7 @@ part_info describe_part(const std::string& path) {
         p.classes = text_of(member(m, "", "classes"));
         p.build = member(m, "", "build");
         if (!p.build.is_object()) throw input_error(manifest_path + ": the member build is not an object");
+        p.manifest = std::move(m);
     } catch (const input_error&) {
         throw;
     } catch (const std::exception& e) {
@@ -303,7 +305,7 @@ merge_result merge_parts(const merge_options& o) {
                 open_options every_shard_mapped;  // the merge copies bytes straight from the mappings
                 every_shard_mapped.io = io_mode::mmap;
                 every_shard_mapped.max_open_shards = open_options::all_shards;
-                return dataset::open(p.path, every_shard_mapped);
+                return dataset::open_from_manifest(p.path, p.manifest, every_shard_mapped);
             } catch (const std::exception& e) {
                 throw input_error(part_name(p) + ": " + e.what());
             }

@@ -84,6 +84,29 @@ std::string hex(std::uint64_t v) {
     return buf;
 }
 
+using class_counts = std::vector<std::pair<std::uint32_t, std::uint64_t>>;
+
+// A field of per-class counts: "id:count" items separated by commas.
+void append_counts(std::string& out, const class_counts& counts) {
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+        if (i) out += ',';
+        out += std::to_string(counts[i].first) + ":" + std::to_string(counts[i].second);
+    }
+}
+
+bool parse_counts(const std::string& field, class_counts& counts) {
+    std::istringstream items(field);
+    std::string item;
+    while (std::getline(items, item, ',')) {
+        const auto colon = item.find(':');
+        std::uint64_t id = 0, n = 0;
+        if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) || !parse_u64(item.substr(colon + 1), n))
+            return false;
+        counts.emplace_back(static_cast<std::uint32_t>(id), n);
+    }
+    return true;
+}
+
 }  // namespace
 
 std::string format_fingerprint_header(const std::string& content_hash, const std::string& options_digest) {
@@ -95,17 +118,11 @@ void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
            std::to_string(r.image.mtime_ns) + "\t" + hex(r.image.hash) + "\t" + std::to_string(r.label.size) + "\t" +
            std::to_string(r.label.mtime_ns) + "\t" + hex(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
            std::to_string(r.unknown_pixels) + "\t";
-    for (std::size_t i = 0; i < r.class_counts.size(); ++i) {
-        if (i) out += ',';
-        out += std::to_string(r.class_counts[i].first) + ":" + std::to_string(r.class_counts[i].second);
-    }
+    append_counts(out, r.class_counts);
     // Two more fields only when there is something in them: lines of exact builds stay as they were.
     if (!r.tolerance_counts.empty() || !r.unknown_values.empty()) {
         out += "\t";
-        for (std::size_t i = 0; i < r.tolerance_counts.size(); ++i) {
-            if (i) out += ',';
-            out += std::to_string(r.tolerance_counts[i].first) + ":" + std::to_string(r.tolerance_counts[i].second);
-        }
+        append_counts(out, r.tolerance_counts);
         out += "\t";
         for (std::size_t i = 0; i < r.unknown_values.size(); ++i) {
             const auto& u = r.unknown_values[i];
@@ -131,39 +148,16 @@ namespace {
 bool parse_record_line(const std::vector<std::string>& cells, record_fingerprint& out) {
     if (cells.size() != 11 && cells.size() != 13) return false;
     record_fingerprint r;
-    std::uint64_t class_id = 0;
     std::int64_t cid = 0;
     if (!unescape(cells[0], r.key) || !unescape(cells[1], r.label_key) || !parse_u64(cells[2], r.image.size) ||
         !parse_i64(cells[3], r.image.mtime_ns) || !parse_u64(cells[4], r.image.hash, 16) ||
         !parse_u64(cells[5], r.label.size) || !parse_i64(cells[6], r.label.mtime_ns) ||
         !parse_u64(cells[7], r.label.hash, 16) || !parse_i64(cells[8], cid) || !parse_u64(cells[9], r.unknown_pixels))
         return false;
-    (void)class_id;
     r.class_id = static_cast<std::int32_t>(cid);
-    if (!cells[10].empty()) {
-        std::istringstream counts(cells[10]);
-        std::string item;
-        while (std::getline(counts, item, ',')) {
-            const auto colon = item.find(':');
-            std::uint64_t id = 0, n = 0;
-            if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) || !parse_u64(item.substr(colon + 1), n))
-                return false;
-            r.class_counts.emplace_back(static_cast<std::uint32_t>(id), n);
-        }
-    }
+    if (!parse_counts(cells[10], r.class_counts)) return false;
     if (cells.size() == 13) {
-        if (!cells[11].empty()) {
-            std::istringstream counts(cells[11]);
-            std::string item;
-            while (std::getline(counts, item, ',')) {
-                const auto colon = item.find(':');
-                std::uint64_t id = 0, n = 0;
-                if (colon == std::string::npos || !parse_u64(item.substr(0, colon), id) ||
-                    !parse_u64(item.substr(colon + 1), n))
-                    return false;
-                r.tolerance_counts.emplace_back(static_cast<std::uint32_t>(id), n);
-            }
-        }
+        if (!parse_counts(cells[11], r.tolerance_counts)) return false;
         if (!cells[12].empty()) {
             std::istringstream values(cells[12]);
             std::string item;

@@ -316,6 +316,13 @@ jpeg_session* jpeg_reader::take(const std::uint8_t* data, std::size_t size) {
     return session_.get();
 }
 
+jpeg_session& jpeg_reader::take_or_open(jpeg_reader* opened, const std::uint8_t* data, std::size_t size) {
+    if (opened != nullptr)
+        if (jpeg_session* s = opened->take(data, size)) return *s;
+    open(data, size);
+    return *take(data, size);
+}
+
 std::uint32_t jpeg_reader::width() const { return session_->cinfo.image_width; }
 std::uint32_t jpeg_reader::height() const { return session_->cinfo.image_height; }
 
@@ -326,12 +333,7 @@ void decode_jpeg(const std::uint8_t* data, std::size_t size, const decode_reques
 
     // The probe's session when it has one over these bytes (its header read), else our own.
     jpeg_reader own;
-    jpeg_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
-    if (taken == nullptr) {
-        own.open(data, size);
-        taken = own.take(data, size);
-    }
-    jpeg_session& s = *taken;
+    jpeg_session& s = own.take_or_open(opened, data, size);
     s.request = &req;
     jpeg_decompress_struct& cinfo = s.cinfo;
     if (req.max_decoder_memory != 0 && req.max_decoder_memory < std::uint64_t(jpeg_max_memory))

@@ -29,6 +29,9 @@ public:
     // The open session over these very bytes, still at the end of their header, for one decode
     // to continue; null otherwise. The session is then taken: a second call returns null.
     jpeg_detail::jpeg_session* take(const std::uint8_t* data, std::size_t size);
+    // The session a decode of data[0, size) continues: `opened`'s where it has one over these
+    // bytes (the probe's), else this reader's own, opened now.
+    jpeg_detail::jpeg_session& take_or_open(jpeg_reader* opened, const std::uint8_t* data, std::size_t size);
     std::uint32_t width() const;  // the header's size (valid after open)
     std::uint32_t height() const;
     // Frees libjpeg's structures.

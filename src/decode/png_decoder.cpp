@@ -56,12 +56,7 @@ void decode_png_libpng(const std::uint8_t* data, std::size_t size, const decode_
     // The probe's session when it has one over these bytes, else one of our own: either way
     // the header has been read once, here or by the probe.
     png_reader own;
-    png_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
-    if (taken == nullptr) {
-        own.open(data, size);
-        taken = own.take(data, size);
-    }
-    png_session& s = *taken;
+    png_session& s = own.take_or_open(opened, data, size);
     s.interrupt = req.interrupt;
     s.layout = req.layout;
     if (info != nullptr) *info = decoded_info{s.width, s.height};

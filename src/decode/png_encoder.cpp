@@ -1,14 +1,16 @@
-// Same longjmp discipline as the decoder: libpng runs only inside png_write_guarded(), which
-// holds no object with a destructor; the output vector lives in encode_png().
+// The read session's longjmp discipline (png_session.hpp), with its error handler and guard:
+// libpng runs only inside run_png_guarded(), and neither it nor the body holds an object with a
+// destructor; the output vector lives in encode_png().
 #include "decode/png_encoder.hpp"
 
 #include <png.h>
 
-#include <csetjmp>
-#include <cstdio>
 #include <new>
 #include <stdexcept>
 #include <string>
+
+#include "decode/png_session.hpp"
+#include "errors.hpp"
 
 namespace shardpack {
 
@@ -30,12 +32,6 @@ struct png_write_session_guard {
     ~png_write_session_guard() { png_destroy_write_struct(&s.png, &s.info); }
 };
 
-[[noreturn]] void on_png_write_error(png_structp png, png_const_charp message) {
-    auto* s = static_cast<png_write_session*>(png_get_error_ptr(png));
-    std::snprintf(s->message, sizeof s->message, "%s", message != nullptr ? message : "unknown libpng error");
-    png_longjmp(png, 1);
-}
-
 void on_png_write_warning(png_structp, png_const_charp) {}
 
 // A C++ exception must not cross libpng's C frames: catch it, then raise a libpng error
@@ -51,12 +47,6 @@ void write_to_vector(png_structp png, png_bytep data, std::size_t length) {
 }
 
 void flush_nothing(png_structp) {}
-
-bool png_write_guarded(png_write_session& s, void (*body)(png_write_session&)) {
-    if (setjmp(png_jmpbuf(s.png))) return false;
-    body(s);
-    return true;
-}
 
 void write_body(png_write_session& s) {
     const image_u8& img = *s.img;
@@ -85,7 +75,8 @@ std::vector<std::uint8_t> encode_png(const image_u8& img) {
     png_write_session_guard guard{s};
     s.img = &img;
     s.out = &out;
-    s.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s, on_png_write_error, on_png_write_warning);
+    s.png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &s, png_detail::png_error_handler<png_write_session>,
+                                    on_png_write_warning);
     if (s.png == nullptr) throw std::bad_alloc();
     s.info = png_create_info_struct(s.png);
     if (s.info == nullptr) throw std::bad_alloc();
@@ -93,9 +84,9 @@ std::vector<std::uint8_t> encode_png(const image_u8& img) {
     png_set_user_limits(s.png, 0x7FFFFFFF, 0x7FFFFFFF);  // PNG's own maximum, not libpng's 1e6 default
     png_set_compression_level(s.png, png_compression_level);
 
-    if (!png_write_guarded(s, write_body)) {
+    if (!png_detail::run_png_guarded(s, write_body)) {
         if (s.out_of_memory) throw std::bad_alloc();
-        throw std::runtime_error(std::string("PNG encode: ") + s.message);
+        throw io_error(std::string("PNG encode: ") + s.message);
     }
     return out;
 }

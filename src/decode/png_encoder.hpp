@@ -11,7 +11,8 @@ namespace shardpack {
 // zlib level 6, libpng's default adaptive filtering, no tIME/text/gamma chunks. The bytes
 // depend only on the pixels (and the zlib build), so the same image always gives the same file.
 // Throws std::invalid_argument for an empty image, another channel count or a pixel buffer of
-// the wrong size; std::runtime_error if libpng fails.
+// the wrong size; io_error "PNG encode: <libpng's reason>" if libpng fails (the caller adds
+// the file's name); std::bad_alloc.
 std::vector<std::uint8_t> encode_png(const image_u8& img);
 
 }  // namespace shardpack

@@ -27,6 +27,9 @@ public:
     // The open session over these very bytes, still at the end of their header, for one decode
     // to continue; null otherwise. The session is then taken: a second call returns null.
     png_detail::png_session* take(const std::uint8_t* data, std::size_t size);
+    // The session a decode of data[0, size) continues: `opened`'s where it has one over these
+    // bytes (the probe's), else this reader's own, opened now.
+    png_detail::png_session& take_or_open(png_reader* opened, const std::uint8_t* data, std::size_t size);
     // The header's facts (valid after open).
     const png_detail::png_session& session() const { return *session_; }
     // Frees libpng's structures.

@@ -53,12 +53,6 @@ std::size_t idat_run_end(const std::uint8_t* data, std::size_t size) {
     return in_idat ? pos : 0;
 }
 
-[[noreturn]] void on_png_error(png_structp png, png_const_charp message) {
-    auto* s = static_cast<png_session*>(png_get_error_ptr(png));
-    std::snprintf(s->message, sizeof s->message, "%s", message != nullptr ? message : "unknown libpng error");
-    png_longjmp(png, 1);
-}
-
 // Warnings never make an image fail; they only add detail to a header error.
 void on_png_warning(png_structp png, png_const_charp message) {
     auto* s = static_cast<png_session*>(png_get_error_ptr(png));
@@ -77,13 +71,6 @@ void read_from_memory(png_structp png, png_bytep out, std::size_t length) {
 }
 
 }  // namespace
-
-// Runs body(s) under setjmp; false when libpng raised an error (s.message says why).
-bool png_guarded(png_session& s, void (*body)(png_session&)) {
-    if (setjmp(png_jmpbuf(s.png))) return false;
-    body(s);
-    return true;
-}
 
 void read_header_body(png_session& s) {
     probe_counting::count(probe_counting::header_parses);
@@ -139,7 +126,7 @@ void open_png(png_session& s, const std::uint8_t* data, std::size_t size, const 
     s.interrupt = interrupt;
     s.size = data != nullptr ? size : 0;
     probe_counting::count(probe_counting::png_sessions);
-    s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, on_png_error, on_png_warning);
+    s.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &s, png_error_handler<png_session>, on_png_warning);
     if (s.png == nullptr) throw std::bad_alloc();
     s.info = png_create_info_struct(s.png);
     if (s.info == nullptr) throw std::bad_alloc();
@@ -194,6 +181,13 @@ png_detail::png_session* png_reader::take(const std::uint8_t* data, std::size_t 
     if (!session_ || !at_header_ || session_->data != data || session_->size != size) return nullptr;
     at_header_ = false;
     return session_.get();
+}
+
+png_detail::png_session& png_reader::take_or_open(png_reader* opened, const std::uint8_t* data, std::size_t size) {
+    if (opened != nullptr)
+        if (png_detail::png_session* s = opened->take(data, size)) return *s;
+    open(data, size);
+    return *take(data, size);
 }
 
 }  // namespace shardpack

@@ -5,23 +5,45 @@
 // reader with the interrupt check and the trailing-IDAT limit, libpng's size and chunk limits,
 // CRC errors fatal everywhere, and the ancillary chunks that cannot change pixels skipped.
 //
-// libpng reports errors by longjmp. The discipline: every libpng call that can fail runs
-// inside png_guarded(), whose only job is setjmp + one call of a plain "body" function; no
-// object with a destructor lives in png_guarded() or in any body, so a longjmp skips nothing
-// that needs cleaning up. All C++ objects (the output image, scratch rows, the png_reader
-// that owns the session and frees libpng's structures) live in the callers, which only ever
-// see a bool come back.
+// libpng reports errors by longjmp. The discipline, for every libpng session of the packer
+// (this read session and png_encoder's write session share the error handler and the guard
+// below): every libpng call that can fail runs inside run_png_guarded(), whose only job is
+// setjmp + one call of a plain "body" function; no object with a destructor lives in
+// run_png_guarded() or in any body, so a longjmp skips nothing that needs cleaning up. All C++
+// objects (the output image, scratch rows, the png_reader that owns the session and frees
+// libpng's structures) live in the callers, which only ever see a bool come back.
 #pragma once
 #include <png.h>
 
 #include <atomic>
+#include <csetjmp>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 
 #include "decode/decode_limits.hpp"
 #include "image.hpp"
 
 namespace shardpack::png_detail {
+
+// libpng's error handler of every session, read or write: png_create_*_struct(..., &s,
+// png_error_handler<Session>, ...). Keeps libpng's message in s.message and longjmps back to
+// the setjmp of the run_png_guarded() that made the failing call.
+template <class Session>
+[[noreturn]] void png_error_handler(png_structp png, png_const_charp message) {
+    auto* s = static_cast<Session*>(png_get_error_ptr(png));
+    std::snprintf(s->message, sizeof s->message, "%s", message != nullptr ? message : "unknown libpng error");
+    png_longjmp(png, 1);
+}
+
+// setjmp, then body(s): false when libpng raised an error (s.message says why). Never inlined,
+// so that the setjmp has a frame of its own, holding nothing with a destructor.
+template <class Session>
+[[gnu::noinline]] bool run_png_guarded(Session& s, void (*body)(Session&)) {
+    if (setjmp(png_jmpbuf(s.png))) return false;
+    body(s);
+    return true;
+}
 
 // Everything the libpng callbacks and the guarded bodies share. Plain data only.
 struct png_session {
@@ -65,8 +87,8 @@ struct png_session {
 // data[0, size); `interrupt` (may be null) stops a read when it turns non-zero.
 void open_png(png_session& s, const std::uint8_t* data, std::size_t size, const std::atomic<int>* interrupt);
 
-// Runs body(s) under setjmp; false when libpng raised an error (s.message says why).
-bool png_guarded(png_session& s, void (*body)(png_session&));
+// run_png_guarded for the read session.
+inline bool png_guarded(png_session& s, void (*body)(png_session&)) { return run_png_guarded(s, body); }
 
 // Bodies for png_guarded. The header: signature, IHDR and the chunks before IDAT.
 void read_header_body(png_session& s);

@@ -42,12 +42,7 @@ void decode_mask_values(const std::uint8_t* data, std::size_t size, file_format 
     if (format != file_format::png)
         throw decode_error(std::string("index masks must be PNG (found ") + format_name(format) + ")");
     png_reader own;
-    png_session* taken = opened != nullptr ? opened->take(data, size) : nullptr;
-    if (taken == nullptr) {
-        own.open(data, size);
-        taken = own.take(data, size);
-    }
-    png_session& s = *taken;
+    png_session& s = own.take_or_open(opened, data, size);
     s.interrupt = interrupt;
     if ((s.color_type & PNG_COLOR_MASK_COLOR) && s.color_type != PNG_COLOR_TYPE_PALETTE)
         throw decode_error("the mask is an RGB" + std::string(s.color_type & PNG_COLOR_MASK_ALPHA ? "A" : "") +

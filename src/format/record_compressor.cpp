@@ -49,9 +49,8 @@ std::size_t record_compressor::compress_frame(const unsigned char* src, std::siz
 
 // Codecs 2 and 3 (formats/shardpack-v1.md, 10.3): the record's bytes before the image verbatim,
 // the band table, then the image bands' frames and the label bands' frames.
-bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded, stored_record& out) {
+bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded, const record_layout& r, stored_record& out) {
     bool any_compressed = false;
-    const record_layout r = parse_record(schema_, decoded.data(), decoded.size());
     std::uint32_t image_rows = band_rows_for(r);
     std::uint32_t label_rows = r.label_bytes ? image_rows : 0;
     bool label_one_frame = false;
@@ -114,7 +113,14 @@ bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded
     return any_compressed;
 }
 
-void record_compressor::compress(const std::vector<unsigned char>& decoded, stored_record& out) {
+void record_compressor::compress(const std::vector<unsigned char>& decoded, const record_layout& layout, stored_record& out) {
+    if (layout.total_bytes != decoded.size())
+        throw std::logic_error("record_compressor: a layout of " + std::to_string(layout.total_bytes) + " bytes for a record of " +
+                               std::to_string(decoded.size()));
+    compress_with(decoded, &layout, out);
+}
+
+void record_compressor::compress_with(const std::vector<unsigned char>& decoded, const record_layout* layout, stored_record& out) {
     out.decoded_size = decoded.size();
     bool stored_compressed = false;
     if (codec_ == record_codec::zstd_record) {
@@ -124,7 +130,9 @@ void record_compressor::compress(const std::vector<unsigned char>& decoded, stor
     } else if (codec_ != record_codec::none) {
         // Kept when some band is compressed and the whole is smaller than the record; a record
         // whose bands are all raw is stored raw (codec 0), read in place from the mapping.
-        stored_compressed = compress_bands(decoded, out) && out.bytes.size() < decoded.size();
+        stored_compressed =
+            compress_bands(decoded, layout ? *layout : parse_record(schema_, decoded.data(), decoded.size()), out) &&
+            out.bytes.size() < decoded.size();
         out.codec = per_region_ ? codec_zstd_region_bands : codec_zstd_bands;
     }
     if (!stored_compressed) {

@@ -61,8 +61,12 @@ public:
     record_compressor(const record_compressor&) = delete;
     record_compressor& operator=(const record_compressor&) = delete;
 
-    // Fills `out` (its capacity is reused) from `decoded`.
-    void compress(const std::vector<unsigned char>& decoded, stored_record& out);
+    // Fills `out` (its capacity is reused) from `decoded`, a record of this `layout` (what
+    // encode_record returned for it).
+    void compress(const std::vector<unsigned char>& decoded, const detail::record_layout& layout, stored_record& out);
+    // The same for a record held only as bytes (tests): where band frames need the layout, it
+    // is parsed from them (detail::parse_record, which also checks them against the schema).
+    void compress(const std::vector<unsigned char>& decoded, stored_record& out) { compress_with(decoded, nullptr, out); }
 
     // The image's band height for a record of this layout: --band-rows (at most the height), else
     // about `band_bytes` of image a band (codec 2: the label's too).
@@ -79,8 +83,10 @@ private:
     ZSTD_CCtx_s* cctx_ = nullptr;
     std::vector<unsigned char> label_frame_;  // codec 3: the label plane as one frame, while it is judged
 
+    void compress_with(const std::vector<unsigned char>& decoded, const detail::record_layout* layout, stored_record& out);
     std::size_t compress_frame(const unsigned char* src, std::size_t n, std::vector<unsigned char>& out, std::size_t at);
-    bool compress_bands(const std::vector<unsigned char>& decoded, stored_record& out);  // true: some band compressed
+    // True: some band compressed.
+    bool compress_bands(const std::vector<unsigned char>& decoded, const detail::record_layout& r, stored_record& out);
 };
 
 }  // namespace shardpack

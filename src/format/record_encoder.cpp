@@ -7,7 +7,7 @@
 namespace shardpack {
 using namespace detail;
 
-void encode_record(const schema_record& schema, std::string_view key, const image_u8& image,
+record_layout encode_record(const schema_record& schema, std::string_view key, const image_u8& image,
                    const std::uint16_t* label_ids, std::int32_t class_id, std::vector<unsigned char>& out) {
     if (image.channels != schema.channels) throw std::logic_error("encode_record: image channels differ from the schema");
     if (key.size() > max_key_bytes) throw std::length_error("record key is longer than 65536 bytes");
@@ -28,7 +28,7 @@ void encode_record(const schema_record& schema, std::string_view key, const imag
     store_u32(p + 12, static_cast<std::uint32_t>(key.size()));
     std::memcpy(p + record_header_size, key.data(), key.size());
     std::memcpy(p + r.image_offset, image.pixels.data(), static_cast<std::size_t>(r.image_bytes));
-    if (schema.task != task_code::segmentation) return;
+    if (schema.task != task_code::segmentation) return r;
     if (!label_ids) throw std::logic_error("encode_record: segmentation record without labels");
     const std::size_t pixels = std::size_t(image.height) * image.width;
     unsigned char* label = p + r.label_offset;
@@ -41,6 +41,7 @@ void encode_record(const schema_record& schema, std::string_view key, const imag
     } else {
         for (std::size_t i = 0; i < pixels; ++i) store_u16(label + 2 * i, label_ids[i]);
     }
+    return r;
 }
 
 }  // namespace shardpack

@@ -13,7 +13,9 @@ namespace shardpack {
 // `label_ids`: segmentation only, height*width class ids (ignore_value where ignored) in the
 // image's geometry; expanded to one-hot or narrowed to the index dtype as the schema says.
 // `class_id`: classification only (-1 otherwise). `out` is reused; its capacity is kept.
-void encode_record(const detail::schema_record& schema, std::string_view key, const image_u8& image,
+// Returns the record's layout (where the key, image and label lie in `out`), which the
+// compressor cuts the bands by: it is computed here once, not parsed back from the bytes.
+detail::record_layout encode_record(const detail::schema_record& schema, std::string_view key, const image_u8& image,
                    const std::uint16_t* label_ids, std::int32_t class_id, std::vector<unsigned char>& out);
 
 }  // namespace shardpack

@@ -9,10 +9,9 @@
 #include <oneapi/tbb/task_arena.h>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
-#include "decode/image_decoder.hpp"
-#include "decode/png_value_decoder.hpp"
 #include "errors.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/mask_mapper.hpp"
@@ -35,8 +34,7 @@ struct census_worker {
     value_totals totals;  // rows are row indices
     std::unordered_map<std::uint32_t, file_tally> file;
     std::vector<std::uint8_t> bytes;
-    image_u8 colors;
-    value_plane values;
+    mask_scratch decoded;  // the mask, decoded as a build decodes it (pipeline/mask_mapper)
     std::string path;
     std::vector<unreadable_mask> unreadable;
     std::uint64_t masks = 0, pixels = 0;
@@ -77,6 +75,9 @@ color_census scan_mask_colors(const color_census_options& o) {
     census.tolerance = o.tolerance;
     const bool have_table = !list.classes.empty();
     mask_value_kind kind = o.mask_values;
+    // With a class table, the build's mapper: its lookups match the census's colors or values
+    // to classes as a build would map them.
+    std::optional<mask_mapper> mapper;
     if (have_table) {
         build_options b;
         b.input = in;
@@ -84,6 +85,7 @@ color_census scan_mask_colors(const color_census_options& o) {
         b.color_tolerance = o.tolerance;
         b.ignore_values = o.ignore_values;
         kind = resolve_mask_values(b, list.classes);
+        mapper.emplace(list.classes, kind, b, std::string());
     } else if (kind == mask_value_kind::automatic) {
         kind = mask_value_kind::color;
     }
@@ -105,17 +107,14 @@ color_census scan_mask_colors(const color_census_options& o) {
                 w.file.clear();
                 if (why.empty()) {
                     try {
+                        decode_mask(w.bytes.data(), w.bytes.size(), format, kind, 0, w.decoded);  // whole
                         if (census.index_masks) {
-                            decode_mask_values(w.bytes.data(), w.bytes.size(), format, 0, w.values, nullptr);
-                            const value_plane& v = w.values;
+                            const value_plane& v = w.decoded.values;
                             tally_runs(v.width, v.height, [&](std::uint32_t x, std::uint32_t y) { return std::uint32_t(v.row(y)[x]); },
                                        w.file);
                             w.pixels += std::uint64_t(v.width) * v.height;
                         } else {
-                            decode_request req;
-                            req.layout = pixel_layout::rgb;
-                            decode_image(w.bytes.data(), w.bytes.size(), format, req, w.colors);
-                            const image_u8& m = w.colors;
+                            const image_u8& m = w.decoded.colors;
                             tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
                                 const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;
                                 return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2];
@@ -145,19 +144,8 @@ color_census scan_mask_colors(const color_census_options& o) {
     }
     std::sort(census.unreadable.begin(), census.unreadable.end(), [](const auto& a, const auto& b) { return a.line < b.line; });
 
-    std::optional<color_lookup> colors;
-    std::optional<value_lookup> values;
-    if (have_table && census.index_masks) {
-        std::vector<std::uint16_t> v;
-        const bool given = classes_have_values(list.classes);
-        for (std::size_t id = 0; id < list.classes.size(); ++id)
-            v.push_back(static_cast<std::uint16_t>(given ? list.classes[id].value : std::int32_t(id)));
-        values.emplace(v, o.ignore_values);
-    } else if (have_table) {
-        std::vector<label_color> c;
-        for (const auto& e : list.classes) c.push_back({e.r, e.g, e.b});
-        colors.emplace(c, o.tolerance);
-    }
+    const color_lookup* colors = mapper ? mapper->color_table() : nullptr;
+    const value_lookup* values = mapper ? mapper->value_table() : nullptr;
     std::vector<bool> used(list.classes.size(), false);
     for (const auto& [k, t] : totals.values()) {
         census_entry e;

@@ -13,8 +13,14 @@ namespace shardpack {
 using detail::json;
 
 namespace {
+// An encoder failure is reported as a failure to write the file it was for.
 void write_png(const std::string& path, const image_u8& img) {
-    const std::vector<std::uint8_t> png = encode_png(img);
+    std::vector<std::uint8_t> png;
+    try {
+        png = encode_png(img);
+    } catch (const std::exception& e) {
+        throw io_error("cannot write " + path + ": " + e.what());
+    }
     write_file_atomically(path, std::string(png.begin(), png.end()));
 }
 }  // namespace

@@ -129,7 +129,7 @@ build_result run_build(const build_options& options) {
                         [&](sample_job* job) { transformer(*job, scratch.local()); return job; }) &
                     tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
                         [&](sample_job* job) {
-                            if (job->ok() && !job->reuse) compressors.local().compress(job->decoded, job->stored);
+                            if (job->ok() && !job->reuse) compressors.local().compress(job->decoded, job->layout, job->stored);
                             return job;
                         }) &
                     tbb::make_filter<sample_job*, void>(tbb::filter_mode::serial_in_order,

@@ -71,12 +71,25 @@ std::string mask_mapper::explain_value(std::uint16_t value) const {
     return text;
 }
 
+void decode_mask(const std::uint8_t* data, std::size_t size, file_format format, mask_value_kind kind, std::uint32_t max_rows,
+                 mask_scratch& scratch, const std::atomic<int>* interrupt) {
+    if (kind == mask_value_kind::index) {
+        decode_mask_values(data, size, format, max_rows, scratch.values, interrupt, &scratch.session.png);
+        return;
+    }
+    decode_request request;
+    request.layout = pixel_layout::rgb;
+    request.max_rows = max_rows;
+    request.interrupt = interrupt;
+    decode_image(data, size, format, request, scratch.colors, nullptr, &scratch.session);
+}
+
 void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format format, const geometry_plan& plan,
                       std::uint16_t ignore_value,
                       label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
                       const std::atomic<int>* interrupt) const {
+    decode_mask(data, size, format, kind_, plan.y.src_rows_needed(), scratch, interrupt);
     if (values_) {
-        decode_mask_values(data, size, format, plan.y.src_rows_needed(), scratch.values, interrupt, &scratch.session.png);
         try {
             map_index_mask(scratch.values, plan, *values_, policy_, ignore_value, out, &unknown, &stats);
         } catch (const unknown_value_error& e) {
@@ -84,11 +97,6 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format fo
         }
         return;
     }
-    decode_request request;
-    request.layout = pixel_layout::rgb;
-    request.max_rows = plan.y.src_rows_needed();
-    request.interrupt = interrupt;
-    decode_image(data, size, format, request, scratch.colors, nullptr, &scratch.session);
     try {
         map_mask(scratch.colors, plan, *colors_, policy_, ignore_value, out, nullptr, &unknown, &stats);
     } catch (const unknown_color_error& e) {

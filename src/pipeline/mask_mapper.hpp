@@ -31,6 +31,14 @@ struct mask_scratch {
     probe_session session;  // the mask's libpng/libjpeg session, opened by its probe (probe_image), taken up by map()
 };
 
+// Decodes a mask file as a build does for masks of this kind (color or index): a color mask to
+// RGB in scratch.colors, an index mask to its values in scratch.values; rows [0, max_rows)
+// (0: all). `format`: the file's, sniffed when it was read. Takes up scratch.session where a
+// probe left one open over these bytes. Throws decode_error.
+// interrupt: the build's signal flag, polled inside the decode (may be null).
+void decode_mask(const std::uint8_t* data, std::size_t size, file_format format, mask_value_kind kind, std::uint32_t max_rows,
+                 mask_scratch& scratch, const std::atomic<int>* interrupt = nullptr);
+
 class mask_mapper {
 public:
     // kind: resolved (color or index). `hint`: how to list every color of the input, for messages
@@ -46,6 +54,12 @@ public:
     void map(const std::uint8_t* data, std::size_t size, file_format format, const geometry_plan& plan, std::uint16_t ignore_value,
              label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
              const std::atomic<int>* interrupt = nullptr) const;
+
+    // How mask values are matched to classes: a color mask's colors (exactly or within the
+    // tolerance), or an index mask's values (through the table's ids, --ignore-values). Null
+    // for the other kind.
+    const color_lookup* color_table() const { return colors_ ? &*colors_ : nullptr; }
+    const value_lookup* value_table() const { return values_ ? &*values_ : nullptr; }
 
     // "nearest class 'road' (128,64,128) at distance 2: --color-tolerance 2 would map it" and so on.
     std::string explain_color(std::uint32_t rgb) const;

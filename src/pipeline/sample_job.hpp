@@ -10,6 +10,7 @@
 #include "decode/sniff.hpp"
 #include "format/stored_record.hpp"
 #include "input/input_list.hpp"
+#include "shardpack/detail/format.hpp"
 
 namespace shardpack {
 
@@ -25,6 +26,7 @@ struct sample_job {
     file_format image_format = file_format::unknown;  // the files' formats, sniffed once as they are read
     file_format label_format = file_format::unknown;
     std::vector<unsigned char> decoded;       // the record payload
+    detail::record_layout layout;             // where its key, image and label lie (from encode_record)
     stored_record stored;                     // what goes into the shard
     std::string error;                        // why the sample is rejected; empty when good
     std::vector<std::uint64_t> class_counts;  // pixels (segmentation) or 1 (classification) per class

@@ -176,7 +176,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         job.class_counts.resize(schema_.class_count);
         job.class_counts[std::size_t(class_id)] += 1;
     }
-    encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded);
+    job.layout = encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded);
 }
 
 geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, const geometry_plan& full_plan,

@@ -6,8 +6,9 @@
 
 #include "dataset/dataset_names.hpp"
 #include "dataset/folder_ledger.hpp"
+#include "dataset/manifest_file.hpp"
 #include "inspect/dataset_verifier.hpp"
-#include "io/input_file.hpp"
+#include "io/output_folder.hpp"
 #include "shardpack/detail/error.hpp"
 #include "shardpack/detail/shard_table.hpp"
 #include "shardpack/reader.hpp"
@@ -59,18 +60,19 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
     r.url = where.url();
     const std::string manifest_path = dir + "/" + manifest_file_name;
 
-    // 1. The local dataset, verified in full, and its manifest as it was verified.
-    auto read_manifest = [&] { return input_file(manifest_path).read_all(detail::manifest_max_bytes); };
-    const std::string manifest_text = read_manifest();
+    // 1. The local dataset, verified in full, and its manifest as it was verified: read, as
+    // every command reads a dataset's own files, through the folder (never through a link).
+    const auto folder = output_folder::open(dir, false, true);  // the folder as named
+    const std::string manifest_text = read_manifest_text(*folder);
     const verify_result v = verify_dataset(dir);
     if (!v.ok()) {
         std::string first = v.problems.front();
         throw error(dir + ": not pushed: verification found " + std::to_string(v.problems.size()) + " problem(s); the first: " +
                     first);
     }
-    if (read_manifest() != manifest_text)
+    if (read_manifest_text(*folder) != manifest_text)
         throw error(dir + ": not pushed: manifest.json was replaced while it was verified (a rebuild?); push again");
-    const detail::json manifest = detail::json::parse(manifest_text, detail::manifest_max_values);
+    const detail::json manifest = parse_manifest(manifest_text);
     r.content_hash = manifest.at("content_hash").as_string();
     r.records = manifest.at("records").as_u64();
     std::map<std::string, std::uint64_t> local;  // name -> bytes
@@ -80,7 +82,7 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
         // (before the manifest that names it).
         const std::string& name = table->at("file").as_string();
         if (!is_shard_table_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard table name");
-        const std::string bytes = input_file(dir + "/" + name).read_all(detail::shard_table_max_bytes);
+        const std::string bytes = folder->read_own(name, detail::shard_table_max_bytes);
         for (const auto& [shard, size] : table_files(bytes, dir + "/" + name)) {
             local[shard] = size;
             order.push_back(shard);

@@ -148,8 +148,8 @@ inline void write_variable_size(const std::string& dir, detail::layout_code layo
     const std::uint32_t sizes[][2] = {{5, 3}, {1, 1}, {9, 2}};
     for (std::uint32_t i = 0; i < 3; ++i) {
         const auto s = test::make_sample(i, sizes[i][0], sizes[i][1], 3, o.classes, true);
-        encode_record(wo.schema, s.key, s.image, s.ids.data(), s.class_id, decoded);
-        compressor.compress(decoded, stored);
+        const auto layout = encode_record(wo.schema, s.key, s.image, s.ids.data(), s.class_id, decoded);
+        compressor.compress(decoded, layout, stored);
         writer.add(stored);
     }
     writer.publish();

@@ -63,7 +63,7 @@ def test_uint8_runs_time_bare_zstd_in_their_own_process(cls_job, tmp_path):
     if cxx is None:
         pytest.skip("no C++ compiler to build scripts/bench/py_bare_zstd.cpp")
     lib = tmp_path / "libpy_bare_zstd.so"
-    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(ROOT / "include"), "-o", str(lib),
+    subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-I", str(ROOT / "include"), "-I", str(ROOT / "tools"), "-o", str(lib),
                     str(BENCH / "py_bare_zstd.cpp"), "-lzstd"], check=True, timeout=300)
     r = subprocess.run([sys.executable, str(BENCH / "py_read_bench.py"), "run", "--method", "sp_zstd_u8", "--work",
                         str(cls_job / "job"), "--epochs", "3", "--check", "--bare-lib", str(lib)],

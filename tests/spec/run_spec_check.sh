@@ -51,59 +51,34 @@ if raw == 0:
 print(f"spec reader agrees on {raw} raw bands")
 PY
 
-# The golden test vector, as a dataset with the manifest the spec shows for it.
-mkdir -p "$work/golden"
-python3 - "$src/tests/golden/tiny_shard.hex" "$work/golden" <<'PY'
-import json, sys
-data = bytearray()
-for line in open(sys.argv[1]):
-    data += bytes(int(w, 16) for w in line.split()[1:])
-name = "shard-00000-d908886912887cfc.spk"
-open(f"{sys.argv[2]}/{name}", "wb").write(data)
-json.dump({"format": "shardpack", "format_version": "1.0", "records": 1,
-           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": "d908886912887cfc"}]},
-          open(f"{sys.argv[2]}/manifest.json", "w"))
-PY
-$reader "$work/golden" >"$work/golden.py.jsonl"
-"$dump" "$work/golden" >"$work/golden.cpp.jsonl"
-diff -u "$work/golden.cpp.jsonl" "$work/golden.py.jsonl"
-grep -q '"key": "a.png"' "$work/golden.py.jsonl"
+# Both readers read the dataset $work/FOLDER and must agree; its first record's key must be KEY.
+readers_agree() {  # FOLDER KEY
+  $reader "$work/$1" >"$work/$1.py.jsonl"
+  "$dump" "$work/$1" >"$work/$1.cpp.jsonl"
+  diff -u "$work/$1.cpp.jsonl" "$work/$1.py.jsonl"
+  grep -q "\"key\": \"$2\"" "$work/$1.py.jsonl"
+}
 
-# The 1.1 test vector (band frames).
-mkdir -p "$work/golden11"
-python3 - "$src/tests/golden/band_shard.hex" "$work/golden11" <<'PY'
+# A golden test vector (a hex dump of one shard) as a dataset with the manifest the spec shows
+# for it, read by both readers.
+check_golden_vector() {  # HEX_FILE FOLDER_NAME SHARD_NAME FORMAT_VERSION XXH3 KEY
+  mkdir -p "$work/$2"
+  python3 - "$src/tests/golden/$1" "$work/$2" "$3" "$4" "$5" <<'PY'
 import json, sys
+hex_file, folder, name, version, xxh3 = sys.argv[1:6]
 data = bytearray()
-for line in open(sys.argv[1]):
+for line in open(hex_file):
     data += bytes(int(w, 16) for w in line.split()[1:])
-name = "shard-00000-band.spk"
-open(f"{sys.argv[2]}/{name}", "wb").write(data)
-json.dump({"format": "shardpack", "format_version": "1.1", "records": 1,
-           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": ""}]},
-          open(f"{sys.argv[2]}/manifest.json", "w"))
+open(f"{folder}/{name}", "wb").write(data)
+json.dump({"format": "shardpack", "format_version": version, "records": 1,
+           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": xxh3}]},
+          open(f"{folder}/manifest.json", "w"))
 PY
-$reader "$work/golden11" >"$work/golden11.py.jsonl"
-"$dump" "$work/golden11" >"$work/golden11.cpp.jsonl"
-diff -u "$work/golden11.cpp.jsonl" "$work/golden11.py.jsonl"
-grep -q '"key": "b.png"' "$work/golden11.py.jsonl"
-
-# The 1.3 test vector (band frames with a band height per region).
-mkdir -p "$work/golden13"
-python3 - "$src/tests/golden/region_band_shard.hex" "$work/golden13" <<'PY'
-import json, sys
-data = bytearray()
-for line in open(sys.argv[1]):
-    data += bytes(int(w, 16) for w in line.split()[1:])
-name = "shard-00000-region.spk"
-open(f"{sys.argv[2]}/{name}", "wb").write(data)
-json.dump({"format": "shardpack", "format_version": "1.3", "records": 1,
-           "shards": [{"file": name, "records": 1, "first_record": 0, "bytes": len(data), "xxh3": ""}]},
-          open(f"{sys.argv[2]}/manifest.json", "w"))
-PY
-$reader "$work/golden13" >"$work/golden13.py.jsonl"
-"$dump" "$work/golden13" >"$work/golden13.cpp.jsonl"
-diff -u "$work/golden13.cpp.jsonl" "$work/golden13.py.jsonl"
-grep -q '"key": "c.png"' "$work/golden13.py.jsonl"
+  readers_agree "$2" "$6"
+}
+check_golden_vector tiny_shard.hex golden shard-00000-d908886912887cfc.spk 1.0 d908886912887cfc a.png
+check_golden_vector band_shard.hex golden11 shard-00000-band.spk 1.1 "" b.png                 # band frames
+check_golden_vector region_band_shard.hex golden13 shard-00000-region.spk 1.3 "" c.png        # a band height per region
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
 # the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.
@@ -122,10 +97,7 @@ json.dump({"format": "shardpack", "format_version": "1.2", "records": 1,
            "shard_table": {"file": "shards-12a5db2463b6bb48.spt", "bytes": len(table), "xxh3": "12a5db2463b6bb48"}},
           open(f"{sys.argv[3]}/manifest.json", "w"))
 PY
-$reader "$work/golden12" >"$work/golden12.py.jsonl"
-"$dump" "$work/golden12" >"$work/golden12.cpp.jsonl"
-diff -u "$work/golden12.cpp.jsonl" "$work/golden12.py.jsonl"
-grep -q '"key": "a.png"' "$work/golden12.py.jsonl"
+readers_agree golden12 a.png
 "$many" "$work/table3" --shards 3 --records 2 --shard-table always 2>/dev/null
 $reader "$work/table3" >"$work/table3.py.jsonl"
 "$dump" "$work/table3" >"$work/table3.cpp.jsonl"

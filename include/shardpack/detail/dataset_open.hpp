@@ -56,7 +56,7 @@ inline url_storage_opener& s3_storage_opener() {
 }
 }  // namespace detail
 
-inline dataset dataset::open(const std::string& folder, const open_options& options) {
+inline open_options dataset::with_storage(const std::string& folder, const open_options& options) {
     open_options resolved = options;
     if (!resolved.storage && folder.rfind("s3://", 0) == 0) {
         if (!detail::s3_storage_opener())
@@ -67,6 +67,16 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
     if (!resolved.storage)
         resolved.storage = std::make_shared<detail::local_storage>(
             folder, options.io == io_mode::pread ? io_mode::pread : io_mode::mmap);
+    return resolved;
+}
+
+inline dataset dataset::open_from_manifest(const std::string& folder, detail::json manifest, const open_options& options) {
+    const open_options resolved = with_storage(folder, options);
+    return open_parsed(folder, resolved, resolved.storage->version_of(manifest_file_name), std::move(manifest));
+}
+
+inline dataset dataset::open(const std::string& folder, const open_options& options) {
+    const open_options resolved = with_storage(folder, options);
     const storage& store = *resolved.storage;
     // A reader slower than the rebuilds (a slow file system, many shards) can see the manifest
     // replaced more than once while it opens; it tries again while each failure coincides with
@@ -87,19 +97,29 @@ inline dataset dataset::open(const std::string& folder, const open_options& opti
 inline dataset dataset::open_once(const std::string& folder, const open_options& options,
                                   const std::string& manifest_version) {
     using namespace detail;
+    json manifest;
+    {
+        // The storage's errors name the file.
+        const std::string manifest_text = options.storage->read_small_file(manifest_file_name, manifest_max_bytes);
+        try {
+            manifest = json::parse(manifest_text, manifest_max_values);
+        } catch (const error& e) {
+            throw error(folder + "/" + manifest_file_name + ": " + e.what());
+        }
+    }
+    return open_parsed(folder, options, manifest_version, std::move(manifest));
+}
+
+inline dataset dataset::open_parsed(const std::string& folder, const open_options& options, const std::string& manifest_version,
+                                    detail::json manifest) {
+    using namespace detail;
     auto st = std::make_shared<dataset_state>();
     st->path = folder;
     st->store = options.storage;
     st->verify = options.verify_checksums;
     const storage& store = *st->store;
     st->manifest_version = manifest_version;
-    const std::string manifest_path = folder + "/" + manifest_file_name;
-    const std::string manifest_text = store.read_small_file(manifest_file_name, manifest_max_bytes);  // its errors name the file
-    try {
-        st->manifest = json::parse(manifest_text, manifest_max_values);
-    } catch (const error& e) {
-        throw error(manifest_path + ": " + e.what());
-    }
+    st->manifest = std::move(manifest);
     const json& m = st->manifest;
     try {
         if (m.at("format").as_string() != "shardpack") throw error("not a shardpack manifest");
