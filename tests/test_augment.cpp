@@ -3,8 +3,10 @@
 // boxes depend on (seed, epoch, index) alone and cover every valid offset.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "pipeline/option_names.hpp"
 #include "shardpack/reader.hpp"
@@ -173,6 +175,84 @@ TEST_CASE("given boxes and flips are applied as given, impossible ones are refus
     REQUIRE(!got.vflip);
     const auto full = ds.at(2);
     REQUIRE(whole == expected_window<std::uint8_t>(full.image().data(), 16, 3, {0, 0, 12, 16, true, false}, false));
+}
+
+TEST_CASE("a batch read in slices equals the batch read whole, given boxes and applied ones included", "[augment]") {
+    // sample_buffers::slice, as the Python binding splits a batch among threads: each slice's
+    // pointers, capacities, applied boxes and given-box slots move on by its first sample.
+    temp_dir dir("slices");
+    synthetic_options o;
+    o.records = 7;
+    o.band_rows = 4;
+    write_synthetic(dir.str(), o);
+    for (const bool classification : {false, true}) {
+        if (classification) {
+            o.segmentation = false;
+            write_synthetic(dir.str() + "/cls", o);
+        }
+        auto ds = dataset::open(classification ? dir.str() + "/cls" : dir.str());
+        const std::size_t n = 7, h = 5, w = 6, c = 3, k = o.classes;
+        std::vector<crop_box> given(n);
+        for (std::size_t j = 0; j < n; ++j) given[j] = {std::uint32_t(j % 8), std::uint32_t((3 * j) % 11), 0, 0, j % 2 == 1, j % 3 == 0};
+        augmentation a;
+        a.height = h;
+        a.width = w;
+        a.position = crop_position::given;
+        a.hflip = flip_mode::given;
+        a.vflip = flip_mode::given;
+        a.given = given.data();
+        const std::size_t label_n = classification ? k : h * w * k;
+        auto read = [&](const std::vector<std::size_t>& cuts) {
+            std::vector<float> image(n * h * w * c, -1.0f);
+            std::vector<std::uint8_t> label(n * label_n, 7);
+            std::vector<std::int64_t> class_ids(n, -2);
+            std::vector<crop_box> applied(n);
+            sample_buffers all;
+            all.image_f32 = image.data();
+            all.image_capacity = image.size();
+            all.label_u8 = label.data();
+            all.label_capacity = label.size();
+            all.class_id_i64 = class_ids.data();
+            all.channels_first = true;
+            all.augment = &a;
+            all.applied = applied.data();
+            const std::size_t order[n] = {6, 2, 0, 5, 1, 4, 3};
+            read_context ctx;
+            for (std::size_t p = 0; p + 1 < cuts.size(); ++p) {
+                const std::size_t begin = cuts[p], count = cuts[p + 1] - cuts[p];
+                ds.read_batch(order + begin, count, all.slice(begin, count, n), ctx);
+            }
+            return std::make_tuple(image, label, class_ids, applied);
+        };
+        const auto whole = read({0, n});
+        const auto sliced = read({0, 2, 3, 3, n});  // an empty slice too
+        REQUIRE(std::get<0>(sliced) == std::get<0>(whole));
+        REQUIRE(std::get<1>(sliced) == std::get<1>(whole));
+        REQUIRE(std::get<2>(sliced) == std::get<2>(whole));
+        for (std::size_t j = 0; j < n; ++j) {
+            const crop_box& got = std::get<3>(sliced)[j];
+            REQUIRE(got.y == given[j].y);
+            REQUIRE(got.x == given[j].x);
+            REQUIRE(got.hflip == given[j].hflip);
+            REQUIRE(got.vflip == given[j].vflip);
+        }
+        // Every slot was written: no sentinel left.
+        REQUIRE(std::count(std::get<0>(whole).begin(), std::get<0>(whole).end(), -1.0f) == 0);
+        REQUIRE(std::count(std::get<1>(whole).begin(), std::get<1>(whole).end(), std::uint8_t(7)) == 0);
+        REQUIRE(std::count(std::get<2>(whole).begin(), std::get<2>(whole).end(), std::int64_t(-2)) == 0);
+        // A slice's capacity is its own samples': a read of one sample more is refused.
+        const std::size_t three[3] = {0, 1, 2};
+        read_context ctx;
+        std::vector<float> image(n * h * w * c);
+        std::vector<std::uint8_t> label(n * label_n);
+        sample_buffers all;
+        all.image_f32 = image.data();
+        all.image_capacity = image.size();
+        all.label_u8 = label.data();
+        all.label_capacity = label.size();
+        all.augment = &a;
+        REQUIRE_THROWS(ds.read_batch(three, 3, all.slice(4, 2, n), ctx));
+    }
 }
 
 TEST_CASE("random boxes depend on seed, epoch and index alone, for any thread count and order", "[augment]") {

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "decode/image_decoder.hpp"
 #include "decode/jpeg_encoder.hpp"

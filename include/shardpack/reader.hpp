@@ -125,9 +125,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -285,6 +283,15 @@ struct sample_buffers {
     // sizes above count the output window (height x width), not the record.
     const augmentation* augment = nullptr;
     crop_box* applied = nullptr;  // optional, one per sample: the window and flips each sample got
+    // The batch slot of this buffer's first sample: augment->given is looked up at first_slot +
+    // slot (0 for a whole batch; a slice's begin).
+    std::size_t first_slot = 0;
+
+    // Samples [begin, begin + count) of a batch of `batch` samples laid out in these buffers,
+    // for one thread of a batch split among several: every pointer moved on by `begin` samples,
+    // every capacity `count` samples' worth (each capacity / batch per sample), `applied` and
+    // `first_slot` moved on with them.
+    sample_buffers slice(std::size_t begin, std::size_t count, std::size_t batch) const;
 };
 
 }  // namespace shardpack

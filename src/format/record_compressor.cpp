@@ -113,14 +113,20 @@ bool record_compressor::compress_bands(const std::vector<unsigned char>& decoded
     return any_compressed;
 }
 
-void record_compressor::compress(const std::vector<unsigned char>& decoded, const record_layout& layout, stored_record& out) {
+void record_compressor::compress(std::vector<unsigned char>& decoded, const record_layout& layout, stored_record& out) {
     if (layout.total_bytes != decoded.size())
         throw std::logic_error("record_compressor: a layout of " + std::to_string(layout.total_bytes) + " bytes for a record of " +
                                std::to_string(decoded.size()));
-    compress_with(decoded, &layout, out);
+    if (!try_compress(decoded, &layout, out)) out.bytes.swap(decoded);  // raw: the record's own buffer, not a copy
+    out.checksum = XXH3_64bits(out.bytes.data(), out.bytes.size());
 }
 
-void record_compressor::compress_with(const std::vector<unsigned char>& decoded, const record_layout* layout, stored_record& out) {
+void record_compressor::compress(const std::vector<unsigned char>& decoded, stored_record& out) {
+    if (!try_compress(decoded, nullptr, out)) out.bytes.assign(decoded.begin(), decoded.end());
+    out.checksum = XXH3_64bits(out.bytes.data(), out.bytes.size());
+}
+
+bool record_compressor::try_compress(const std::vector<unsigned char>& decoded, const record_layout* layout, stored_record& out) {
     out.decoded_size = decoded.size();
     bool stored_compressed = false;
     if (codec_ == record_codec::zstd_record) {
@@ -135,11 +141,8 @@ void record_compressor::compress_with(const std::vector<unsigned char>& decoded,
             out.bytes.size() < decoded.size();
         out.codec = per_region_ ? codec_zstd_region_bands : codec_zstd_bands;
     }
-    if (!stored_compressed) {
-        out.bytes.assign(decoded.begin(), decoded.end());
-        out.codec = codec_raw;
-    }
-    out.checksum = XXH3_64bits(out.bytes.data(), out.bytes.size());
+    if (!stored_compressed) out.codec = codec_raw;
+    return stored_compressed;
 }
 
 }  // namespace shardpack

@@ -62,11 +62,14 @@ public:
     record_compressor& operator=(const record_compressor&) = delete;
 
     // Fills `out` (its capacity is reused) from `decoded`, a record of this `layout` (what
-    // encode_record returned for it).
-    void compress(const std::vector<unsigned char>& decoded, const detail::record_layout& layout, stored_record& out);
-    // The same for a record held only as bytes (tests): where band frames need the layout, it
-    // is parsed from them (detail::parse_record, which also checks them against the schema).
-    void compress(const std::vector<unsigned char>& decoded, stored_record& out) { compress_with(decoded, nullptr, out); }
+    // encode_record returned for it). A record stored raw is not copied: `out.bytes` and
+    // `decoded` swap buffers (both keep their capacity), and `decoded` is left holding bytes of
+    // no meaning, for the next encode_record to overwrite.
+    void compress(std::vector<unsigned char>& decoded, const detail::record_layout& layout, stored_record& out);
+    // The same for a record held only as bytes (tests), which stay as they are (a raw record is
+    // copied): where band frames need the layout, it is parsed from them (detail::parse_record,
+    // which also checks them against the schema).
+    void compress(const std::vector<unsigned char>& decoded, stored_record& out);
 
     // The image's band height for a record of this layout: --band-rows (at most the height), else
     // about `band_bytes` of image a band (codec 2: the label's too).
@@ -83,7 +86,10 @@ private:
     ZSTD_CCtx_s* cctx_ = nullptr;
     std::vector<unsigned char> label_frame_;  // codec 3: the label plane as one frame, while it is judged
 
-    void compress_with(const std::vector<unsigned char>& decoded, const detail::record_layout* layout, stored_record& out);
+    // Compresses `decoded` into `out` and returns true, or returns false when the record is to
+    // be stored raw (codec 0): the caller then puts its bytes into out.bytes. `layout`: null
+    // parses it from the bytes where band frames need it.
+    bool try_compress(const std::vector<unsigned char>& decoded, const detail::record_layout* layout, stored_record& out);
     std::size_t compress_frame(const unsigned char* src, std::size_t n, std::vector<unsigned char>& out, std::size_t at);
     // True: some band compressed.
     bool compress_bands(const std::vector<unsigned char>& decoded, const detail::record_layout& r, stored_record& out);

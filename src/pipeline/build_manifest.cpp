@@ -49,13 +49,16 @@ json manifest_build_json(const build_options& o, const input_list& input, mask_v
         build.set("mask_values", word_of(mask_values_words, mask_values));
         if (!index_masks) build.set("color_tolerance", o.color_tolerance);
         if (index_masks) {
-            json ignored = json::array();
-            for (auto v : o.ignore_values) ignored.push(unsigned(v));
-            build.set("ignore_values", ignored);
-            json values = json::array();
+            // The number arrays are filled as json::array_t and wrapped once: json::push of a
+            // temporary number makes GCC 12 warn (-Wmaybe-uninitialized, a false positive in
+            // std::variant's move of the string alternative). The JSON is the same.
+            json::array_t ignored;
+            for (auto v : o.ignore_values) ignored.emplace_back(unsigned(v));
+            build.set("ignore_values", std::move(ignored));
+            json::array_t values;
             for (std::size_t c = 0; c < input.classes.size(); ++c)
-                values.push(input.classes[c].value >= 0 ? unsigned(input.classes[c].value) : unsigned(c));
-            build.set("class_values", values);
+                values.emplace_back(input.classes[c].value >= 0 ? unsigned(input.classes[c].value) : unsigned(c));
+            build.set("class_values", std::move(values));
         }
     }
     return build;
@@ -73,9 +76,9 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     d.set("unknown_label", word_of(unknown_label_words, o.unknown_label));
     d.set("mask_values", mask_values);
     d.set("color_tolerance", o.color_tolerance);
-    json ignored = json::array();
-    for (auto v : o.ignore_values) ignored.push(unsigned(v));
-    d.set("ignore_values", ignored);
+    json::array_t ignored;  // not json::push: see manifest_build_json
+    for (auto v : o.ignore_values) ignored.emplace_back(unsigned(v));
+    d.set("ignore_values", std::move(ignored));
     d.set("compression", word_of(compression_words, o.codec));
     d.set("level", o.level);
     d.set("band_rows", std::uint64_t(o.band_rows));

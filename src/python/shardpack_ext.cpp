@@ -700,7 +700,7 @@ public:
             throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
         std::vector<shardpack::crop_box> applied(augmented && !boxes_obj.is_none() ? n : 0);
 
-        // One sample_buffers for the whole batch; each part offsets its pointers.
+        // One sample_buffers for the whole batch; each part reads its slice.
         shardpack::sample_buffers all;
         all.channels_first = channels_first;
         all.norm = norm;
@@ -727,6 +727,13 @@ public:
                 all.class_id = class_ids.data();
             }
         }
+        all.image_capacity = n * image_n;
+        all.label_capacity = all.label_index_capacity = n * label_n;
+        if (augmented) {
+            if (!given.empty()) aug.given = given.data();
+            all.augment = &aug;
+            if (!applied.empty()) all.applied = applied.data();
+        }
 
         std::size_t parts = std::max<std::size_t>(1, std::min(threads, n));
         worker_pool& workers = pool();
@@ -734,26 +741,7 @@ public:
         const std::function<void(std::size_t)> part = [&](std::size_t p) {
             const std::size_t begin = n * p / parts, end = n * (p + 1) / parts;
             const std::size_t count = end - begin;
-            shardpack::sample_buffers out = all;
-            out.image_capacity = count * image_n;
-            if (out.image_f32) out.image_f32 += begin * image_n;
-            if (out.image_u8) out.image_u8 += begin * image_n;
-            out.label_capacity = out.label_index_capacity = count * label_n;
-            if (out.label_f32) out.label_f32 += begin * label_n;
-            if (out.label_u8) out.label_u8 += begin * label_n;
-            if (out.label_index_i64) out.label_index_i64 += begin * label_n;
-            if (out.label_index_u8) out.label_index_u8 += begin * label_n;
-            if (out.label_index) out.label_index += begin * label_n;
-            if (out.class_id_i64) out.class_id_i64 += begin;
-            if (out.class_id) out.class_id += begin;
-            // Given boxes and the applied ones are per slot of this part's batch.
-            shardpack::augmentation part_aug = aug;
-            if (augmented) {
-                if (!given.empty()) part_aug.given = given.data() + begin;
-                out.augment = &part_aug;
-                if (!applied.empty()) out.applied = applied.data() + begin;
-            }
-            ds.read_batch(which.data() + begin, count, out, thread_context());
+            ds.read_batch(which.data() + begin, count, all.slice(begin, count, n), thread_context());
         };
         {
             gil_released unlocked;

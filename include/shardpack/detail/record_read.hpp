@@ -154,7 +154,7 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
-        const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), slot);
+        const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), out.first_slot + slot);
         if (out.applied) out.applied[slot] = b;
         return fill(window(full, b, ctx), out, slot);
     }
@@ -187,7 +187,7 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     smp.rec_ = stored;  // only the header is read from here; decoded regions go to ctx.buffer_
     if (aug) {
         // Only the bands that hold the window's rows, into their places in the context's buffer.
-        const crop_box b = plan_augmentation(*aug, i, layout.height, layout.width, slot);
+        const crop_box b = plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot);
         if (out.applied) out.applied[slot] = b;
         ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
         unsigned char* buf = ctx.buffer_.data();
@@ -248,6 +248,28 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
         throw error(s_->where(k, local) + ": " + ex.what());
     }
     fill_record_labels(s, layout, rest, slot);
+}
+
+inline sample_buffers sample_buffers::slice(std::size_t begin, std::size_t count, std::size_t batch) const {
+    sample_buffers part = *this;
+    const auto per_sample = [batch](std::size_t capacity) { return batch == 0 ? 0 : capacity / batch; };
+    const std::size_t image_n = per_sample(image_capacity), label_n = per_sample(label_capacity),
+                      index_n = per_sample(label_index_capacity);
+    part.image_capacity = count * image_n;
+    part.label_capacity = count * label_n;
+    part.label_index_capacity = count * index_n;
+    if (image_u8) part.image_u8 += begin * image_n;
+    if (image_f32) part.image_f32 += begin * image_n;
+    if (label_u8) part.label_u8 += begin * label_n;
+    if (label_f32) part.label_f32 += begin * label_n;
+    if (label_index) part.label_index += begin * index_n;
+    if (label_index_i64) part.label_index_i64 += begin * index_n;
+    if (label_index_u8) part.label_index_u8 += begin * index_n;
+    if (class_id) part.class_id += begin;
+    if (class_id_i64) part.class_id_i64 += begin;
+    if (applied) part.applied += begin;
+    part.first_slot = first_slot + begin;
+    return part;
 }
 
 inline void dataset::read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out,
