@@ -407,6 +407,91 @@ TEST_CASE("the one-hot scan finds each pixel's class and the ignore value, to th
         }
 }
 
+// Index labels into every label output (one-hot uint8 and float32, interleaved and planar; class
+// ids as uint16, int64 and uint8): the vector loops (16 pixels a step, SSSE3 shuffles where the
+// CPU has them, SSE2 widening) give what a per-pixel reference gives, for every class count up to
+// the shuffles' 16 and past it, ids at and past the class count (the ignore value: an all-zero
+// one-hot pixel), and spans of every length around the steps at odd places in the record, which
+// leave every byte outside the span as it was. uint16 ids (the scalar path) alike. About 0.2 s.
+TEST_CASE("index labels convert to every label output as a per-pixel reference says, vector loops or not", "[reader]") {
+    std::mt19937 rng(23);
+    const std::size_t pixels = 1000;
+    const std::pair<std::size_t, std::size_t> spans[] = {{0, pixels}, {0, 1},   {3, 15},  {5, 16},   {7, 17},  {1, 31},
+                                                         {2, 33},     {11, 47}, {64, 49}, {517, 483}, {999, 1}, {100, 0}};
+    struct variant {
+        std::uint32_t classes, dtype_bytes;
+    };
+    std::vector<variant> variants;
+    for (std::uint32_t k : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 12u, 15u, 16u, 17u, 40u, 255u}) variants.push_back({k, 1});
+    variants.push_back({6, 2});
+    variants.push_back({300, 2});
+    for (const variant& v : variants) {
+        detail::schema_record s;
+        s.task = detail::task_code::segmentation;
+        s.label_layout = detail::layout_code::index;
+        s.label_dtype_bytes = static_cast<std::uint8_t>(v.dtype_bytes);
+        s.class_count = v.classes;
+        s.ignore_value = v.dtype_bytes == 1 ? 255u : 65535u;
+        const std::size_t k = v.classes;
+        const std::uint32_t id_limit = v.dtype_bytes == 1 ? 256u : 65536u;
+        std::vector<std::uint32_t> ids(pixels);
+        for (auto& id : ids) {
+            const std::uint32_t r = rng() % 10;
+            id = r == 0 ? s.ignore_value : r == 1 ? std::uint32_t(k + rng() % (id_limit - k)) : std::uint32_t(rng() % k);
+        }
+        std::vector<unsigned char> stored(pixels * v.dtype_bytes);
+        for (std::size_t p = 0; p < pixels; ++p) {
+            if (v.dtype_bytes == 1) stored[p] = static_cast<unsigned char>(ids[p]);
+            else detail::store_u16(stored.data() + 2 * p, static_cast<std::uint16_t>(ids[p]));
+        }
+        for (const auto& [first, count] : spans)
+            for (bool planar : {false, true}) {
+                INFO("classes " << k << ", id bytes " << v.dtype_bytes << ", span " << first << "+" << count << ", planar " << planar);
+                // Outputs prefilled with a marker, the span converted from its stored ids alone.
+                std::vector<std::uint8_t> one_hot(pixels * k, 7), index_u8(pixels, 7);
+                std::vector<float> one_hot_f32(pixels * k, 7.0f);
+                std::vector<std::uint16_t> index(pixels, 7);
+                std::vector<std::int64_t> index_i64(pixels, 7);
+                sample_buffers out;
+                out.label_u8 = one_hot.data();
+                out.label_f32 = one_hot_f32.data();
+                out.label_capacity = one_hot.size();
+                out.label_index = index.data();
+                out.label_index_i64 = index_i64.data();
+                if (k <= 255) out.label_index_u8 = index_u8.data();
+                out.label_index_capacity = pixels;
+                out.channels_first = planar;
+                // The span's ids in a buffer of their size: a read past them is seen by ASan.
+                const std::vector<unsigned char> span_ids(stored.begin() + std::ptrdiff_t(first * v.dtype_bytes),
+                                                          stored.begin() + std::ptrdiff_t((first + count) * v.dtype_bytes));
+                const unsigned char* label = count ? span_ids.data() : stored.data() + first * v.dtype_bytes;  // never null
+                detail::fill_label_span(s, label, detail::pixel_span{first, count, pixels}, out, 0);
+                // Every value of every output against the reference; the first wrong one named.
+                std::size_t wrong = 0;
+                std::string first_wrong;
+                const auto expect = [&](bool ok, std::size_t p, const char* output) {
+                    if (ok) return;
+                    if (wrong++ == 0) first_wrong = std::string(output) + " at pixel " + std::to_string(p) + " (id " + std::to_string(ids[p]) + ")";
+                };
+                for (std::size_t p = 0; p < pixels; ++p) {
+                    const bool in = p >= first && p < first + count;
+                    for (std::size_t c = 0; c < k; ++c) {
+                        const std::size_t at = planar ? c * pixels + p : p * k + c;
+                        const int want = in ? int(ids[p] == c) : 7;
+                        expect(one_hot[at] == want, p, "one-hot uint8");
+                        expect(one_hot_f32[at] == float(want), p, "one-hot float32");
+                    }
+                    expect(index[p] == (in ? ids[p] : 7u), p, "uint16 ids");
+                    expect(index_i64[p] == (in ? std::int64_t(ids[p]) : 7), p, "int64 ids");
+                    // (uint8 ids narrowed: a uint16 map's ignore value 65535 becomes 255)
+                    if (k <= 255) expect(index_u8[p] == (in ? std::uint8_t(ids[p]) : 7u), p, "uint8 ids");
+                }
+                INFO(first_wrong);
+                REQUIRE(wrong == 0);
+            }
+    }
+}
+
 // float32 images: the vector conversion (AVX2 where the CPU has it) gives, bit for bit, the
 // scalar expression (v / 255 - mean) / stddev that the per-channel lookup table holds, for every
 // byte value, channel count, length (the vector loop's 24-value steps and the scalar rest) and
@@ -664,6 +749,91 @@ TEST_CASE("crops of per-region band records equal crops of raw records", "[forma
 // shrinks 32 times or more is one frame and the image is cut into bands of about 128 KiB; a label
 // that shrinks less is cut at the image's height of about 256 KiB, as codec 2 cuts both. Records
 // of 1024x100 RGB pixels (3072-byte rows: 42 rows a band at 128 KiB, 85 at 256 KiB). Under a second.
+// A crop decompresses a band that its last row ends early in only up to that row (streaming zstd,
+// where that skips 1/8 of the band or more: a label stored as one frame, mostly). Every window
+// position of every height, so that crops end in every row of every band, flipped or not, of
+// records whose label is one zstd frame or in bands, one-hot and index labels: the same bytes as
+// the crop of the raw record. About 1 s.
+TEST_CASE("a crop at every position of a band record equals that crop of the raw record", "[format][bands][augment]") {
+    for (const auto layout : {detail::layout_code::one_hot, detail::layout_code::index}) {
+        synthetic_options o;
+        o.records = 3;
+        o.width = 9;
+        o.height = 40;
+        o.classes = 5;
+        o.layout = layout;
+        o.codec = record_codec::none;
+        temp_dir raw_dir("rawcrop");
+        write_synthetic(raw_dir.str(), o);
+        const auto raw = dataset::open(raw_dir.str());
+        // Label one frame with image bands of 4 and 13 rows and one frame; both in bands of 7 rows.
+        for (const auto [band_rows, label_band_rows] : {std::pair{4u, 40u}, {13u, 40u}, {40u, 40u}, {7u, 0u}}) {
+            temp_dir band_dir("bandcrop");
+            o.codec = record_codec::zstd;
+            o.band_rows = band_rows;
+            o.label_band_rows = label_band_rows;
+            write_synthetic(band_dir.str(), o);
+            const auto banded = dataset::open(band_dir.str());
+            {  // the label frames are zstd frames (the partial decode is for those)
+                detail::shard_file f(only_shard(band_dir.str()), "s");
+                const auto schema = detail::decode_schema(reinterpret_cast<const unsigned char*>(f.schema_bytes().data()),
+                                                          f.schema_bytes().size());
+                for (std::size_t i = 0; i < f.record_count(); ++i) {
+                    const detail::index_entry e = f.entry(i);
+                    const unsigned char* stored = f.bytes() + e.offset;
+                    const auto bands = detail::parse_band_table(detail::parse_record(schema, stored, e.decoded_size), stored,
+                                                                e.stored_size, e.codec);
+                    for (std::uint32_t b = 0; b < bands.label_bands; ++b) REQUIRE_FALSE(bands.frame_raw(bands.image_bands + b));
+                }
+            }
+            for (std::uint32_t crop_height : {1u, 5u, 34u, 40u}) {
+                const std::uint32_t crop_width = 4;
+                std::vector<crop_box> boxes;
+                for (std::uint32_t y = 0; y + crop_height <= o.height; ++y)
+                    for (std::uint32_t x = 0; x + crop_width <= o.width; ++x) {
+                        crop_box b;
+                        b.y = y;
+                        b.x = x;
+                        b.hflip = (x + y) % 3 == 1;
+                        b.vflip = (x + y) % 5 == 2;
+                        boxes.push_back(b);
+                    }
+                augmentation a;
+                a.height = crop_height;
+                a.width = crop_width;
+                a.position = crop_position::given;
+                a.hflip = flip_mode::given;
+                a.vflip = flip_mode::given;
+                a.given = boxes.data();
+                const std::size_t n = std::size_t(crop_height) * crop_width, batch = boxes.size();
+                auto crops = [&](const dataset& ds, std::size_t record) {
+                    std::vector<std::uint8_t> image(batch * n * 3), one_hot(batch * n * o.classes);
+                    std::vector<std::uint16_t> ids(batch * n);
+                    sample_buffers out;
+                    out.image_u8 = image.data();
+                    out.image_capacity = image.size();
+                    out.label_u8 = one_hot.data();
+                    out.label_capacity = one_hot.size();
+                    out.label_index = ids.data();
+                    out.label_index_capacity = ids.size();
+                    out.augment = &a;
+                    read_context ctx;
+                    const std::vector<std::size_t> which(batch, record);
+                    ds.read_batch(which.data(), which.size(), out, ctx);
+                    image.insert(image.end(), one_hot.begin(), one_hot.end());
+                    for (std::uint16_t id : ids) image.push_back(static_cast<std::uint8_t>(id));
+                    return image;
+                };
+                for (std::size_t record = 0; record < o.records; ++record) {
+                    INFO("layout " << int(layout) << ", band rows " << band_rows << "/" << label_band_rows << ", crop height "
+                                   << crop_height << ", record " << record);
+                    REQUIRE(crops(banded, record) == crops(raw, record));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("codec 3 cuts the image finer and keeps the label one frame only when the label shrinks 32 times", "[format][bands]") {
     detail::schema_record schema = golden_segmentation_options("", 0, 0).schema;  // sizes vary per record
     schema.class_count = 200;

@@ -28,13 +28,38 @@ inline bool draw_flip(std::uint64_t r, float p) {
     return double(r >> 40) < double(p) * double(1u << 24);
 }
 
+// copy_mirrored for pixels of N bytes, N known at compile time: each pixel's memcpy is a move or
+// two, where a size known only at run time made it a call into the C library per pixel (a
+// one-hot label's pixels, one byte a class: 8% of a flipped 256x256 crop's time, 6 classes).
+template <std::size_t N>
+inline void copy_mirrored_fixed(unsigned char* dst, const unsigned char* src, std::size_t count) {
+    const unsigned char* s = src + (count - 1) * N;
+    for (std::size_t i = 0; i < count; ++i, dst += N, s -= N) std::memcpy(dst, s, N);
+}
+
 // Copies `count` pixels of `bytes` bytes each from src to dst, in reverse order (a mirrored row).
 inline void copy_mirrored(unsigned char* dst, const unsigned char* src, std::size_t count, std::size_t bytes) {
-    const unsigned char* s = src + (count - 1) * bytes;
     switch (bytes) {
-        case 1: for (std::size_t i = 0; i < count; ++i) dst[i] = src[count - 1 - i]; break;
-        case 3: for (std::size_t i = 0; i < count; ++i, dst += 3, s -= 3) { dst[0] = s[0]; dst[1] = s[1]; dst[2] = s[2]; } break;
-        default: for (std::size_t i = 0; i < count; ++i, dst += bytes, s -= bytes) std::memcpy(dst, s, bytes);
+        case 1: for (std::size_t i = 0; i < count; ++i) dst[i] = src[count - 1 - i]; return;
+        case 2: return copy_mirrored_fixed<2>(dst, src, count);
+        case 3: return copy_mirrored_fixed<3>(dst, src, count);
+        case 4: return copy_mirrored_fixed<4>(dst, src, count);
+        case 5: return copy_mirrored_fixed<5>(dst, src, count);
+        case 6: return copy_mirrored_fixed<6>(dst, src, count);
+        case 7: return copy_mirrored_fixed<7>(dst, src, count);
+        case 8: return copy_mirrored_fixed<8>(dst, src, count);
+        case 9: return copy_mirrored_fixed<9>(dst, src, count);
+        case 10: return copy_mirrored_fixed<10>(dst, src, count);
+        case 11: return copy_mirrored_fixed<11>(dst, src, count);
+        case 12: return copy_mirrored_fixed<12>(dst, src, count);
+        case 13: return copy_mirrored_fixed<13>(dst, src, count);
+        case 14: return copy_mirrored_fixed<14>(dst, src, count);
+        case 15: return copy_mirrored_fixed<15>(dst, src, count);
+        case 16: return copy_mirrored_fixed<16>(dst, src, count);
+        default: {
+            const unsigned char* s = src + (count - 1) * bytes;
+            for (std::size_t i = 0; i < count; ++i, dst += bytes, s -= bytes) std::memcpy(dst, s, bytes);
+        }
     }
 }
 

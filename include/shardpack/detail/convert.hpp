@@ -9,6 +9,7 @@
 #include <immintrin.h>  // SSSE3 shuffles for channel planes, AVX2 float conversions (compiled for them only where used)
 #endif
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -122,6 +123,49 @@ __attribute__((target("ssse3"))) inline std::size_t planes3_ssse3(const unsigned
 inline bool cpu_has_ssse3() {
     static const bool has = __builtin_cpu_supports("ssse3");
     return has;
+}
+
+// One-hot bytes from uint8 class ids, interleaved (dst[p * k + c] = ids[p] == c), for k of 1 to
+// 16 classes, 16 pixels a step: their 16 * k output bytes are k vectors, and byte i of vector j
+// belongs to pixel (16 * j + i) / k and class (16 * j + i) % k, so each vector is a shuffle of
+// the 16 ids compared with a constant. One pass of full-width stores: a zeroed output and then
+// one byte stored a pixel went over the output twice, the second time byte by byte; the write of
+// the output (6 bytes a pixel for 6 classes) is now what it costs (an AVX2 version, 32-byte
+// stores, was no faster). An id of k or more (the ignore value) matches no class: zeros, as the
+// scalar code writes. Compiled for SSSE3 whatever the build's flags, called only where the CPU
+// has it.
+struct one_hot_shuffle {
+    alignas(16) std::uint8_t pick[16][16];     // [j][i]: the pixel (0-15) byte i of vector j comes from
+    alignas(16) std::uint8_t classes[16][16];  // [j][i]: the class it stands for
+};
+inline const one_hot_shuffle& one_hot_shuffle_for(std::size_t k) {  // 1 <= k <= 16
+    static const auto tables = [] {
+        std::array<one_hot_shuffle, 17> t{};
+        for (std::size_t n = 1; n <= 16; ++n)
+            for (std::size_t j = 0; j < n; ++j)
+                for (std::size_t i = 0; i < 16; ++i) {
+                    t[n].pick[j][i] = static_cast<std::uint8_t>((16 * j + i) / n);
+                    t[n].classes[j][i] = static_cast<std::uint8_t>((16 * j + i) % n);
+                }
+        return t;
+    }();
+    return tables[k];
+}
+__attribute__((target("ssse3"))) inline std::size_t one_hot_from_ids_ssse3(const unsigned char* ids, std::uint8_t* dst,
+                                                                            std::size_t count, std::size_t k) {
+    const one_hot_shuffle& t = one_hot_shuffle_for(k);
+    const __m128i one = _mm_set1_epi8(1);
+    std::size_t p = 0;
+    for (; p + 16 <= count; p += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ids + p));
+        std::uint8_t* out = dst + p * k;
+        for (std::size_t j = 0; j < k; ++j) {
+            const __m128i picked = _mm_shuffle_epi8(v, _mm_load_si128(reinterpret_cast<const __m128i*>(t.pick[j])));
+            const __m128i hit = _mm_cmpeq_epi8(picked, _mm_load_si128(reinterpret_cast<const __m128i*>(t.classes[j])));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * j), _mm_and_si128(hit, one));
+        }
+    }
+    return p;  // pixels done; the caller does the rest
 }
 
 // dst[i] = (float(src[i]) / 255 - mean[i % n]) / stddev[i % n], 24 values a step (n: 1, 3 or
@@ -334,6 +378,99 @@ inline void fill_image_span(const schema_record& s, const unsigned char* image, 
     }
 }
 
+// 0/1 bytes, ids[p] == c, for `count` uint8 ids: one plane of a planar one-hot output.
+inline void plane_from_ids(const unsigned char* __restrict ids, std::uint8_t* __restrict dst, std::size_t count, std::uint8_t c) {
+    std::size_t p = 0;
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    const __m128i want = _mm_set1_epi8(static_cast<char>(c)), one = _mm_set1_epi8(1);
+    for (; p + 16 <= count; p += 16) {
+        const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(ids + p));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + p), _mm_and_si128(_mm_cmpeq_epi8(v, want), one));
+    }
+#endif
+    for (; p < count; ++p) dst[p] = ids[p] == c;
+}
+
+// dst[i] = T(bytes[i]) for `count` bytes: 0/1 one-hot values as float, uint8 class ids as
+// uint16 or int64 (SSE2, 16 values a step: the compiler leaves such a loop scalar at -O2).
+template <class T>
+inline void widen_bytes(const std::uint8_t* __restrict bytes, T* __restrict dst, std::size_t count) {
+    std::size_t i = 0;
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, std::uint16_t> || std::is_same_v<T, std::int64_t>) {
+        const __m128i zero = _mm_setzero_si128();
+        for (; i + 16 <= count; i += 16) {
+            const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes + i));
+            const __m128i lo = _mm_unpacklo_epi8(v, zero), hi = _mm_unpackhi_epi8(v, zero);  // 8 uint16 each
+            if constexpr (std::is_same_v<T, std::uint16_t>) {
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), lo);
+                _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 8), hi);
+            } else {
+                const __m128i q[4] = {_mm_unpacklo_epi16(lo, zero), _mm_unpackhi_epi16(lo, zero), _mm_unpacklo_epi16(hi, zero),
+                                      _mm_unpackhi_epi16(hi, zero)};  // 4 uint32 each
+                for (int j = 0; j < 4; ++j) {
+                    if constexpr (std::is_same_v<T, float>) {
+                        _mm_storeu_ps(dst + i + 4 * j, _mm_cvtepi32_ps(q[j]));
+                    } else {
+                        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 4 * j), _mm_unpacklo_epi32(q[j], zero));
+                        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i + 4 * j + 2), _mm_unpackhi_epi32(q[j], zero));
+                    }
+                }
+            }
+        }
+    }
+#endif
+    for (; i < count; ++i) dst[i] = T(bytes[i]);
+}
+
+// One-hot uint8 (dst[p * k + c] = ids[p] == c) from `count` uint8 class ids of k classes
+// (k <= 255: uint8 ids allow no more), in one pass over the output.
+inline void one_hot_bytes_from_ids(const unsigned char* ids, std::uint8_t* dst, std::size_t count, std::size_t k) {
+    std::size_t p = 0;
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    if (k <= 16 && cpu_has_ssse3()) p = one_hot_from_ids_ssse3(ids, dst, count, k);
+#endif
+    for (; p < count; ++p) {
+        std::uint8_t* v = dst + p * k;
+        for (std::size_t c = 0; c < k; ++c) v[c] = ids[p] == c;
+    }
+}
+
+// fill_one_hot_span's case for uint8 class ids (the index layout of up to 255 classes).
+// Interleaved: one-hot bytes in one pass (widened a cache-sized piece at a time for a wider T).
+// Planar: plane by plane over pieces of the span small enough for the ids to stay in the cache.
+template <class T>
+inline void one_hot_from_ids(const unsigned char* ids, pixel_span span, std::size_t k, bool planar, T* dst) {
+    constexpr std::size_t piece_bytes = 4096;
+    alignas(16) std::uint8_t piece[piece_bytes];
+    if (!planar) {
+        T* at = dst + span.first * k;
+        if constexpr (sizeof(T) == 1) {
+            one_hot_bytes_from_ids(ids, reinterpret_cast<std::uint8_t*>(at), span.count, k);
+        } else {
+            const std::size_t step = piece_bytes / k;  // >= 16 pixels: k <= 255
+            for (std::size_t p = 0; p < span.count; p += step) {
+                const std::size_t n = std::min(step, span.count - p);
+                one_hot_bytes_from_ids(ids + p, piece, n, k);
+                widen_bytes(piece, at + p * k, n * k);
+            }
+        }
+        return;
+    }
+    for (std::size_t p = 0; p < span.count; p += piece_bytes) {
+        const std::size_t n = std::min(piece_bytes, span.count - p);
+        for (std::size_t c = 0; c < k; ++c) {
+            T* out = dst + c * span.pixels + span.first + p;
+            if constexpr (sizeof(T) == 1) {
+                plane_from_ids(ids + p, reinterpret_cast<std::uint8_t*>(out), n, static_cast<std::uint8_t>(c));
+            } else {
+                plane_from_ids(ids + p, piece, n, static_cast<std::uint8_t>(c));
+                widen_bytes(piece, out, n);
+            }
+        }
+    }
+}
+
 // A segmentation one-hot output (H*W*K, or K*H*W when planar) as 0/1 in T for the span's pixels,
 // whatever the stored layout; `label` holds those pixels as stored.
 template <class T>
@@ -344,6 +481,8 @@ inline void fill_one_hot_span(const schema_record& s, const unsigned char* label
         else for (std::size_t j = 0; j < count * k; ++j) dst[first * k + j] = T(label[j]);
     } else if (s.label_layout == layout_code::one_hot) {
         convert_pixels(label, dst + first, count, pixels, k, true, [](std::size_t, unsigned char v) { return T(v); });
+    } else if (s.label_dtype_bytes == 1) {  // uint8 class ids
+        one_hot_from_ids(label, span, k, planar, dst);
     } else if (planar) {
         for (std::size_t c = 0; c < k; ++c) std::fill(dst + c * pixels + first, dst + c * pixels + first + count, T(0));
         T* at = dst + first;
@@ -380,14 +519,17 @@ inline void fill_label_span(const schema_record& s, const unsigned char* label, 
         else for_each_stored_class(s, label, span.count,
                                    [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint8_t>(c); });
     }
+    const bool u8_ids = s.label_layout == layout_code::index && s.label_dtype_bytes == 1;
     if (out.label_index) {
         std::uint16_t* dst = out.label_index + at;
-        for_each_stored_class(s, label, span.count,
-                              [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint16_t>(c); });
+        if (u8_ids) widen_bytes(label, dst, span.count);
+        else for_each_stored_class(s, label, span.count,
+                                   [dst](std::size_t p, std::uint32_t c) { dst[p] = static_cast<std::uint16_t>(c); });
     }
     if (out.label_index_i64) {
         std::int64_t* dst = out.label_index_i64 + at;
-        for_each_stored_class(s, label, span.count, [dst](std::size_t p, std::uint32_t c) { dst[p] = std::int64_t(c); });
+        if (u8_ids) widen_bytes(label, dst, span.count);
+        else for_each_stored_class(s, label, span.count, [dst](std::size_t p, std::uint32_t c) { dst[p] = std::int64_t(c); });
     }
 }
 
