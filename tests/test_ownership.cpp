@@ -313,34 +313,3 @@ TEST_CASE("the replaced manifest's shards stay until the next build, and verify 
     REQUIRE(v.ok());
     REQUIRE(v.warnings.empty());
 }
-
-TEST_CASE("an output file holds its writes in order: small ones buffered, large ones written straight from the caller", "[ownership][output_file]") {
-    // Writes of 64 KiB and more skip output_file's 1 MiB buffer (one writev with what is
-    // buffered); smaller ones are copied into it. Sizes around both limits, zeros between. 0.1 s.
-    temp_dir dir("outfile");
-    const auto folder = output_folder::open(dir / "out", true);
-    std::mt19937 rng(7);
-    std::string expected;
-    output_file file(*folder, "bytes.bin");
-    const std::size_t sizes[] = {1, 65535, 65536, 3, 1 << 20, (1 << 20) - 1, 4097, (1 << 20) + 5, 100, 65537, 2 * (1 << 20) + 7, 17};
-    for (int round = 0; round < 3; ++round)
-        for (const std::size_t size : sizes) {
-            std::string chunk(size, '\0');
-            for (auto& c : chunk) c = static_cast<char>(rng());
-            file.write(chunk.data(), chunk.size());
-            expected += chunk;
-            file.write_zeros(static_cast<std::size_t>(rng() % 300));
-            expected.resize(file.position(), '\0');
-            REQUIRE(file.position() == expected.size());
-        }
-    for (int i = 0; i < 600; ++i) {  // many buffered writes across the buffer's end
-        const std::string chunk(4093, static_cast<char>(i));
-        file.write(chunk.data(), chunk.size());
-        expected += chunk;
-    }
-    file.sync();
-    file.close();
-    const std::string written = read_file(dir / "out/bytes.bin");
-    REQUIRE(written.size() == expected.size());
-    REQUIRE(written == expected);
-}

@@ -19,13 +19,9 @@ record_layout encode_record(const schema_record& schema, std::string_view key, c
     if (r.total_bytes > max_record_bytes)
         throw std::length_error("the record would be " + std::to_string(r.total_bytes) +
                                 " bytes decoded, over the format's 4 GiB limit (try --label-layout index or a --size)");
-    // Every byte but the image's is zeroed (padding must be zero whatever the buffer held
-    // before); the image's are all overwritten below, so they are not zeroed first.
-    out.resize(static_cast<std::size_t>(r.total_bytes));
+    // assign() rather than resize(): padding must be zero whatever the buffer held before.
+    out.assign(static_cast<std::size_t>(r.total_bytes), 0);
     unsigned char* p = out.data();
-    const std::size_t image_end = static_cast<std::size_t>(r.image_offset + r.image_bytes);
-    std::memset(p, 0, static_cast<std::size_t>(r.image_offset));
-    std::memset(p + image_end, 0, out.size() - image_end);
     store_u32(p, image.height);
     store_u32(p + 4, image.width);
     store_u32(p + 8, static_cast<std::uint32_t>(class_id));

@@ -1,7 +1,6 @@
 #include "io/output_file.hpp"
 
 #include <fcntl.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,10 +14,6 @@
 namespace shardpack {
 namespace {
 constexpr std::size_t buffer_size = 1 << 20;
-// A write of at least this many bytes skips the buffer (write_through): it goes to the kernel
-// straight from the caller's memory, one writev with whatever is buffered before it, so a
-// shard's records (tens of KiB to MiB each) are not copied once more in user space.
-constexpr std::size_t write_through_size = 64 << 10;
 
 [[noreturn]] void fail(const std::string& what, const std::string& path, int err) {
     throw io_error("cannot " + what + " " + path + ": " + std::strerror(err));
@@ -26,7 +21,7 @@ constexpr std::size_t write_through_size = 64 << 10;
 }  // namespace
 
 output_file::output_file(const output_folder& folder, const std::string& name)
-    : path_(folder.path_of(name)) {
+    : path_(folder.path_of(name)), buffer_(buffer_size) {
     fd_ = folder.create_new(name);
 }
 
@@ -37,7 +32,7 @@ output_file::~output_file() {
 void output_file::flush() {
     std::size_t done = 0;
     while (done < used_) {
-        const ssize_t n = ::write(fd_, buffer_.get() + done, used_ - done);
+        const ssize_t n = ::write(fd_, buffer_.data() + done, used_ - done);
         if (n < 0) {
             if (errno == EINTR) continue;
             fail("write", path_, errno);
@@ -47,44 +42,13 @@ void output_file::flush() {
     used_ = 0;
 }
 
-void output_file::write_through(const unsigned char* data, std::size_t size) {
-    iovec parts[2] = {{buffer_.get(), used_}, {const_cast<unsigned char*>(data), size}};
-    iovec* part = used_ ? parts : parts + 1;
-    int count = used_ ? 2 : 1;
-    while (count > 0) {
-        const ssize_t n = ::writev(fd_, part, count);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            fail("write", path_, errno);
-        }
-        if (n == 0) fail("write", path_, EIO);  // no progress: never loop on it
-        // A short write: skip what went out, go on with the rest.
-        auto done = static_cast<std::size_t>(n);
-        while (count > 0 && done >= part->iov_len) {
-            done -= part->iov_len;
-            ++part;
-            --count;
-        }
-        if (count > 0) {
-            part->iov_base = static_cast<unsigned char*>(part->iov_base) + done;
-            part->iov_len -= done;
-        }
-    }
-    used_ = 0;
-}
-
 void output_file::write(const void* data, std::size_t size) {
     const auto* p = static_cast<const unsigned char*>(data);
     position_ += size;
-    if (size >= write_through_size) {
-        write_through(p, size);
-        return;
-    }
-    if (!buffer_) buffer_.reset(new unsigned char[buffer_size]);  // not value-initialised
     while (size > 0) {
-        if (used_ == buffer_size) flush();
-        const std::size_t n = std::min(size, buffer_size - used_);
-        std::memcpy(buffer_.get() + used_, p, n);
+        if (used_ == buffer_.size()) flush();
+        const std::size_t n = std::min(size, buffer_.size() - used_);
+        std::memcpy(buffer_.data() + used_, p, n);
         used_ += n;
         p += n;
         size -= n;

@@ -3,8 +3,8 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
+#include <vector>
 
 namespace shardpack {
 
@@ -29,14 +29,10 @@ public:
 private:
     std::string path_;
     int fd_ = -1;
-    // Allocated at the first write that uses it and never zero-filled: a small file touches
-    // only the pages it writes, not 1 MiB.
-    std::unique_ptr<unsigned char[]> buffer_;
+    std::vector<unsigned char> buffer_;
     std::size_t used_ = 0;
     std::uint64_t position_ = 0;
     void flush();
-    // Writes the buffered bytes and then `size` bytes at `data` with writev (no copy of them).
-    void write_through(const unsigned char* data, std::size_t size);
 };
 
 // Writes a whole small file durably under a temporary name (PATH.tmp-PID, created exclusively,
