@@ -119,15 +119,22 @@ inline band_table parse_band_table(const record_layout& r, const unsigned char* 
     return b;
 }
 
-// Decompresses frame `f` (`frame` points at it) into exactly `bytes` bytes at `dst`.
-inline void decompress_band(ZSTD_DCtx* dctx, const unsigned char* frame, std::uint64_t frame_size, unsigned char* dst,
-                            std::uint64_t bytes, std::uint32_t f) {
+// Frame `f` must declare its band's size: a frame of another size is damage, refused before any
+// byte of it is decoded.
+inline void check_band_content_size(const unsigned char* frame, std::uint64_t frame_size, std::uint64_t band_bytes,
+                                    std::uint32_t f) {
     const unsigned long long content = ZSTD_getFrameContentSize(frame, static_cast<std::size_t>(frame_size));
-    if (content != bytes)
+    if (content != band_bytes)
         throw error("band frame " + std::to_string(f) + " declares " +
                     (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no valid size")
                                                                                              : std::to_string(content) + " bytes") +
-                    ", its band is " + std::to_string(bytes));
+                    ", its band is " + std::to_string(band_bytes));
+}
+
+// Decompresses frame `f` (`frame` points at it) into exactly `bytes` bytes at `dst`.
+inline void decompress_band(ZSTD_DCtx* dctx, const unsigned char* frame, std::uint64_t frame_size, unsigned char* dst,
+                            std::uint64_t bytes, std::uint32_t f) {
+    check_band_content_size(frame, frame_size, bytes, f);
     const std::size_t n = ZSTD_decompressDCtx(dctx, dst, static_cast<std::size_t>(bytes), frame, static_cast<std::size_t>(frame_size));
     if (ZSTD_isError(n)) throw error("band frame " + std::to_string(f) + ": zstd: " + ZSTD_getErrorName(n));
     if (n != bytes)
@@ -146,12 +153,7 @@ inline void decompress_band(ZSTD_DCtx* dctx, const unsigned char* frame, std::ui
 // checksum (verified before) covers it.
 inline void decompress_band_prefix(ZSTD_DCtx* dctx, const unsigned char* frame, std::uint64_t frame_size, unsigned char* dst,
                                    std::uint64_t bytes, std::uint64_t band_bytes, std::uint32_t f) {
-    const unsigned long long content = ZSTD_getFrameContentSize(frame, static_cast<std::size_t>(frame_size));
-    if (content != band_bytes)
-        throw error("band frame " + std::to_string(f) + " declares " +
-                    (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN ? std::string("no valid size")
-                                                                                             : std::to_string(content) + " bytes") +
-                    ", its band is " + std::to_string(band_bytes));
+    check_band_content_size(frame, frame_size, band_bytes, f);
     const std::size_t reset = ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);  // a stream begins
     if (ZSTD_isError(reset)) throw error(std::string("zstd: ") + ZSTD_getErrorName(reset));
     ZSTD_inBuffer in{frame, static_cast<std::size_t>(frame_size), 0};
