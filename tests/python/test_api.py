@@ -63,6 +63,84 @@ def test_argument_errors_are_shardpack_errors_and_the_matching_builtin(built):
         shardpack.epoch_order(10, rank=3, world=2)
 
 
+# The words each option takes (#20 item 3): written out here, not taken from the package's tables,
+# so that a changed table shows.
+WORDS = {"dtype": ("float32", "uint8"), "layout": ("NCHW", "NHWC"), "label": ("onehot", "index", "stored"),
+         "crop_position": ("center", "random"), "order": ("global", "blocks")}
+
+
+def check_word_errors(make, options, words_only=()):
+    """make(**{option: bad}) for each of `options` (names in WORDS), with a word it does not take
+    and with a number: an ArgumentValueError and an ArgumentTypeError (shardpack.Errors that are a
+    ValueError and a TypeError), their message naming the option and every word it takes.
+    words_only: options whose non-strings mean something else (read_batch's crop boxes)."""
+    for option in options:
+        for bad, kind in (("bogus", shardpack.ArgumentValueError), (7.5, shardpack.ArgumentTypeError)):
+            if not isinstance(bad, str) and option in words_only:
+                continue
+            with pytest.raises((ValueError, TypeError)) as caught:
+                make(**{option: bad})
+            assert isinstance(caught.value, kind), (option, bad, type(caught.value), caught.value)
+            assert isinstance(caught.value, shardpack.Error)
+            message = str(caught.value)
+            assert option in message and all(repr(w) in message for w in WORDS[option]), (option, bad, message)
+
+
+def test_bad_words_are_value_and_type_errors_naming_the_words(built):
+    """read_batch, epoch_order and the adapters' shared checks (shardpack._adapt: Keras, tf.data
+    and Grain; each of those is also tried in test_keras_tf.py / test_grain.py) and
+    shardpack.torch's Dataset, Loader, Sampler and to_device. Under a second."""
+    from shardpack import _adapt
+    ds = shardpack.open(built["onehot"])
+    check_word_errors(lambda **kw: ds.read_batch([0], **kw), ["dtype", "layout", "label", "crop_position"],
+                      words_only=["crop_position"])
+    check_word_errors(lambda **kw: ds.batch_spec(2, **kw), ["dtype", "layout", "label"])
+    check_word_errors(lambda **kw: shardpack.epoch_order(ds, **kw), ["order"])
+    options = dict(dtype="float32", layout="NHWC", normalize="auto", label="onehot", crop=None,
+                   crop_position="center", hflip=0.0, vflip=0.0, seed=0, threads=0)
+    check_word_errors(lambda **kw: _adapt.Options(ds, **{**options, **kw}),
+                      ["dtype", "layout", "label", "crop_position"])
+    check_word_errors(lambda **kw: _adapt.Order(ds, batch_size=2, shuffle=True, seed=0, drop_last=False, rank=0,
+                                                world=1, **kw), ["order"])
+    pytest.importorskip("torch")
+    import shardpack.torch as spt
+    check_word_errors(lambda **kw: spt.Dataset(ds, **kw), ["dtype", "layout", "label", "crop_position"])
+    check_word_errors(lambda **kw: spt.Loader(ds, 2, **kw), ["dtype", "layout", "label", "crop_position", "order"])
+    check_word_errors(lambda **kw: spt.Sampler(ds, **kw), ["order"])
+    batch = spt.Loader(ds, 2, dtype="uint8", shuffle=False).__iter__().__next__()
+    check_word_errors(lambda **kw: spt.to_device(batch, "cpu", **kw), ["layout"])
+    # The adapters' other argument errors are the same two classes, no longer a bare shardpack.Error.
+    for make in (lambda: spt.Loader(ds, 2, hflip=1.5), lambda: spt.Loader(ds, 0), lambda: spt.Loader(ds, 2, prefetch=0),
+                 lambda: spt.Dataset(ds, seed=-1), lambda: spt.Sampler(ds, rank=2, world=2),
+                 lambda: spt.Sampler(ds).load_state_dict({**spt.Sampler(ds).state_dict(), "position": 10**6}),
+                 lambda: spt.Dataset(ds)[[[0, 1]]]):
+        with pytest.raises(shardpack.ArgumentValueError):
+            make()
+    for make in (lambda: spt.Loader(ds, 2, hflip="yes"), lambda: spt.Dataset(ds, seed=1.5),
+                 lambda: spt.Dataset(ds).__getitems__([0.5])):
+        with pytest.raises(shardpack.ArgumentTypeError):
+            make()
+
+
+def test_literal_aliases_match_the_word_tables():
+    """The typing aliases repeat the tables' words for type checkers (a Literal cannot be made from
+    a tuple): the two must agree."""
+    import typing
+
+    def literal(alias):
+        return next(a for a in (alias, *typing.get_args(alias)) if typing.get_origin(a) is typing.Literal)
+
+    for alias, table in [(shardpack.DType, shardpack._DTYPES), (shardpack.Layout, shardpack._LAYOUTS),
+                         (shardpack.Label, shardpack._LABELS), (shardpack.CropPosition, shardpack._CROP_POSITIONS),
+                         (shardpack.IO, shardpack._IOS), (shardpack.Order, shardpack._ORDERS),
+                         (shardpack.Normalize, shardpack._NORMALIZE_WORDS)]:
+        assert set(typing.get_args(literal(alias))) == set(table), (alias, table)
+    assert set(typing.get_args(literal(shardpack.LabelDType))) == \
+        set(shardpack._ONEHOT_LABEL_DTYPES) | set(shardpack._INDEX_LABEL_DTYPES)
+    assert tuple(WORDS[k] for k in ("dtype", "layout", "label", "crop_position", "order")) == \
+        (shardpack._DTYPES, shardpack._LAYOUTS, shardpack._LABELS, shardpack._CROP_POSITIONS, shardpack._ORDERS)
+
+
 def test_options_are_keyword_only(built):
     ds = shardpack.open(built["onehot"])
     with pytest.raises(TypeError):

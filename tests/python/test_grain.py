@@ -125,8 +125,11 @@ def test_defaults_and_errors():
 
 
 def test_bad_options_are_value_errors(built):
-    for make in (lambda **kw: shardpack.grain.DataSource(built["onehot"], **kw),
-                 lambda **kw: shardpack.grain.dataset(built["onehot"], 4, **kw)):
+    from test_api import check_word_errors  # a bad word or a non-string: the checks of read_batch
+    words = ["dtype", "layout", "label", "crop_position"]
+    for make, options in ((lambda **kw: shardpack.grain.DataSource(built["onehot"], **kw), words),
+                          (lambda **kw: shardpack.grain.dataset(built["onehot"], 4, **kw), words + ["order"])):
+        check_word_errors(make, options)
         with pytest.raises(ValueError) as caught:
             make(dtype="uint8", normalize="imagenet")  # normalize applies to float32 only
         assert isinstance(caught.value, shardpack.Error)

@@ -228,6 +228,8 @@ def test_bad_options_are_value_and_type_errors(built, make):
         with pytest.raises(kind) as caught:
             make(path, **bad)
         assert isinstance(caught.value, shardpack.Error), bad
+    from test_api import check_word_errors  # a bad word or a non-string: the checks of read_batch
+    check_word_errors(lambda **kw: make(path, **kw), ["dtype", "layout", "label", "crop_position", "order"])
     # normalize="auto", the default: ImageNet statistics for float32, none for uint8.
     data = make(path, dtype="uint8", shuffle=False, label="index")
     x, _ = data[0] if isinstance(data, keras.utils.PyDataset) else next(iter(data))

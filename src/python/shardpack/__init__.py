@@ -45,6 +45,20 @@ __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError"
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
+# The words each option takes: one table per option, which checks it (_choice, _dtype_name) and
+# names it in the error message, here and in the adapters (shardpack.torch, shardpack._adapt).
+# The Literal aliases below repeat them for type checkers (a Literal cannot be made from a
+# tuple); tests/python/test_api.py checks that the two agree.
+_DTYPES = ("float32", "uint8")                           # DType
+_LAYOUTS = ("NCHW", "NHWC")                              # Layout
+_LABELS = ("onehot", "index", "stored")                  # Label
+_ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label="onehot"
+_INDEX_LABEL_DTYPES = ("uint8", "uint16", "int64")       # LabelDType with label="index"
+_NORMALIZE_WORDS = ("auto", "imagenet")                  # Normalize
+_CROP_POSITIONS = ("center", "random")                   # CropPosition
+_IOS = ("auto", "mmap", "pread")                         # IO
+_ORDERS = ("global", "blocks")                           # Order
+
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
 Indices = Union[Sequence[int], _npt.NDArray[_np.integer[Any]]]
@@ -57,6 +71,7 @@ Normalize = Union[None, Literal["auto", "imagenet"],
 CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
 IO = Literal["auto", "mmap", "pread"]
+Order = Literal["global", "blocks"]
 Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_np.dtype[Any]"]]
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
@@ -174,7 +189,7 @@ def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
     if norm is None:
         return [0.0] * channels, [1.0] * channels
     if isinstance(norm, str):
-        _choice(norm, "read_batch: normalize", ("imagenet", "auto"))
+        _choice(norm, "read_batch: normalize", _NORMALIZE_WORDS)
         if channels == 1:  # grey images: the mean of the three channels' statistics
             return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
         mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
@@ -229,9 +244,9 @@ class _BatchOptions(NamedTuple):
     @staticmethod
     def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
               crop: Any) -> "_BatchOptions":
-        as_float = _dtype_name(dtype, "read_batch: dtype", ("float32", "uint8")) == "float32"
-        channels_first = _choice(layout, "read_batch: layout", ("NCHW", "NHWC")) == "NCHW"
-        label = _choice(label, "read_batch: label", ("onehot", "index", "stored"))
+        as_float = _dtype_name(dtype, "read_batch: dtype", _DTYPES) == "float32"
+        channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
+        label = _choice(label, "read_batch: label", _LABELS)
         seg = r.task == "segmentation"
         if label == "stored":
             label = "onehot" if seg and r.label_layout == "onehot" else "index"
@@ -239,10 +254,11 @@ class _BatchOptions(NamedTuple):
         if label == "onehot":
             if label_dtype is None:
                 label_dtype = "float32" if as_float else "uint8"
-            label_dtype = _dtype_name(label_dtype, "read_batch: label_dtype of one-hot labels", ("float32", "uint8"))
+            label_dtype = _dtype_name(label_dtype, "read_batch: label_dtype of one-hot labels",
+                                      _ONEHOT_LABEL_DTYPES)
         else:
             label_dtype = _dtype_name("int64" if label_dtype is None else label_dtype,
-                                      "read_batch: label_dtype of index labels", ("uint8", "uint16", "int64"))
+                                      "read_batch: label_dtype of index labels", _INDEX_LABEL_DTYPES)
             # Every value must fit: class ids 0..K-1, and for segmentation the ignore value.
             largest = max(k - 1, r.ignore_value if seg else 0, 0)
             limit = {"uint8": 255, "uint16": 65535, "int64": 2**63 - 1}[label_dtype]
@@ -278,7 +294,7 @@ BLOCK_BYTES = 4 << 20
 
 
 def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
-                world: int = 1, drop_last: bool = False, order: Literal["global", "blocks"] = "global",
+                world: int = 1, drop_last: bool = False, order: Order = "global",
                 block: Optional[int] = None, window: Optional[int] = None,
                 shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:
     """The indices rank `rank` of `world` reads in epoch `epoch`: an int64 array.
@@ -315,7 +331,7 @@ def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle
         raise ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
     if world < 1 or not 0 <= rank < world:
         raise ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
-    order = _choice(order, "epoch_order: order", ("global", "blocks"))  # type: ignore[assignment]
+    order = _choice(order, "epoch_order: order", _ORDERS)  # type: ignore[assignment]
     return _epoch_order(count, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
 
 
@@ -379,7 +395,7 @@ class Dataset:
         path = _os.fspath(path)
         self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
-        self._io = _choice(io, "io", ("auto", "mmap", "pread"))
+        self._io = _choice(io, "io", _IOS)
         self._max_open = _integer(max_open_shards, "max_open_shards")
         if self._max_open < 0:
             raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
@@ -636,7 +652,7 @@ class Dataset:
         n = idx.shape[0]
         given = None
         if isinstance(crop_position, str):
-            position = _choice(crop_position, "read_batch: crop_position", ("center", "random"))
+            position = _choice(crop_position, "read_batch: crop_position", _CROP_POSITIONS)
         else:
             if crop is None:
                 raise ArgumentValueError("read_batch: crop boxes (crop_position as an array) need crop=(height, width)")

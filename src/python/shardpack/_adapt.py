@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Literal, Optional, Tuple, Union, cast
+from typing import Any, Dict, Optional, Tuple, Union, cast
 
 import numpy as np
 
@@ -73,24 +73,17 @@ class Options:
     def __init__(self, dataset: _sp.Dataset, *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
                  threads: int, label_dtype: Optional[str] = None) -> None:
-        try:  # "float32", numpy.float32 or numpy.dtype("float32") alike, as read_batch takes them
-            name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-        except TypeError:
-            raise TypeError_(f'dtype must be "float32" or "uint8", not {dtype!r}') from None
-        if name not in ("float32", "uint8"):
-            raise ValueError_(f'dtype must be "float32" or "uint8", not {dtype!r}')
-        dtype = name
-        if layout not in ("NCHW", "NHWC"):
-            raise ValueError_(f'layout must be "NCHW" or "NHWC", not {layout!r}')
-        if label not in ("onehot", "index", "stored"):
-            raise ValueError_(f'label must be "onehot", "index" or "stored", not {label!r}')
+        # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
+        # and so on): "float32", numpy.float32 or numpy.dtype("float32") alike.
+        dtype = _sp._dtype_name(dtype, "dtype", _sp._DTYPES)
+        layout = _sp._choice(layout, "layout", _sp._LAYOUTS)
+        label = _sp._choice(label, "label", _sp._LABELS)
         if isinstance(normalize, str) and normalize == "auto":
             normalize = "imagenet" if dtype == "float32" else None
         elif dtype == "uint8" and normalize is not None:
             raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None or '
                               '"auto" (uint8 batches are as stored)')
-        if not isinstance(crop_position, str) or crop_position not in ("center", "random"):
-            raise ValueError_(f'crop_position must be "center" or "random", not {crop_position!r}')
+        crop_position = _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
         if crop is not None:
             try:
                 values = tuple(crop)
@@ -131,9 +124,7 @@ class Order:
         self.rank, self.world = integer(rank, "rank", 0), integer(world, "world", 1)
         if self.rank >= self.world:
             raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
-        if not isinstance(order, str) or order not in ("global", "blocks"):
-            raise ValueError_(f'order must be "global" or "blocks" (the locality-aware shuffle), not {order!r}')
-        self.order = cast(Literal["global", "blocks"], order)
+        self.order = cast(_sp.Order, _sp._choice(order, "order", _sp._ORDERS))
         self.block = None if block is None else integer(block, "block", 1)
         self.window = None if window is None else integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)

@@ -54,8 +54,8 @@ __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_de
 _TORCH_DTYPES = {_np.dtype(_np.float32): _torch.float32, _np.dtype(_np.uint8): _torch.uint8,
                  _np.dtype(_np.int64): _torch.int64}
 
-# Argument errors: shardpack.Error and ValueError (shardpack.ArgumentValueError where defined).
-_ValueError = getattr(_sp, "ArgumentValueError", _sp.Error)
+# Argument errors: shardpack.Error and ValueError or TypeError, as read_batch raises them.
+_ValueError, _TypeError = _sp.ArgumentValueError, _sp.ArgumentTypeError
 
 
 def _normalize_for(dtype: Any, normalize: Any) -> Any:
@@ -243,7 +243,7 @@ class Dataset(_data.Dataset):
         try:
             i = i.__index__()
         except AttributeError:
-            raise TypeError(f"shardpack.torch.Dataset indices must be integers or 1-d sequences of them, "
+            raise _TypeError(f"shardpack.torch.Dataset indices must be integers or 1-d sequences of them, "
                             f"not {type(i).__name__}") from None
         if not -n <= i < n:
             raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
@@ -256,24 +256,25 @@ def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
         indices = indices.cpu().numpy()
     idx = _np.asarray(indices)
     if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise _sp.Error(f"{dataset.path}: a batch's indices must be a 1-d sequence of integers, "
-                        f"not {idx.dtype} {idx.shape}")
+        raise (_ValueError if idx.ndim != 1 else _TypeError)(
+            f"{dataset.path}: a batch's indices must be a 1-d sequence of integers, not {idx.dtype} {idx.shape}")
     return idx.astype(_np.int64, copy=False)
 
 
 def _position(crop_position: Any) -> str:
-    if not isinstance(crop_position, str) or crop_position not in ("center", "random"):
-        raise _sp.Error(f'crop_position must be "center" or "random", not {crop_position!r}')
-    return crop_position
+    """A word of read_batch's (a Loader or Dataset crops by position, not by boxes)."""
+    return _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
 
 
 def _probability(p: Any, what: str) -> float:
+    if isinstance(p, (str, bytes)):
+        raise _TypeError(f"{what} must be a probability, not {p!r}")
     try:
         p = float(p)
     except (TypeError, ValueError):
-        raise _sp.Error(f"{what} must be a probability, not {p!r}") from None
+        raise _TypeError(f"{what} must be a probability, not {p!r}") from None
     if not 0.0 <= p <= 1.0:
-        raise _sp.Error(f"{what} probability {p} is not in [0, 1]")
+        raise _ValueError(f"{what} probability {p} is not in [0, 1]")
     return p
 
 
@@ -281,9 +282,9 @@ def _nonnegative(v: Any, what: str) -> int:
     try:
         v = v.__index__()
     except AttributeError:
-        raise _sp.Error(f"{what} must be an integer, not {v!r}") from None
+        raise _TypeError(f"{what} must be an integer, not {v!r}") from None
     if v < 0:
-        raise _sp.Error(f"{what} must be 0 or more, not {v}")
+        raise _ValueError(f"{what} must be 0 or more, not {v}")
     return v
 
 
@@ -297,7 +298,7 @@ def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int
             rank = dist.get_rank() if ready else 0
     rank, world = int(rank), int(world)
     if world < 1 or not 0 <= rank < world:
-        raise _sp.Error(f"rank {rank} is not in [0, world) for world {world}")
+        raise _ValueError(f"rank {rank} is not in [0, world) for world {world}")
     return rank, world
 
 
@@ -399,12 +400,12 @@ class Sampler(_data.Sampler):
     def load_state_dict(self, state: dict) -> None:
         for k in ("n", "world", "drop_last", "shuffle", "order", "block", "window"):
             if state.get(k, _STATE_DEFAULTS.get(k)) != getattr(self, k):
-                raise _sp.Error(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
+                raise _ValueError(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
         position = int(state["position"])
         if not 0 <= position <= self.num_samples:
-            raise _sp.Error(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
+            raise _ValueError(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
         self._start = position
         self._iter_start, self._yielded = position, 0
 
@@ -593,14 +594,14 @@ class Loader:
         self.dataset = _open(ds)
         self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
         if self.batch_size < 1:
-            raise _sp.Error("Loader: batch_size must be at least 1")
+            raise _ValueError("Loader: batch_size must be at least 1")
         self.drop_last = bool(drop_last)
         self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
                                drop_last=drop_last, order=order, block=block, window=window)
         self.threads = _nonnegative(threads, "Loader: threads")
         self.prefetch = _nonnegative(prefetch, "Loader: prefetch")
         if self.prefetch < 1:
-            raise _sp.Error("Loader: prefetch must be at least 1")
+            raise _ValueError("Loader: prefetch must be at least 1")
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
                             hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"))
@@ -774,21 +775,21 @@ def _mean_std(normalize: Any, channels: int) -> Tuple[list, list]:
         return [0.0] * channels, [1.0] * channels
     if isinstance(normalize, str):
         if normalize != "imagenet":
-            raise ValueError(f'to_device: normalize must be None, "imagenet" or a (mean, std) pair, not {normalize!r}')
+            raise _ValueError(f'to_device: normalize must be None, "imagenet" or a (mean, std) pair, not {normalize!r}')
         if channels == 1:  # grey images: the mean of the three channels' statistics
             return [sum(_sp.IMAGENET_MEAN) / 3], [sum(_sp.IMAGENET_STD) / 3]
         return (list(_sp.IMAGENET_MEAN) + [0.0] * (channels - 3), list(_sp.IMAGENET_STD) + [1.0] * (channels - 3))
     try:
         mean, std = normalize
     except (TypeError, ValueError):
-        raise ValueError('to_device: normalize must be None, "imagenet" or a (mean, std) pair') from None
+        raise _ValueError('to_device: normalize must be None, "imagenet" or a (mean, std) pair') from None
 
     def per_channel(v: Any, what: str) -> list:
         v = _np.asarray(v, dtype=_np.float64).reshape(-1)
         if v.size == 1:
             v = _np.repeat(v, channels)
         if v.size != channels:
-            raise ValueError(f"to_device: normalize {what} has {v.size} values, the images have {channels} channels")
+            raise _ValueError(f"to_device: normalize {what} has {v.size} values, the images have {channels} channels")
         return [float(x) for x in v]
 
     return per_channel(mean, "mean"), per_channel(std, "std")
@@ -824,16 +825,15 @@ def to_device(batch: Sequence[_torch.Tensor], device: Union[str, _torch.device],
     try:
         images, labels = batch
     except (TypeError, ValueError):
-        raise TypeError("to_device: batch must be a pair (images, labels)") from None
+        raise _TypeError("to_device: batch must be a pair (images, labels)") from None
     if not isinstance(images, _torch.Tensor) or not isinstance(labels, _torch.Tensor):
-        raise TypeError("to_device: images and labels must be torch tensors")
+        raise _TypeError("to_device: images and labels must be torch tensors")
     if images.dtype != _torch.uint8:
-        raise ValueError(f"to_device: images must be uint8 (Loader(dtype=\"uint8\")), not {images.dtype}; "
-                         "float32 batches are converted already: move them with .to(device)")
+        raise _ValueError(f"to_device: images must be uint8 (Loader(dtype=\"uint8\")), not {images.dtype}; "
+                          "float32 batches are converted already: move them with .to(device)")
     if images.dim() != 4:
-        raise ValueError(f"to_device: images must be 4-d (N, C, H, W) or (N, H, W, C), not {tuple(images.shape)}")
-    if layout not in ("NCHW", "NHWC"):
-        raise ValueError(f'to_device: layout must be "NCHW" or "NHWC", not {layout!r}')
+        raise _ValueError(f"to_device: images must be 4-d (N, C, H, W) or (N, H, W, C), not {tuple(images.shape)}")
+    _sp._choice(layout, "to_device: layout", _sp._LAYOUTS)
     device = _torch.device(device)
     cuda = device.type == "cuda"
     channel_dim = 1 if layout == "NCHW" else 3
@@ -841,11 +841,11 @@ def to_device(batch: Sequence[_torch.Tensor], device: Union[str, _torch.device],
     if onehot is not None:
         onehot = int(onehot)
         if onehot < 1:
-            raise ValueError(f"to_device: onehot must be the number of classes (1 or more), not {onehot}")
+            raise _ValueError(f"to_device: onehot must be the number of classes (1 or more), not {onehot}")
         if labels.dtype.is_floating_point or labels.dtype == _torch.bool or labels.dim() not in (1, 3) or \
                 labels.shape[0] != images.shape[0]:
-            raise ValueError(f"to_device: onehot needs index labels (Loader(label=\"index\")): integer (N,) or "
-                             f"(N, H, W), not {labels.dtype} {tuple(labels.shape)}")
+            raise _ValueError(f"to_device: onehot needs index labels (Loader(label=\"index\")): integer (N,) or "
+                              f"(N, H, W), not {labels.dtype} {tuple(labels.shape)}")
     sources = (images, labels)
     if cuda:
         if stream is None:
