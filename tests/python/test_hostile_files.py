@@ -66,11 +66,11 @@ def run_child(path, mode="read"):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("role", ["manifest.json", "shard"])
-@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "sparse"])
+# A sparse 4 GiB shard is not here: a shard of the wrong size is the reader's format check (its
+# size against the index), not a file-kind one; a sparse manifest is the size bound's case.
+@pytest.mark.parametrize("role,kind", [("manifest.json", k) for k in ("fifo", "device", "folder", "sparse")] +
+                         [("shard", k) for k in ("fifo", "device", "folder")])
 def test_open_and_read_batch_refuse_a_hostile_file_naming_it(built, tmp_path, role, kind):
-    if role == "shard" and kind == "sparse":
-        pytest.skip("a shard of the wrong size is the reader's format check, not a file-kind one")
     ds = built.copy("onehot", tmp_path / "ds")
     name = "manifest.json" if role == "manifest.json" else sorted(f for f in os.listdir(ds) if f.endswith(".spk"))[0]
     plant(kind, os.path.join(ds, name))
