@@ -300,6 +300,28 @@ TEST_CASE("a damaged or truncated shard table is refused, naming the file and th
     REQUIRE(open_error(dir.str()) == "(opened)");
 }
 
+// The tests' folder removal (temp_dir, used for this file's 400,000 shards) removes links and
+// never what they point at: a folder of a user's files beside it stays as it was. Instant.
+TEST_CASE("removing a test folder removes its links, never a user's file behind them", "[shard_table]") {
+    temp_dir users("users");
+    users.write("keep.txt", "a user's file");
+    std::string tree;
+    {
+        temp_dir t("tree");
+        tree = t.str();
+        t.write("a/b/deep", "y");
+        for (int i = 0; i < 20; ++i) t.write("f" + std::to_string(i), "x");
+        std::filesystem::create_directory_symlink(users.str(), t / "a/link_to_users");
+        std::filesystem::create_symlink(users / "keep.txt", t / "file_link");
+        REQUIRE(t.remove() >= 0.0);
+    }
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::symlink_status(tree)));
+    std::vector<std::string> left;
+    for (const auto& e : std::filesystem::directory_iterator(users.str())) left.push_back(e.path().filename().string());
+    CHECK(left == std::vector<std::string>{"keep.txt"});
+    CHECK(read_file(users / "keep.txt") == "a user's file");
+}
+
 // Issue #16: 400,000 shards open in under a second and 200 MB, under the default
 // vm.max_map_count. make_many_shards writes 400,000 one-record shards (about 50-60 s on a
 // 2-core machine, 1.6 GB of 4 KiB blocks); bench_open then opens the dataset in a fresh process

@@ -40,6 +40,26 @@ def remove_tree(path: "os.PathLike[str]") -> float:
     return time.monotonic() - t0
 
 
+def test_remove_tree_removes_links_and_never_a_users_file_behind_them(tmp_path):
+    outside = tmp_path / "users"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("a user's file")
+    tree = tmp_path / "tree"
+    (tree / "a" / "b").mkdir(parents=True)
+    for i in range(20):
+        (tree / f"f{i}").write_bytes(b"x")
+    (tree / "a" / "b" / "deep").write_bytes(b"y")
+    (tree / "a" / "link_to_users").symlink_to(outside, target_is_directory=True)
+    (tree / "file_link").symlink_to(outside / "keep.txt")
+    link_to_tree = tmp_path / "link_to_users"
+    link_to_tree.symlink_to(outside, target_is_directory=True)
+    remove_tree(tree)
+    remove_tree(link_to_tree)  # a link given as the folder: refused (rmtree), nothing behind it touched
+    assert not tree.exists() and not tree.is_symlink()
+    assert sorted(os.listdir(outside)) == ["keep.txt"]
+    assert (outside / "keep.txt").read_text() == "a user's file"
+
+
 def test_400k_shards_open_fast_with_bounded_memory(tmp_path):
     from conftest import tool
 
