@@ -18,6 +18,11 @@
 #   floor_full   bench_decode --png fast: the same decoders, every row at full size
 #   python       scripts/bench/python_baseline.py (the Python baseline of ./scripts/bench.sh: a
 #                multiprocessing Pool, OpenCV, NumPy, .npy files), whole process under peak_rss
+#   pack_long, floor_long, python_long
+#                the same three on the job's list repeated 4 times (twice with --tiny): the
+#                difference from the runs above, per added record, is the steady-state cost of a
+#                record, without what each run pays once (start-up, first touch of its buffers,
+#                thread start, publishing); a user's data set of thousands of records pays that
 # then, per repetition, codecs rotating:
 #   read         bench_read --modes reader_1t,zstd_1t on the job's records stored with each
 #                --compression (zstd = band frames, the default; zstd-record = one frame per
@@ -44,7 +49,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --quick) size=quick ;;
     --tiny) size=tiny ;;
-    -h|--help) sed -n '2,33p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -58,9 +63,9 @@ done
 
 # Data set sizes, and how long each read measurement lasts.
 case $size in
-  full)  n_seg=24 n_cls=300 n_full=16 read_args=(--passes 5 --min-time 0.2) crop_seconds=2 ;;
-  quick) n_seg=12 n_cls=120 n_full=8  read_args=(--passes 3 --min-time 0.1) crop_seconds=1 ;;
-  tiny)  n_seg=2  n_cls=8   n_full=2  read_args=(--passes 3 --min-time 0.01) crop_seconds=0.05 ;;
+  full)  n_seg=24 n_cls=300 n_full=16 repeat=4 read_args=(--passes 5 --min-time 0.2) crop_seconds=2 ;;
+  quick) n_seg=12 n_cls=120 n_full=8  repeat=4 read_args=(--passes 3 --min-time 0.1) crop_seconds=1 ;;
+  tiny)  n_seg=2  n_cls=8   n_full=2  repeat=2 read_args=(--passes 3 --min-time 0.01) crop_seconds=0.05 ;;
 esac
 mkdir -p "$work"
 work=$(realpath "$work")
@@ -85,19 +90,25 @@ log "data sets under $src ($size)"
 seg_src=$src/seg1080-$n_seg cls_src=$src/jpeg500-$n_cls
 gen "$seg_src" --task seg --count "$n_seg" --width 1920 --height 1080
 gen "$cls_src" --task cls --jpeg --count "$n_cls" --width 500 --height 375 --seed 2
+# repeat_list SRC: SRC/repeat-R.csv, the rows of SRC/list.csv R times (beside it: relative paths).
+repeat_list() { { head -n 1 "$1/list.csv"; for ((i = 0; i < repeat; i++)); do tail -n +2 "$1/list.csv"; done; } >"$1/repeat-$repeat.csv"; }
+repeat_list "$seg_src"
+repeat_list "$cls_src"
 # The writer's default band height (formats/shardpack-v1.md 10.3: about 256 KiB of image a band).
-record setup "{\"size\":\"$size\",\"threads\":$threads,\"reps\":$reps,\"seg_records\":$n_seg,\"cls_records\":$n_cls,\"crop_records\":$n_full,\"seg_default_band_rows\":$((262144 / (512 * 3))),\"crop_default_band_rows\":$((262144 / (1920 * 3)))}"
+record setup "{\"size\":\"$size\",\"threads\":$threads,\"reps\":$reps,\"seg_records\":$n_seg,\"cls_records\":$n_cls,\"crop_records\":$n_full,\"repeat\":$repeat,\"seg_default_band_rows\":$((262144 / (512 * 3))),\"crop_default_band_rows\":$((262144 / (1920 * 3)))}"
 
-# job_args JOB: sets csv, build_args (shardpack build), floor_args (bench_decode) and py_args
-# (python_baseline.py) for a pack job.
+# job_args JOB [long]: sets csv (with long: the list repeated), build_args (shardpack build),
+# floor_args (bench_decode) and py_args (python_baseline.py) for a pack job.
 job_args() {
+  local list=list.csv
+  [ "${2:-}" = long ] && list=repeat-$repeat.csv
   if [ "$1" = seg ]; then
-    csv=$seg_src/list.csv
+    csv=$seg_src/$list
     build_args=(--classes "$seg_src/class_dict.csv" --size 512x512 --resize none --crop center)
     floor_args=(--size 512x512 --resize none --crop center)
     py_args=(--classes "$seg_src/class_dict.csv" --job seg --size 512 --resize none)
   else
-    csv=$cls_src/list.csv
+    csv=$cls_src/$list
     build_args=(--size 224x224 --resize shorter --crop center)
     floor_args=(--size 224x224 --resize shorter --crop center)
     py_args=(--job cls --size 224 --resize shorter)
@@ -107,8 +118,8 @@ job_args() {
 # measure JOB WHAT: one measurement of one side of a pack job.
 measure() {
   local job=$1 what=$2 out
-  job_args "$job"
-  case $what in
+  job_args "$job" "$([[ $what == *_long ]] && echo long)"
+  case ${what%_long} in
     pack)
       rm -rf "$work/$job.ds"
       out=$("$bin/peak_rss" -- "$bin/shardpack" -q build --csv "$csv" --out "$work/$job.ds" --threads "$threads" \
@@ -124,7 +135,7 @@ measure() {
   record "pack.$job.$what" "$out"
 }
 
-sides=(pack floor floor_full python)
+sides=(pack floor floor_full python pack_long floor_long python_long)
 codecs=(zstd zstd-record auto none)
 # rotate K WORDS...: the words rotated left by K (the order of a repetition).
 rotate() { local k=$1; shift; local a=("$@") n=$#; for ((i = 0; i < n; i++)); do printf '%s\n' "${a[$(((i + k) % n))]}"; done; }

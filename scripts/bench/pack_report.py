@@ -101,7 +101,7 @@ def main():
     python_missing = (runs.get("python.unavailable") or [{}])[-1].get("reason")
 
     cpu = lambda r: r["user_s"] + r["sys_s"]  # noqa: E731 (peak_rss: the whole process)
-    pack_rows, targets, data = [], [], {"pack": {}, "read": {}, "crop": {}}
+    pack_rows, steady_rows, targets, data = [], [], [], {"pack": {}, "read": {}, "crop": {}}
     for job, title in JOBS.items():
         if f"pack.{job}.pack" not in runs:
             continue
@@ -130,6 +130,42 @@ def main():
                         verdict(d["python_over_pack_cpu"], PYTHON_TARGET[job], False)])
         targets.append([f"{job} Python wall / pack wall (same threads)", fmt(d["python_over_pack_wall"], 3, "x"),
                         verdict(d["python_over_pack_wall"], PYTHON_TARGET[job], False)])
+
+        # Per record, steady state: the run over the list repeated minus the run over the list,
+        # per added record. What each run pays once (start-up, first touch of its buffers, thread
+        # start, publishing) cancels; a data set of thousands of records costs about this a record.
+        repeat = setup.get("repeat")
+        added = samples * (repeat - 1) if samples and repeat and repeat > 1 else None
+
+        def per_record(side, fn):
+            long_v, short_v = median_of(runs, f"pack.{job}.{side}_long", fn), median_of(runs, f"pack.{job}.{side}", fn)
+            if long_v is None or short_v is None or not added:
+                return None
+            v = (long_v - short_v) / added
+            return v if v > 0 else None  # a difference lost in the noise (tiny data sets) is no figure
+
+        s = {"repeat": repeat, "added_records": added,
+             "pack_cpu_ms": per_record("pack", cpu), "pack_wall_ms": per_record("pack", lambda r: r["seconds"]),
+             "floor_cpu_ms": per_record("floor", lambda r: r["cpu_seconds_median"]),
+             "python_cpu_ms": per_record("python", cpu), "python_wall_ms": per_record("python", lambda r: r["seconds"])}
+        for k in ("pack_cpu_ms", "pack_wall_ms", "floor_cpu_ms", "python_cpu_ms", "python_wall_ms"):
+            s[k] = s[k] * 1000 if s[k] is not None else None
+        s["pack_over_floor_cpu"] = ratio(s["pack_cpu_ms"], s["floor_cpu_ms"])
+        s["python_over_pack_cpu"] = ratio(s["python_cpu_ms"], s["pack_cpu_ms"])
+        s["python_over_pack_wall"] = ratio(s["python_wall_ms"], s["pack_wall_ms"])
+        # What the run over the list paid once: its CPU less its records at the steady-state cost.
+        s["pack_once_cpu_s"] = pack_cpu - samples * s["pack_cpu_ms"] / 1000 if pack_cpu and samples and s["pack_cpu_ms"] else None
+        s["python_once_cpu_s"] = (py_cpu - samples * s["python_cpu_ms"] / 1000
+                                  if py_cpu and samples and s["python_cpu_ms"] else None)
+        d["per_record"] = s
+        steady_rows.append([f"{job}: {title}", f"{added:.0f}" if added else "n/a", fmt(s["pack_cpu_ms"], 2),
+                            fmt(s["floor_cpu_ms"], 2), fmt(s["python_cpu_ms"], 2), fmt(s["pack_over_floor_cpu"], 2, "x"),
+                            fmt(s["python_over_pack_cpu"], 2, "x"), fmt(s["python_over_pack_wall"], 2, "x"),
+                            fmt(s["pack_once_cpu_s"], 3), fmt(s["python_once_cpu_s"], 3)])
+        targets.append([f"{job} pack CPU / its decode floor's, per record (steady state)",
+                        fmt(s["pack_over_floor_cpu"], 3, "x"), verdict(s["pack_over_floor_cpu"], FLOOR_TARGET[job], True)])
+        targets.append([f"{job} Python CPU / pack CPU, per record (steady state)", fmt(s["python_over_pack_cpu"], 3, "x"),
+                        verdict(s["python_over_pack_cpu"], PYTHON_TARGET[job], False)])
 
     read_rows = []
     for job in JOBS:
@@ -253,6 +289,11 @@ def main():
     lines += table(["job (records)", "pack CPU s", "pack wall s", "floor CPU s (decode as packed)", "full decode CPU s",
                     "Python CPU s", "Python wall s", "pack / floor (CPU)", "pack / full decode (CPU)", "Python / pack (CPU)",
                     "Python / pack (wall)"], pack_rows)
+    lines += ["", f"Per record, steady state: the run over each list repeated {setup.get('repeat', '?')} times less the run "
+              "over the list, per added record (ms of CPU; what a run pays once cancels), and what the run over the list "
+              "paid once (its CPU less its records at that cost):", ""]
+    lines += table(["job", "added records", "pack ms", "floor ms", "Python ms", "pack / floor (CPU)", "Python / pack (CPU)",
+                    "Python / pack (wall)", "pack once, s", "Python once, s"], steady_rows)
     lines += ["", "Full-record reads, 1 thread, random order, checksums on (samples/s; ratios: higher is faster):", ""]
     lines += table(["records, codec", "MB", "reader /s", "reader /CPU-s", "bare zstd /CPU-s",
                     "vs one frame per record (CPU)", "(wall)", "vs bare zstd, same frames (CPU)", "(wall)"], read_rows)
