@@ -2,7 +2,7 @@
 // test case (about 1 s) with its data in a temporary folder, and a loopback fault proxy of the
 // fixture's (tests/remote/s3_fixture.py). Skipped (exit 77) where SeaweedFS is not installed
 // or cannot start. Every request loop is bounded in count and time; the whole file runs in
-// about 30 s.
+// about 30 s. The first case, libcurl's loading, needs no server (about 1 s).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 
 #include "dataset/dataset_names.hpp"
 #include "dataset/folder_ledger.hpp"
+#include "remote/curl_library.hpp"
 #include "remote/dataset_push.hpp"
 #include "remote/s3_client.hpp"
 #include "remote/s3_storage.hpp"
@@ -196,6 +197,70 @@ TEST_CASE("s3 client: 503s, truncated bodies, wrong Content-Range, resets and sl
     s3_client restarted(patient);
     const auto again = restarted.get_range(server.bucket, "f/obj.bin", 0, 100);
     CHECK(std::equal(again.begin(), again.end(), data.begin()));
+}
+
+// libcurl is not linked but opened (dlopen) at the first use of remote storage (issue #22): a
+// command that never uses it does not load it, and where it cannot be loaded push and s3://
+// reads fail with an error naming it (exit 1), never a crash. The shim (tests/fault_inject/
+// no_libcurl.c) hides libcurl from dlopen and reports at exit whether a libcurl was mapped.
+// About 1 s.
+TEST_CASE("libcurl: loaded only by remote storage, a clear error where it cannot be", "[remote]") {
+    temp_dir tmp("s3curl");
+    const std::string dir = tmp / "ds";
+    synthetic_options o;
+    o.records = 12;
+    write_synthetic(dir, o);
+    const std::string soname = libcurl_soname();
+    REQUIRE(soname.rfind("libcurl", 0) == 0);
+    const std::string loaded = "no_libcurl: libcurl was loaded";
+    // Credentials and an endpoint where nothing listens (port 9): what push needs before it connects.
+    const std::vector<std::string> hidden = {preload(SHARDPACK_NO_LIBCURL), "SHARDPACK_NO_LIBCURL=hide",
+                                             "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+                                             "AWS_ENDPOINT_URL_S3=http://127.0.0.1:9", "SHARDPACK_S3_MAX_ATTEMPTS=1",
+                                             "SHARDPACK_CACHE_DIR=off"};
+
+    // Commands that never touch object storage: libcurl stays out of the process.
+    make_samples(tmp / "src", {"--count", "4", "--width", "40", "--height", "30"});
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string>>{{"--version"},
+                                               {"--help"},
+                                               {"build", "--csv", tmp / "src/list.csv", "--classes",
+                                                tmp / "src/class_dict.csv", "--out", tmp / "built"},
+                                               {"verify", dir},
+                                               {"inspect", dir}}) {
+        const auto r = run_cli(args, hidden);
+        INFO(args[0] << ": " << r.err);
+        CHECK(r.code == 0);
+        CHECK(r.err.find("no_libcurl") == std::string::npos);
+    }
+
+    // Remote storage without libcurl: exit 1, the library and the reason named.
+    const std::string url = "s3://bucket/ds";
+    for (const std::vector<std::string>& args :
+         std::vector<std::vector<std::string>>{{"push", dir, url}, {"verify", url}, {"inspect", url}}) {
+        const auto r = run_cli(args, hidden);
+        INFO(args[0] << ": " << r.err);
+        CHECK(r.code == 1);
+        CHECK(r.err.find("cannot load " + soname) != std::string::npos);
+        CHECK(r.err.find("hidden by the test") != std::string::npos);
+        CHECK(r.err.find(loaded) == std::string::npos);
+    }
+    // The shim's report works: with libcurl let through, push loads it (and fails to connect).
+    std::vector<std::string> let_through = hidden;
+    let_through[1] = "SHARDPACK_NO_LIBCURL=report";
+    const auto pushed = run_cli({"push", dir, url}, let_through);
+    INFO(pushed.err);
+    CHECK(pushed.code == 1);
+    CHECK(pushed.err.find("curl:") != std::string::npos);
+    CHECK(pushed.err.find(loaded) != std::string::npos);
+
+    // In this process: the build's libcurl loads; a missing library, or one without libcurl's
+    // functions (the shim), is an error naming it.
+    CHECK(curl_library().easy_init != nullptr);
+    CHECK_THROWS_WITH(load_curl_functions("libshardpack-no-such-library.so.0"),
+                      Catch::Contains("cannot load libshardpack-no-such-library.so.0 ("));
+    CHECK_THROWS_WITH(load_curl_functions(SHARDPACK_NO_LIBCURL),
+                      Catch::Contains(std::string(SHARDPACK_NO_LIBCURL) + " has no curl_global_init ("));
 }
 
 TEST_CASE("push: verified upload, manifest last, only changed shards, the grace rule of rebuilds", "[remote]") {

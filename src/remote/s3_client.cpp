@@ -1,6 +1,6 @@
 #include "remote/s3_client.hpp"
 
-#include <curl/curl.h>
+#include <curl/curl.h>  // types and constants; the functions come from curl_library()
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,6 +19,7 @@
 #include <random>
 #include <thread>
 
+#include "remote/curl_library.hpp"
 #include "shardpack/detail/error.hpp"
 #include "shardpack/detail/regular_file.hpp"
 
@@ -158,10 +159,6 @@ std::string s3_error_text(const std::vector<unsigned char>& body) {
     if (code.empty()) return {};
     return code + (message.empty() ? "" : ": " + message);
 }
-
-struct curl_global {
-    curl_global() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
 
 }  // namespace
 
@@ -341,6 +338,8 @@ struct attempt {
 };
 
 struct s3_client::engine {
+    // libcurl, loaded by the first engine of the process (throws when it cannot be).
+    const curl_functions& curl = curl_library();
     s3_config cfg;
     std::string sigv4;  // "aws:amz:REGION:s3"
     CURLM* multi = nullptr;
@@ -363,13 +362,12 @@ struct s3_client::engine {
     pid_t pid = ::getpid();
 
     explicit engine(s3_config c) : cfg(std::move(c)) {
-        static curl_global global;
         sigv4 = "aws:amz:" + cfg.region + ":s3";
-        multi = curl_multi_init();
-        share = curl_share_init();
+        multi = curl.multi_init();
+        share = curl.share_init();
         if (!multi || !share) throw error("libcurl: cannot create a transfer handle");
-        curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-        curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, long(cfg.max_connections) + 4);
+        curl.share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+        curl.multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, long(cfg.max_connections) + 4);
         thread = std::thread([this] { loop(); });
     }
 
@@ -378,10 +376,10 @@ struct s3_client::engine {
             std::lock_guard<std::mutex> lock(m);
             stop = true;
         }
-        curl_multi_wakeup(multi);
+        curl.multi_wakeup(multi);
         thread.join();
-        curl_multi_cleanup(multi);
-        curl_share_cleanup(share);
+        curl.multi_cleanup(multi);
+        curl.share_cleanup(share);
     }
 
     std::string url_of(const request_spec& s) const {
@@ -402,7 +400,7 @@ struct s3_client::engine {
             incoming.push_back(st);
             ++stats_.requests;
         }
-        curl_multi_wakeup(multi);
+        curl.multi_wakeup(multi);
     }
 
     static size_t on_write(char* data, size_t size, size_t n, void* user) {
@@ -494,7 +492,7 @@ struct s3_client::engine {
                 return false;
             }
         }
-        CURL* e = curl_easy_init();
+        CURL* e = curl.easy_init();
         if (!e) {
             if (a->upload_fd >= 0) ::close(a->upload_fd);
             delete a;
@@ -503,54 +501,54 @@ struct s3_client::engine {
         }
         a->easy = e;
         const std::string url = url_of(s);
-        curl_easy_setopt(e, CURLOPT_URL, url.c_str());
-        curl_easy_setopt(e, CURLOPT_PRIVATE, a);
-        curl_easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
-        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_SHARE, share);
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4.c_str());
-        curl_easy_setopt(e, CURLOPT_USERNAME, cfg.access_key.c_str());
-        curl_easy_setopt(e, CURLOPT_PASSWORD, cfg.secret_key.c_str());
-        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &engine::on_write);
-        curl_easy_setopt(e, CURLOPT_WRITEDATA, a);
-        curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &engine::on_header);
-        curl_easy_setopt(e, CURLOPT_HEADERDATA, a);
-        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(cfg.connect_timeout_ms));
+        curl.easy_setopt(e, CURLOPT_URL, url.c_str());
+        curl.easy_setopt(e, CURLOPT_PRIVATE, a);
+        curl.easy_setopt(e, CURLOPT_ERRORBUFFER, a->errbuf);
+        curl.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl.easy_setopt(e, CURLOPT_SHARE, share);
+        curl.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        curl.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+        curl.easy_setopt(e, CURLOPT_AWS_SIGV4, sigv4.c_str());
+        curl.easy_setopt(e, CURLOPT_USERNAME, cfg.access_key.c_str());
+        curl.easy_setopt(e, CURLOPT_PASSWORD, cfg.secret_key.c_str());
+        curl.easy_setopt(e, CURLOPT_WRITEFUNCTION, &engine::on_write);
+        curl.easy_setopt(e, CURLOPT_WRITEDATA, a);
+        curl.easy_setopt(e, CURLOPT_HEADERFUNCTION, &engine::on_header);
+        curl.easy_setopt(e, CURLOPT_HEADERDATA, a);
+        curl.easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, long(cfg.connect_timeout_ms));
         std::uint64_t bytes = s.ranged ? s.length : s.upload_path.empty() ? s.upload.size() : s.upload_size;
         const std::uint64_t size_ms = bytes * 1000 / std::max<std::uint64_t>(cfg.min_bytes_per_second, 1);
         const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(a->start - st->begin).count();
         const std::uint64_t left = std::uint64_t(std::max<long long>(1, cfg.deadline_ms - elapsed));
-        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, long(std::min<std::uint64_t>(std::uint64_t(cfg.attempt_timeout_ms) + size_ms, left)));
-        curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
-        curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, long(std::max(1, cfg.stall_timeout_ms / 1000)));
-        curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+        curl.easy_setopt(e, CURLOPT_TIMEOUT_MS, long(std::min<std::uint64_t>(std::uint64_t(cfg.attempt_timeout_ms) + size_ms, left)));
+        curl.easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl.easy_setopt(e, CURLOPT_LOW_SPEED_TIME, long(std::max(1, cfg.stall_timeout_ms / 1000)));
+        curl.easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
         // No "Expect:" override here: curl 7.88 signs every header it is given, also the empty
         // ones it then does not send, and the server's signature would differ.
-        curl_easy_setopt(e, CURLOPT_EXPECT_100_TIMEOUT_MS, 300L);
+        curl.easy_setopt(e, CURLOPT_EXPECT_100_TIMEOUT_MS, 300L);
         if (!cfg.session_token.empty())
-            a->headers = curl_slist_append(a->headers, ("x-amz-security-token: " + cfg.session_token).c_str());
+            a->headers = curl.slist_append(a->headers, ("x-amz-security-token: " + cfg.session_token).c_str());
         if (s.ranged) {
             const std::string range = std::to_string(s.offset) + "-" + std::to_string(s.offset + s.length - 1);
-            curl_easy_setopt(e, CURLOPT_RANGE, range.c_str());
+            curl.easy_setopt(e, CURLOPT_RANGE, range.c_str());
             a->body.reserve(static_cast<std::size_t>(s.length));
         }
         switch (s.method) {
             case verb::get: break;
-            case verb::head: curl_easy_setopt(e, CURLOPT_NOBODY, 1L); break;
-            case verb::del: curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE"); break;
+            case verb::head: curl.easy_setopt(e, CURLOPT_NOBODY, 1L); break;
+            case verb::del: curl.easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE"); break;
             case verb::put:
-                curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
-                curl_easy_setopt(e, CURLOPT_READFUNCTION, &engine::on_read);
-                curl_easy_setopt(e, CURLOPT_READDATA, a);
-                curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, &engine::on_seek);
-                curl_easy_setopt(e, CURLOPT_SEEKDATA, a);
-                curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes));
+                curl.easy_setopt(e, CURLOPT_UPLOAD, 1L);
+                curl.easy_setopt(e, CURLOPT_READFUNCTION, &engine::on_read);
+                curl.easy_setopt(e, CURLOPT_READDATA, a);
+                curl.easy_setopt(e, CURLOPT_SEEKFUNCTION, &engine::on_seek);
+                curl.easy_setopt(e, CURLOPT_SEEKDATA, a);
+                curl.easy_setopt(e, CURLOPT_INFILESIZE_LARGE, curl_off_t(bytes));
                 break;
         }
-        curl_easy_setopt(e, CURLOPT_HTTPHEADER, a->headers);
-        curl_multi_add_handle(multi, e);
+        curl.easy_setopt(e, CURLOPT_HTTPHEADER, a->headers);
+        curl.multi_add_handle(multi, e);
         running.push_back(a);
         st->live.push_back(a);
         ++st->started;
@@ -568,9 +566,9 @@ struct s3_client::engine {
     }
 
     void drop_attempt(attempt* a) {
-        curl_multi_remove_handle(multi, a->easy);
-        curl_easy_cleanup(a->easy);
-        curl_slist_free_all(a->headers);
+        curl.multi_remove_handle(multi, a->easy);
+        curl.easy_cleanup(a->easy);
+        curl.slist_free_all(a->headers);
         if (a->upload_fd >= 0) ::close(a->upload_fd);
         running.erase(std::remove(running.begin(), running.end(), a), running.end());
         auto& live = a->req->live;
@@ -608,7 +606,7 @@ struct s3_client::engine {
         std::shared_ptr<s3_pending::state> st = a->req;
         const request_spec& s = st->spec;
         long status = 0;
-        curl_easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
+        curl.easy_getinfo(a->easy, CURLINFO_RESPONSE_CODE, &status);
         std::string problem;
         bool retry = true;
         bool ok = false;
@@ -619,7 +617,7 @@ struct s3_client::engine {
             else if (a->upload_changed)
                 problem = s.upload_path + ": cannot be read to the end (changed during the upload?)", retry = false;
             else
-                problem = std::string("curl: ") + (a->errbuf[0] ? a->errbuf : curl_easy_strerror(code));
+                problem = std::string("curl: ") + (a->errbuf[0] ? a->errbuf : curl.easy_strerror(code));
             if (a->too_long && !s.ranged) retry = false;
             if (code == CURLE_PARTIAL_FILE) problem = "truncated body (" + problem + ")";
         } else if (status == 404 && s.allow_404) {
@@ -744,12 +742,12 @@ struct s3_client::engine {
                 }
             }
             int still = 0;
-            curl_multi_perform(multi, &still);
+            curl.multi_perform(multi, &still);
             int queued = 0;
-            while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+            while (CURLMsg* msg = curl.multi_info_read(multi, &queued)) {
                 if (msg->msg != CURLMSG_DONE) continue;
                 attempt* a = nullptr;
-                curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &a);
+                curl.easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &a);
                 if (a) complete(a, msg->data.result);
             }
             int timeout = 20;
@@ -758,7 +756,7 @@ struct s3_client::engine {
                 const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(st->retry_at - clock_type::now()).count();
                 timeout = int(std::max<long long>(0, std::min<long long>(timeout, ms)));
             }
-            curl_multi_poll(multi, nullptr, 0, timeout, nullptr);
+            curl.multi_poll(multi, nullptr, 0, timeout, nullptr);
         }
         // Shutting down: whatever is left fails.
         while (!running.empty()) {

@@ -1,9 +1,11 @@
 """shardpack.open("s3://...") against a real server: SeaweedFS (`weed mini`, from
 scripts/remote/setup_seaweedfs.sh) on 127.0.0.1 with its data in a temporary folder, and the
 fault proxy of tests/remote/s3_fixture.py. Skipped, with the reason, where SeaweedFS is not
-installed or cannot start, or the extension was built without libcurl. About 15 s."""
+installed or cannot start, or the extension was built without libcurl. About 15 s. The last two
+tests, libcurl's loading, need no server."""
 import os
 import pathlib
+import subprocess
 import sys
 import time
 
@@ -175,3 +177,55 @@ def test_torch_loader_blocks_order_from_the_server_equals_local(env, tmp_path):
 
 def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
+
+
+
+# No server: fresh interpreters, so nothing earlier in this process has loaded libcurl. About 1 s.
+LIBCURL_PROBE = """
+import shardpack
+
+def libcurl_loaded():
+    with open("/proc/self/maps") as maps:
+        return any("/libcurl" in line for line in maps)
+
+print("import", libcurl_loaded())
+try:
+    shardpack.open("s3://bucket/ds")
+except shardpack.Error as e:
+    print("error", e)
+print("open", libcurl_loaded())
+"""
+
+
+def libcurl_probe(tmp_path, **extra):
+    """LIBCURL_PROBE's three lines, with credentials and an endpoint where nothing listens."""
+    if not os.path.exists("/proc/self/maps"):
+        pytest.skip("no /proc/self/maps here to see which libraries are loaded")
+    environment = dict(os.environ, AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test",
+                       AWS_ENDPOINT_URL_S3="http://127.0.0.1:9", SHARDPACK_S3_MAX_ATTEMPTS="1",
+                       SHARDPACK_CACHE_DIR=str(tmp_path / "cache"), **extra)
+    r = subprocess.run([sys.executable, "-c", LIBCURL_PROBE], env=environment, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    if "remote library" in out[1]:
+        pytest.skip("the extension was built without libcurl (s3:// URLs are an error)")
+    return out
+
+
+def test_libcurl_is_loaded_by_the_first_s3_open_not_by_import(tmp_path):
+    """libcurl is opened (dlopen) at the first s3:// open, not linked: `import shardpack` (every
+    DataLoader worker) does not load it and its libraries (issue #22)."""
+    out = libcurl_probe(tmp_path)
+    assert out[0] == "import False"
+    assert out[1].startswith("error ") and "curl:" in out[1], out[1]  # nothing listens on port 9
+    assert out[2] == "open True"
+
+
+def test_without_libcurl_an_s3_open_is_a_clear_error(tmp_path):
+    """Where libcurl cannot be loaded (hidden from dlopen by the test shim of
+    tests/fault_inject/no_libcurl.c), opening s3:// raises shardpack.Error naming it."""
+    out = libcurl_probe(tmp_path, LD_PRELOAD=tool("tests/libshardpack_no_libcurl.so"), SHARDPACK_NO_LIBCURL="hide")
+    assert out[0] == "import False"
+    assert out[1].startswith("error libcurl: cannot load libcurl") and "hidden by the test" in out[1], out[1]
+    assert out[2] == "open False"
