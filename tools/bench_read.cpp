@@ -1,7 +1,7 @@
 // bench_read: how close the header-only reader comes to bare zstd on the same dataset.
 //
 //   bench_read DATASET [--threads N] [--passes P | --seconds S] [--seed S] [--verify on|off]
-//                      [--image u8|f32] [--label u8|f32|index|none] [--min-time S]
+//                      [--image u8|f32] [--label u8|f32|index|index_u8|none] [--min-time S]
 //                      [--breakdown on|off] [--check on|off] [--modes NAME,NAME,...]
 //                      [--io auto|mmap|pread]
 //
@@ -37,7 +37,9 @@
 // read_into fills: per --image, image_u8 (H*W*C as stored, the default) or image_f32 (normalised
 // with normalization::imagenet()); per --label, label_u8 (one-hot uint8, the default: H*W*K for
 // segmentation, K for classification), label_f32 (the same as float), label_index (uint16 H*W,
-// segmentation only) or nothing; class_id always. Buffers are sized once for the largest record.
+// segmentation only), label_index_u8 (uint8 H*W, segmentation datasets of at most 255 classes:
+// for labels stored as uint8 class ids, the stored form, which the reader decompresses straight
+// into the caller's buffer, so the read is the codec's cost alone) or nothing; class_id always. Buffers are sized once for the largest record.
 // The zstd and breakdown modes always copy uint8 (they show the floor, not the conversions).
 //
 // One measurement of a mode = `loops` traversals of the permutation, loops chosen once (from a
@@ -57,7 +59,8 @@
 // always read the stored frames through a mapping.
 //
 // --check on (default) first compares, for every record, what read_into delivers with the
-// bytes bare zstd decodes (image, one-hot label when stored one-hot, class id).
+// bytes bare zstd decodes (image, one-hot label when stored one-hot and read as u8, uint8 class
+// ids when stored so and read as index_u8, class id).
 //
 // Output: one JSON line on stdout; logs on stderr. Exit 0; 1 on a read error or a --check
 // mismatch; 2 on bad usage.
@@ -92,7 +95,7 @@ using shardpack::detail::json;
 
 const char* const usage_text =
     "usage: bench_read DATASET [--threads N] [--passes P | --seconds S] [--seed S] [--verify on|off]\n"
-    "                  [--image u8|f32] [--label u8|f32|index|none] [--min-time S] [--breakdown on|off] [--check on|off]\n"
+    "                  [--image u8|f32] [--label u8|f32|index|index_u8|none] [--min-time S] [--breakdown on|off] [--check on|off]\n"
     "                  [--modes reader_1t,zstd_1t,reader_1t_nocheck,reader_nt,zstd_nt,reader_view_1t,xxh3_1t,\n"
     "                           zstd_copy_1t,manual_1t,zstd_stream_1t,split_frames_1t,split_zstd_1t]\n"
     "                  [--io auto|mmap|pread]\n";
@@ -103,7 +106,7 @@ const char* const usage_text =
     std::exit(2);
 }
 
-enum class label_mode { u8, f32, index, none };
+enum class label_mode { u8, f32, index, index_u8, none };
 
 struct options {
     std::string dataset;
@@ -156,8 +159,9 @@ options parse_args(int argc, char** argv) {
             if (v == "u8") o.label = label_mode::u8;
             else if (v == "f32") o.label = label_mode::f32;
             else if (v == "index") o.label = label_mode::index;
+            else if (v == "index_u8") o.label = label_mode::index_u8;
             else if (v == "none") o.label = label_mode::none;
-            else usage("--label is u8, f32, index or none, not \"" + v + "\"");
+            else usage("--label is u8, f32, index, index_u8 or none, not \"" + v + "\"");
         } else if (a == "--image") {
             const std::string v = value();
             if (v == "u8") o.image_f32 = false;
@@ -198,6 +202,7 @@ struct worker_state {
     shardpack::read_context ctx;
     std::vector<std::uint8_t> image, label_u8;
     std::vector<std::uint16_t> label_index;
+    std::vector<std::uint8_t> label_index_u8;
     std::vector<float> image_f32, label_f32;
     std::int32_t class_id = 0;
     shardpack::sample_buffers out;
@@ -225,7 +230,11 @@ int main(int argc, char** argv) {
         const auto& ds_main = o.verify ? ds_check : ds_nocheck;
         const auto& info = ds_check.schema();
         const bool seg = info.task == shardpack::task::segmentation;
-        if (o.label == label_mode::index && !seg) usage("--label index is for segmentation datasets");
+        if ((o.label == label_mode::index || o.label == label_mode::index_u8) && !seg)
+            usage("--label index and index_u8 are for segmentation datasets");
+        if (o.label == label_mode::index_u8 && info.class_count > 255)
+            usage("--label index_u8 is for datasets of at most 255 classes (this one has " +
+                  std::to_string(info.class_count) + ")");
 
         // The stored frames, through the shard index, and the dataset's facts.
         const std::size_t n = ds_check.size();
@@ -272,6 +281,7 @@ int main(int argc, char** argv) {
         const std::size_t label_u8_cap = o.label == label_mode::u8 ? one_hot_cap : 0;
         const std::size_t label_f32_cap = o.label == label_mode::f32 ? one_hot_cap : 0;
         const std::size_t label_index_cap = o.label == label_mode::index ? max_pixels : 0;
+        const std::size_t label_index_u8_cap = o.label == label_mode::index_u8 ? max_pixels : 0;
 
         const unsigned nt = o.threads;
         std::vector<std::unique_ptr<worker_state>> workers;
@@ -283,6 +293,7 @@ int main(int argc, char** argv) {
             w->image.resize(image_cap);
             w->label_u8.resize(label_u8_cap);
             w->label_index.resize(label_index_cap);
+            w->label_index_u8.resize(label_index_u8_cap);
             w->image_f32.resize(o.image_f32 ? image_cap : 0);
             w->label_f32.resize(label_f32_cap);
             if (o.image_f32) {
@@ -304,6 +315,10 @@ int main(int argc, char** argv) {
                 w->out.label_index = w->label_index.data();
                 w->out.label_index_capacity = label_index_cap;
             }
+            if (label_index_u8_cap) {
+                w->out.label_index_u8 = w->label_index_u8.data();
+                w->out.label_index_capacity = label_index_u8_cap;
+            }
             w->out.class_id = &w->class_id;
             workers.push_back(std::move(w));
         }
@@ -321,6 +336,7 @@ int main(int argc, char** argv) {
             if (o.label == label_mode::u8) b += seg ? px * k_classes : k_classes;
             if (o.label == label_mode::f32) b += (seg ? px * k_classes : k_classes) * sizeof(float);
             if (o.label == label_mode::index) b += px * 2;
+            if (o.label == label_mode::index_u8) b += px;
             return b;
         };
         std::uint64_t delivered_bytes = 0;
@@ -345,6 +361,9 @@ int main(int argc, char** argv) {
                 ok = ok && w.class_id == lay.class_id;
                 if (seg && o.label == label_mode::u8 && info.layout == shardpack::label_layout::one_hot)
                     ok = ok && std::memcmp(w.label_u8.data(), rec + lay.label_offset, lay.label_bytes) == 0;
+                if (seg && o.label == label_mode::index_u8 && info.layout == shardpack::label_layout::index &&
+                    lay.label_bytes == std::size_t(lay.height) * lay.width)
+                    ok = ok && std::memcmp(w.label_index_u8.data(), rec + lay.label_offset, lay.label_bytes) == 0;
                 if (!ok) {
                     std::fprintf(stderr, "bench_read: record %zu: read_into and bare zstd disagree\n", i);
                     return 1;
@@ -708,6 +727,7 @@ int main(int argc, char** argv) {
         const char* label_name = o.label == label_mode::u8    ? "u8 one-hot"
                                : o.label == label_mode::f32   ? "f32 one-hot"
                                : o.label == label_mode::index ? "uint16 index"
+                               : o.label == label_mode::index_u8 ? "uint8 index"
                                                               : "none";
         js += ",\"threads\":" + std::to_string(nt) + ",\"seed\":" + std::to_string(o.seed);
         js += std::string(",\"verify_checksums\":") + (o.verify ? "true" : "false");

@@ -29,7 +29,8 @@
 #                record; auto; none): the reader against bare zstd of the same frames
 #   crop         bench_crop --crop 512x512 on full 1080p records (index labels) per codec, and
 #                --crop 256x256 on the seg job's 512x512 records; full-record reads of the 1080p
-#                records per codec (bench_read, as above)
+#                records per codec (bench_read, as above), their labels delivered one-hot (6x the
+#                stored bytes) and as stored (--label index_u8: uint8 class ids)
 #   bands        the same reads and crops of both with the default codec at fixed band heights
 #                (--band-rows: one height for image and label, format 1.1's codec 2), against the
 #                default (a height per region from the data, codec 3): what the rule rests on
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift ;;
     --quick) size=quick ;;
     --tiny) size=tiny ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "pack_bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -201,6 +202,9 @@ for r in $(seq "$reps"); do
       --seconds "$crop_seconds" 2>/dev/null)"
     record "pack.read1080.$codec" "$("$bin/bench_read" "$work/crop-$codec.ds" --threads 1 --modes reader_1t,zstd_1t \
       "${read_args[@]}" 2>/dev/null)"
+    log "full reads of 1080p records as stored (uint8 class ids), --compression $codec (rep $r/$reps)"
+    record "pack.read1080_ids.$codec" "$("$bin/bench_read" "$work/crop-$codec.ds" --threads 1 --modes reader_1t,zstd_1t \
+      --label index_u8 "${read_args[@]}" 2>/dev/null)"
   done
   for i in $(rotate "$r" 0 1 2 3 4); do
     rows=${seg_band_rows[$i]}
