@@ -1,7 +1,7 @@
 # shardpack_libcurl_soname(OUT): the soname ("libcurl.so.4") of the libcurl that
 # pkg_check_modules(CURL ...) found, for src/remote/curl_library.cpp, which opens it with dlopen
 # when remote storage is first used instead of linking it (every command's start-up would load
-# libcurl and the ~23 libraries it needs: issue #22). Read from the library file's dynamic
+# libcurl and the 27 libraries it needs: issue #22). Read from the library file's dynamic
 # section with objdump -p (or readelf -d); a configure error when neither can tell.
 function(shardpack_libcurl_soname out)
   set(_library "")
