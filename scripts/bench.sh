@@ -17,8 +17,9 @@
 #                                       table (scripts/bench/cold_bench.py, order_quality.py)
 #   ./scripts/bench.sh --tf-adapter     only the tf.data adapter against a bare read_batch
 #                                       (scripts/bench/tf_adapter.sh, ~5 minutes; --quick: ~1)
-#   ./scripts/bench.sh --pack           only the pack benchmark (~6 minutes; --quick ~3): each pack
-#                                       job against its decode floor and the Python baseline, and
+#   ./scripts/bench.sh --pack           only the pack benchmark (~10 minutes; --quick ~5): each pack
+#                                       job against its decode floor and the Python baseline (the
+#                                       whole run, and per record in the steady state), and
 #                                       full-record and crop reads per codec, in one run
 #                                       (scripts/bench/pack_bench.sh; WORK/pack/pack.md, pack.json);
 #                                       --tiny: a few records, to check it runs (figures mean

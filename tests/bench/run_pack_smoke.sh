@@ -2,7 +2,8 @@
 # Smoke test of `./scripts/bench.sh --pack` (issue 22), so that the pack benchmark cannot rot: runs
 # it on tiny data (--tiny: 2 1080p PNG + mask pairs, 8 JPEGs, 2 full-size records for the crops;
 # one repetition) with the build's own binaries (--bin), and checks the report's shape: both pack
-# jobs with their pack, floor, full-decode and Python figures and ratios; the floor decoding what
+# jobs with their pack, floor, full-decode and Python figures and ratios, over the whole run and
+# per record (the list repeated twice, less the list: seg's figures must be there); the floor decoding what
 # the build decodes (fewer bytes than the full decode); full-record reads of both jobs' records
 # with every codec (and of the 1080p records, labels one-hot and as stored), each against one frame
 # per record and bare zstd; crops with every codec; full
