@@ -47,3 +47,13 @@ function(shardpack_libcurl_soname out)
   message(STATUS "libcurl: loaded at run time as ${_soname} (${_resolved})")
   set(${out} "${_soname}" PARENT_SCOPE)
 endfunction()
+
+# shardpack_load_libcurl_at_run_time(TARGET): TARGET compiles src/remote/curl_library.cpp, which
+# opens libcurl when remote storage is first used: libcurl's header (types and constants) and its
+# soname, never its library; dlopen's.
+function(shardpack_load_libcurl_at_run_time target)
+  shardpack_libcurl_soname(_soname)
+  target_include_directories(${target} PRIVATE $<TARGET_PROPERTY:PkgConfig::CURL,INTERFACE_INCLUDE_DIRECTORIES>)
+  target_compile_definitions(${target} PRIVATE SHARDPACK_LIBCURL_SONAME="${_soname}")
+  target_link_libraries(${target} PRIVATE ${CMAKE_DL_LIBS})
+endfunction()

@@ -39,7 +39,8 @@
 // segmentation, K for classification), label_f32 (the same as float), label_index (uint16 H*W,
 // segmentation only), label_index_u8 (uint8 H*W, segmentation datasets of at most 255 classes:
 // for labels stored as uint8 class ids, the stored form, which the reader decompresses straight
-// into the caller's buffer, so the read is the codec's cost alone) or nothing; class_id always. Buffers are sized once for the largest record.
+// into the caller's buffer, so the read is the codec's cost alone) or nothing; class_id always.
+// Buffers are sized once for the largest record.
 // The zstd and breakdown modes always copy uint8 (they show the floor, not the conversions).
 //
 // One measurement of a mode = `loops` traversals of the permutation, loops chosen once (from a
@@ -68,6 +69,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -107,6 +109,18 @@ const char* const usage_text =
 }
 
 enum class label_mode { u8, f32, index, index_u8, none };
+
+// --label's values: the option's word, and what the JSON calls the output.
+struct label_choice {
+    const char* word;
+    label_mode mode;
+    const char* output;
+};
+constexpr label_choice label_choices[] = {{"u8", label_mode::u8, "u8 one-hot"},
+                                          {"f32", label_mode::f32, "f32 one-hot"},
+                                          {"index", label_mode::index, "uint16 index"},
+                                          {"index_u8", label_mode::index_u8, "uint8 index"},
+                                          {"none", label_mode::none, "none"}};
 
 struct options {
     std::string dataset;
@@ -156,12 +170,10 @@ options parse_args(int argc, char** argv) {
         }
         else if (a == "--label") {
             const std::string v = value();
-            if (v == "u8") o.label = label_mode::u8;
-            else if (v == "f32") o.label = label_mode::f32;
-            else if (v == "index") o.label = label_mode::index;
-            else if (v == "index_u8") o.label = label_mode::index_u8;
-            else if (v == "none") o.label = label_mode::none;
-            else usage("--label is u8, f32, index, index_u8 or none, not \"" + v + "\"");
+            const label_choice* c = std::find_if(std::begin(label_choices), std::end(label_choices),
+                                                 [&](const label_choice& l) { return v == l.word; });
+            if (c == std::end(label_choices)) usage("--label is u8, f32, index, index_u8 or none, not \"" + v + "\"");
+            o.label = c->mode;
         } else if (a == "--image") {
             const std::string v = value();
             if (v == "u8") o.image_f32 = false;
@@ -724,11 +736,8 @@ int main(int argc, char** argv) {
         else if (info.layout == shardpack::label_layout::one_hot) js += ",\"label_shape\":[" + h + "," + wd + "," + std::to_string(k_classes) + "]";
         else js += ",\"label_shape\":[" + h + "," + wd + ",1],\"label_bytes_per_value\":" + std::to_string(info.label_value_bytes);
         js += "}";
-        const char* label_name = o.label == label_mode::u8    ? "u8 one-hot"
-                               : o.label == label_mode::f32   ? "f32 one-hot"
-                               : o.label == label_mode::index ? "uint16 index"
-                               : o.label == label_mode::index_u8 ? "uint8 index"
-                                                              : "none";
+        const char* label_name = std::find_if(std::begin(label_choices), std::end(label_choices),
+                                              [&](const label_choice& l) { return l.mode == o.label; })->output;
         js += ",\"threads\":" + std::to_string(nt) + ",\"seed\":" + std::to_string(o.seed);
         js += std::string(",\"verify_checksums\":") + (o.verify ? "true" : "false");
         js += std::string(",\"read_into_image\":\"") + (o.image_f32 ? "f32 imagenet-normalised" : "u8") + "\"";

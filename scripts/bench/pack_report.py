@@ -137,19 +137,18 @@ def main():
         repeat = setup.get("repeat")
         added = samples * (repeat - 1) if samples and repeat and repeat > 1 else None
 
-        def per_record(side, fn):
-            long_v, short_v = median_of(runs, f"pack.{job}.{side}_long", fn), median_of(runs, f"pack.{job}.{side}", fn)
+        def per_record_ms(side, seconds_of):
+            long_v, short_v = (median_of(runs, f"pack.{job}.{side}_long", seconds_of),
+                               median_of(runs, f"pack.{job}.{side}", seconds_of))
             if long_v is None or short_v is None or not added:
                 return None
-            v = (long_v - short_v) / added
+            v = (long_v - short_v) / added * 1000
             return v if v > 0 else None  # a difference lost in the noise (tiny data sets) is no figure
 
         s = {"repeat": repeat, "added_records": added,
-             "pack_cpu_ms": per_record("pack", cpu), "pack_wall_ms": per_record("pack", lambda r: r["seconds"]),
-             "floor_cpu_ms": per_record("floor", lambda r: r["cpu_seconds_median"]),
-             "python_cpu_ms": per_record("python", cpu), "python_wall_ms": per_record("python", lambda r: r["seconds"])}
-        for k in ("pack_cpu_ms", "pack_wall_ms", "floor_cpu_ms", "python_cpu_ms", "python_wall_ms"):
-            s[k] = s[k] * 1000 if s[k] is not None else None
+             "pack_cpu_ms": per_record_ms("pack", cpu), "pack_wall_ms": per_record_ms("pack", lambda r: r["seconds"]),
+             "floor_cpu_ms": per_record_ms("floor", lambda r: r["cpu_seconds_median"]),
+             "python_cpu_ms": per_record_ms("python", cpu), "python_wall_ms": per_record_ms("python", lambda r: r["seconds"])}
         s["pack_over_floor_cpu"] = ratio(s["pack_cpu_ms"], s["floor_cpu_ms"])
         s["python_over_pack_cpu"] = ratio(s["python_cpu_ms"], s["pack_cpu_ms"])
         s["python_over_pack_wall"] = ratio(s["python_wall_ms"], s["pack_wall_ms"])

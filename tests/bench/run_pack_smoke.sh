@@ -3,12 +3,12 @@
 # it on tiny data (--tiny: 2 1080p PNG + mask pairs, 8 JPEGs, 2 full-size records for the crops;
 # one repetition) with the build's own binaries (--bin), and checks the report's shape: both pack
 # jobs with their pack, floor, full-decode and Python figures and ratios, over the whole run and
-# per record (the list repeated twice, less the list: seg's figures must be there); the floor decoding what
-# the build decodes (fewer bytes than the full decode); full-record reads of both jobs' records
-# with every codec (and of the 1080p records, labels one-hot and as stored), each against one frame
-# per record and bare zstd; crops with every codec; full
-# reads and crops of both the 512x512 and the 1080p records at every band height and with the 1.3
-# default (a height per region); the issue's targets each with a verdict; the Markdown tables. The
+# per record (the list repeated twice, less the list: seg's figures must be there); the floor
+# decoding what the build decodes (fewer bytes than the full decode); full-record reads of both
+# jobs' records and of the 1080p records (labels one-hot and as stored) with every codec, each
+# against one frame per record and bare zstd; crops with every codec; full reads and crops of
+# both the 512x512 and the 1080p records at every band height and with the 1.3 default (a height
+# per region); the issue's targets each with a verdict; the Markdown tables. The
 # figures themselves mean nothing on such data and are not judged. About 15 s (14 s measured on the shared 2-core machine).
 #
 # Exit 0: passed; 1: failed; 77: skipped (ctest shows it skipped) when Debian's python3 lacks

@@ -179,7 +179,6 @@ def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
 
 
-
 # No server: fresh interpreters, so nothing earlier in this process has loaded libcurl. About 1 s.
 LIBCURL_PROBE = """
 import shardpack
