@@ -2,7 +2,7 @@
 //
 //   bench_cold_io DATASET [--reps R] [--batch B] [--io mmap,pread,auto,stream,blocks]
 //                         [--order random,sequential,preferred] [--limit N] [--threads T]
-//                         [--epochs E] [--cache-bytes N] [--no-warm] [--max-seconds S]
+//                         [--epochs E] [--cache-bytes N] [--no-warm] [--max-seconds S] [--progress]
 //   bench_cold_io --features      what this build's reader offers, as JSON (for scripts)
 //
 // For each rep, each order and each io mode (interleaved, in an order rotated by one each rep):
@@ -21,7 +21,9 @@
 // every file evicted again before each (not timed): a dataset larger than memory, with whatever
 // the reader keeps in its own cache. --cache-bytes: open_options::cache_bytes (the reader's cache
 // budget; needs the I/O engine). --no-warm: no warm epoch. --max-seconds S: an epoch stops after S
-// seconds (its records_read then says how far it got; later epochs are not read).
+// seconds (its records_read then says how far it got; later epochs are not read). --progress:
+// a line "bench_cold_io: progress EPOCH RECORDS SECONDS" on stderr after every batch (for a
+// driver that stops a run that is too slow even for that).
 // io modes and options this reader lacks (stream, blocks, cache_bytes before the I/O engine) are
 // refused with exit 2; --features lists what is there.
 // Output: one JSON line, per (order, io, cold|warm): median seconds, samples/s and stored MB/s
@@ -62,7 +64,7 @@ namespace bench = shardpack::bench;
     std::fprintf(stderr,
                  "bench_cold_io: %s\nusage: bench_cold_io DATASET [--reps R] [--batch B] "
                  "[--io mmap,pread,auto,stream,blocks] [--order random,sequential,preferred] [--limit N] [--threads T] "
-                 "[--epochs E] [--cache-bytes N] [--no-warm] [--max-seconds S]\n       bench_cold_io --features\n",
+                 "[--epochs E] [--cache-bytes N] [--no-warm] [--max-seconds S] [--progress]\n       bench_cold_io --features\n",
                  why.c_str());
     std::exit(2);
 }
@@ -193,7 +195,7 @@ int main(int argc, char** argv) {
     unsigned reps = 3, threads = 1, epochs = 1;
     std::size_t batch = 64, limit = 0;
     std::uint64_t cache_bytes = 0;
-    bool warm = true;
+    bool warm = true, progress = false;
     double max_seconds = 0;
     std::vector<std::string> ios{"mmap", "pread"}, orders{"random", "sequential"};
     for (bench::arg_walker args(argc, argv, usage); args.next();) {
@@ -214,6 +216,7 @@ int main(int argc, char** argv) {
         else if (a == "--epochs") epochs = unsigned(args.uint_value(1, 1000));
         else if (a == "--cache-bytes") cache_bytes = args.uint_value(1);
         else if (a == "--no-warm") warm = false;
+        else if (a == "--progress") progress = true;
         else if (a == "--max-seconds") max_seconds = args.seconds_value();
         else if (a == "--batch") batch = args.uint_value(1);
         else if (a == "--limit") limit = args.uint_value(1);
@@ -339,6 +342,9 @@ int main(int argc, char** argv) {
                                 }
                                 ds.read_batch(order.data() + begin, count, out, ctx);
                                 read += count;
+                                if (progress)
+                                    std::fprintf(stderr, "bench_cold_io: progress %u %zu %.4f\n", e + 1, read.load(),
+                                                 bench::seconds_since(t0));
                             }
                         };
                         std::vector<std::thread> pool;

@@ -47,6 +47,7 @@ import ctypes
 import inspect
 import json
 import mmap
+import select
 import os
 import pathlib
 import signal
@@ -86,6 +87,10 @@ def evict(paths):
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         try:
+            try:
+                os.fdatasync(fd)  # dirty pages (a file just written) would stay
+            except OSError:
+                pass  # a read-only FUSE mount may not implement it: nothing is dirty there
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -217,7 +222,7 @@ def prepare(args):
     out = {}
     for name, task, count, width, extra, records in (
             ("cls", "cls", 64, 112, ["--color", "gray", "--size", "112x112"], n["cls"]),
-            ("seg", "seg", 16, 512, ["--size", "512x512"], n["seg"])):
+            ("seg", "seg", 16, 512, ["--size", "512x512", "--compression", "none"], n["seg"])):
         src, data = work / "src" / name, work / "data" / name
         if not (src / "list.csv").exists():
             subprocess.run([f"{args.bin}/make_sample_data", "--out", str(src), "--task", task, "--count", str(count),
@@ -242,7 +247,7 @@ def prepare(args):
             ds = shardpack.open(str(data / "ds"))
             (data / "npy").mkdir()
             images, labels = ds.read_batch(np.arange(len(ds)), dtype="uint8", layout="NHWC", normalize=None,
-                                           label="index")
+                                           label="index", label_dtype="uint8" if task == "seg" else None)
             np.save(data / "npy" / "images.npy", images)
             np.save(data / "npy" / "labels.npy", labels)
             del images, labels
@@ -268,13 +273,13 @@ def loader_options():
     return {"cache_bytes": "cache_bytes" in loader, "io": ios}
 
 
-def run_row(row, root, ds_dir, npy_dir, batch, epochs, cache_bytes, cap, direct, evict_paths):
+def run_row(row, ds_dir, npy_dir, batch, epochs, cache_bytes, cap, direct, evict_paths, send):
     """Reads `epochs` epochs the way `row` says; the files are evicted before each epoch (the
-    first: by the driver). A list of {seconds, records, bytes, cut, io}."""
+    first: by the driver). send("P", [epoch, records, seconds]) after every batch, send("E", {seconds,
+    records, bytes, cut, io}) after every epoch."""
     import shardpack
     import shardpack.torch as spt
 
-    results = []
     state = {}
     for e in range(epochs):
         if e > 0:
@@ -295,6 +300,7 @@ def run_row(row, root, ds_dir, npy_dir, batch, epochs, cache_bytes, cap, direct,
                 idx = order[b:b + batch]
                 x, y = images[idx], labels[idx]
                 records += len(idx)
+                send("P", [e, records, time.perf_counter() - start])
                 if cap and time.perf_counter() - start > cap and records < n:
                     cut = True
                     break
@@ -316,60 +322,131 @@ def run_row(row, root, ds_dir, npy_dir, batch, epochs, cache_bytes, cap, direct,
             records = 0
             for images, labels in loader:
                 records += len(labels)
+                send("P", [e, records, time.perf_counter() - start])
                 if cap and time.perf_counter() - start > cap and records < n:
                     cut = True
                     break
             nbytes = loader.dataset.data_bytes
             io = str(getattr(loader.dataset, "io", ""))
-        results.append({"seconds": time.perf_counter() - start, "records": records, "bytes": nbytes, "cut": cut,
-                        "io": io})
+        send("E", {"seconds": time.perf_counter() - start, "records": records, "bytes": nbytes, "cut": cut, "io": io})
         if cut:
             break  # later epochs are not read
-    return results
 
 
-def in_child(fn):
-    """Runs fn() in a forked child: (its JSON-able result, peak RSS in bytes, CPU seconds)."""
+def cut_epoch(progress, records_total, seconds):
+    """The epoch a run was stopped in, from its last progress report (epoch, records, seconds)."""
+    if progress and progress[1] > 0:
+        return {"seconds": progress[2], "records": progress[1], "bytes": None, "cut": True, "io": "",
+                "killed": True}
+    # Not one batch in `seconds`: only a lower bound on the epoch's time.
+    return {"seconds": seconds, "records": 0, "bytes": None, "cut": True, "io": "", "killed": True,
+            "lower_bound": True}
+
+
+def in_child(fn, records_total, hard):
+    """Runs fn(send) in a forked child, killed when an epoch takes longer than `hard` seconds:
+    (its epochs, peak RSS in bytes, CPU seconds)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
         code = 0
+        os.close(r)
+        out = os.fdopen(w, "w", buffering=1)
+
+        def send(kind, value):
+            out.write(kind + " " + json.dumps(value) + "\n")
         try:
-            os.close(r)
-            data = json.dumps({"ok": fn()}).encode()
+            fn(send)
         except BaseException as e:  # reported to the driver
-            data = json.dumps({"error": f"{type(e).__name__}: {e}"}).encode()
+            send("X", f"{type(e).__name__}: {e}")
             code = 1
-        with os.fdopen(w, "wb") as f:
-            f.write(data)
+        out.flush()
         os._exit(code)  # no cleanup: a Loader cut mid-epoch would wait for its batch
     os.close(w)
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
+    epochs, progress, error, buffer = [], None, None, b""
+    deadline = time.monotonic() + hard
+    killed = False
+    while True:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([r], [], [], max(0.0, left))
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+            break
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            kind, value = line.decode().split(" ", 1)
+            value = json.loads(value)
+            if kind == "P":
+                progress = value
+            elif kind == "E":
+                epochs.append(value)
+                progress = None
+                deadline = time.monotonic() + hard
+            elif kind == "X":
+                error = value
+    os.close(r)
     _, _, usage = os.wait4(pid, 0)
-    out = json.loads(data) if data else {"error": "the child died without a result"}
-    if "error" in out:
-        raise RuntimeError(out["error"])
-    return out["ok"], usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+    if error:
+        raise RuntimeError(error)
+    if killed:
+        epochs.append(cut_epoch(progress, records_total, hard))
+    return epochs, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
-def run_cxx(binary, ds_dir, batch, epochs, cache_bytes, cap):
-    """bench_cold_io on ds_dir, cold only: a list as run_row's, peak RSS bytes, CPU seconds."""
+def run_cxx(binary, ds_dir, batch, epochs, cache_bytes, cap, hard):
+    """bench_cold_io on ds_dir, cold only, killed as in_child: its epochs, peak RSS bytes, CPU seconds."""
+    import resource
+    import threading
+
     cmd = [binary, ds_dir, "--reps", "1", "--io", "auto", "--order", "preferred", "--batch", str(batch),
-           "--epochs", str(epochs), "--no-warm"]
+           "--epochs", str(epochs), "--no-warm", "--progress"]
     if cache_bytes:
         cmd += ["--cache-bytes", str(cache_bytes)]
     if cap:
         cmd += ["--max-seconds", str(cap)]
-    import resource
-
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = {"progress": None, "epoch_ends": [], "err": []}
+
+    def read_stderr():
+        for line in p.stderr:
+            state["err"].append(line)
+            w = line.split()
+            if len(w) == 5 and w[1] == "progress":
+                e, records, seconds = int(w[2]) - 1, int(w[3]), float(w[4])
+                if state["progress"] and state["progress"][0] < e:
+                    state["epoch_ends"].append(state["progress"])
+                state["progress"] = [e, records, seconds]
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    killed = False
+    out = ""
+    while True:
+        done_epochs = len(state["epoch_ends"])
+        try:
+            out, _ = p.communicate(timeout=hard)
+            break
+        except subprocess.TimeoutExpired:
+            if len(state["epoch_ends"]) > done_epochs:
+                continue  # an epoch ended meanwhile: the next gets its own time
+            p.kill()
+            p.communicate()
+            killed = True
+            break
+    reader.join(timeout=5)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if killed:
+        results = [{"seconds": x[2], "records": x[1], "bytes": None, "cut": False, "io": ""}
+                   for x in state["epoch_ends"]]
+        return results + [cut_epoch(state["progress"], None, hard)], None, cpu
     if p.returncode != 0:
-        raise RuntimeError(f"bench_cold_io failed ({p.returncode}): {p.stderr.strip()[-500:]}")
-    out = p.stdout
+        raise RuntimeError(f"bench_cold_io failed ({p.returncode}): {''.join(state['err'])[-500:]}")
     j = json.loads(out.strip().splitlines()[-1])
     n = j["records"]
     results = []
@@ -397,7 +474,8 @@ def drive(args):
     work = pathlib.Path(args.work).resolve()
     n = sizes(args.quick)
     reps = args.reps or (1 if args.quick else 3)
-    cap = args.max_seconds or (6.0 if args.quick else 20.0)
+    cap = args.max_seconds or (6.0 if args.quick else 15.0)
+    hard = cap * 1.5 + 2  # a run still in its first batches by then is stopped (a lower bound)
     py = loader_options()
     cxx_bin = os.path.join(args.bin, "bench_cold_io")
     cxx = cxx_features(cxx_bin)
@@ -459,12 +537,13 @@ def drive(args):
                         if left is not None:
                             eviction_left = max(eviction_left or 0, left)
                         before = mount.counts() if mount else None
+                        records_total = info[base]["records"]
                         if row == "cxx-auto":
-                            epochs_out, rss, cpu = run_cxx(cxx_bin, ds_dir, batch, epochs, cache_bytes, cap)
+                            epochs_out, rss, cpu = run_cxx(cxx_bin, ds_dir, batch, epochs, cache_bytes, cap, hard)
                         else:
-                            epochs_out, rss, cpu = in_child(lambda: run_row(
-                                row, root, ds_dir, npy_dir, batch, epochs, cache_bytes if row == "loader" else 0, cap,
-                                direct=mount is None, evict_paths=paths))
+                            epochs_out, rss, cpu = in_child(lambda send: run_row(
+                                row, ds_dir, npy_dir, batch, epochs, cache_bytes if row == "loader" else 0, cap,
+                                direct=mount is None, evict_paths=paths, send=send), records_total, hard)
                         after = mount.counts() if mount else None
                         entry = {"storage": storage, "dataset": dataset, "row": row, "rep": rep, "epochs": epochs_out,
                                  "peak_rss": rss, "cpu_s": cpu, "resident_before": left,
@@ -515,7 +594,8 @@ def summarize(runs, info, datasets):
             nbytes = eps[0][1]["bytes"] or bytes_of[dataset]
             rows.append({"storage": storage, "dataset": dataset, "row": row, "epoch": e + 1, "runs": len(eps),
                          "seconds": statistics.median(secs), "cut": any(x["cut"] for _, x in eps),
-                         "records_read": min((x["records"] or n) for _, x in eps), "records": n,
+                         "records_read": min((n if x["records"] is None else x["records"]) for _, x in eps),
+                         "records": n, "lower_bound": any(x.get("lower_bound") for _, x in eps),
                          "samples_per_s": n / statistics.median(secs), "mb_per_s": nbytes / statistics.median(secs) / 1e6,
                          "seeks": _median([r["seeks"] for r, _ in eps if len(r["epochs"]) == 1]),
                          "peak_rss_mb": _median([r["peak_rss"] / 1e6 for r, _ in eps if r["peak_rss"]]),
@@ -554,19 +634,21 @@ def markdown(report):
             out.append(f"| {STORAGE_NAMES[r['storage']]} | {r['dataset']} | {name} | | not available: "
                        f"{r['unavailable']} | | | | | | | | |")
             continue
-        secs = f"{r['seconds']:.2f}" + ("*" if r["cut"] else "")
+        secs = ("> " if r["lower_bound"] else "") + f"{r['seconds']:.2f}" + ("*" if r["cut"] else "")
+        less = "< " if r["lower_bound"] else ""
         f = lambda v, fmt: "" if v is None else format(v, fmt)  # noqa: E731
         out.append(f"| {STORAGE_NAMES[r['storage']]} | {r['dataset']} | {name} | {r['epoch']} | {secs} | "
-                   f"{r['samples_per_s']:.0f} | {r['mb_per_s']:.0f} | {f(r.get('vs_floor'), '.2f')} | "
-                   f"{f(r.get('vs_npy'), '.2f')} | {f(r['seeks'], '.0f')} | {f(r['peak_rss_mb'], '.0f')} | "
+                   f"{less}{r['samples_per_s']:.0f} | {less}{r['mb_per_s']:.0f} | {less}{f(r.get('vs_floor'), '.2f')} | "
+                   f"{less}{f(r.get('vs_npy'), '.2f')} | {f(r['seeks'], '.0f')} | {f(r['peak_rss_mb'], '.0f')} | "
                    f"{f(r['cpu_s'], '.1f')} | {r['io']} |")
     out.append("")
     for d in described.values():
         out.append(f"- {d}")
     cut = [r for r in report["summary"] if r.get("cut")]
     if cut:
-        out.append(f"- \\* cut after {report['cut_seconds']:g} s (at the next batch): the epoch's time at the rate "
-                   "reached, from the fewest records any rep read (" +
+        out.append(f"- \\* cut after {report['cut_seconds']:g} s (at the next batch, or stopped at "
+                   f"{report['cut_seconds'] * 1.5 + 2:g} s): the epoch's time at the rate reached, from the fewest "
+                   "records any rep read; \"> s\": not one batch by then, a lower bound (" +
                    "; ".join(f"{r['storage']} {r['dataset']} {r['row']}: {r['records_read']:,} of {r['records']:,}"
                              for r in cut) + "); measured once, not repeated.")
     out.append(f"- {report['reps']} interleaved rep(s), medians; read-ahead of the mounts: {report['read_ahead_kb']} KiB; "
