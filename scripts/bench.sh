@@ -10,7 +10,7 @@
 #   ./scripts/bench.sh --python         only the Python reading benchmark (with --quick: small)
 #   ./scripts/bench.sh --remote         only the object-storage benchmark (SeaweedFS on 127.0.0.1;
 #                                       scripts/bench/remote_bench.sh; with --quick: small)
-#   ./scripts/bench.sh --cold           only the cold-storage benchmark (~10 minutes; --quick ~2): cold
+#   ./scripts/bench.sh --cold           only the cold-storage benchmark (~13 minutes; --quick ~3): cold
 #                                       epochs through a hard-disk and an NFS model below the page
 #                                       cache (slowfs, 128 KiB read-ahead) and on this disk, evicted:
 #                                       the floor, a .npy preload, today's reader and its defaults,
