@@ -11,11 +11,14 @@
 // views are checked when made (their pages are touched inside the guard); io_mode::pread, stream
 // and blocks copy and never fault.
 //
-// The handler is installed once a process, at the first mapped read (SA_SIGINFO | SA_NODEFER:
-// SIGBUS stays unblocked after the jump, so a second truncation is caught too); a guard costs a
-// sigsetjmp without the signal mask (no system call) and two thread-local stores.
+// The handler is installed at the first mapped read (SA_SIGINFO | SA_NODEFER: SIGBUS stays
+// unblocked after the jump, so a second truncation is caught too) and again if another handler
+// replaced it (see install_bus_handler); a guard costs a clock read, a sigsetjmp without the
+// signal mask (no system call) and two thread-local stores.
 #pragma once
 #include <csetjmp>
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <mutex>
@@ -59,15 +62,26 @@ extern "C" inline void shardpack_on_sigbus(int sig, siginfo_t* info, void* conte
     before.sa_handler(sig);
 }
 
+// Installs the handler, and installs it again when another was installed over it since (a test
+// framework's per-test handlers, faulthandler.enable() after the first read): looked at once a
+// process, then at most every 100 ms per thread (a clock read, not a system call, per guard).
 inline void install_bus_handler() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        struct sigaction action {};
-        action.sa_sigaction = shardpack_on_sigbus;
-        action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
-        sigemptyset(&action.sa_mask);
-        ::sigaction(SIGBUS, &action, &previous_bus_action());
-    });
+    using clock = std::chrono::steady_clock;
+    thread_local clock::time_point next_look{};
+    const clock::time_point now = clock::now();
+    if (now < next_look) return;
+    next_look = now + std::chrono::milliseconds(100);
+    static std::mutex mutex;
+    std::lock_guard<std::mutex> lock(mutex);
+    struct sigaction current {};
+    if (::sigaction(SIGBUS, nullptr, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+        current.sa_sigaction == shardpack_on_sigbus)
+        return;
+    struct sigaction action {};
+    action.sa_sigaction = shardpack_on_sigbus;
+    action.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &previous_bus_action());
 }
 
 // Reads one byte of every page of [p, p + n): a truncated file faults here, in a frame that owns
@@ -99,9 +113,15 @@ auto guarded(const unsigned char* mapping, std::size_t size, Name&& name, F&& f)
                            "program while open); open the dataset again, or read with io=pread/stream/blocks");
     }
     active_bus_guard() = &guard;
+    // The compiler must not move f's reads of the mapping before the guard is set, nor after
+    // it is cleared: the handler runs in this thread, between any two instructions.
+    std::atomic_signal_fence(std::memory_order_seq_cst);
     struct restore {
         bus_guard* outer;
-        ~restore() { active_bus_guard() = outer; }
+        ~restore() {
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+            active_bus_guard() = outer;
+        }
     } restore_on_exit{outer};
     return f();
 }

@@ -115,7 +115,10 @@ inline sample dataset::at(std::size_t i) const {
     s.index_ = i;
     detail::shard_pin pinned = s_->pin(k);
     const detail::shard_file& shard = *pinned;
-    if (shard.bytes() && shard.entry(local).codec == detail::codec_raw) {
+    const bool view = detail::guarded(
+        shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+        [&] { return shard.bytes() && shard.entry(local).codec == detail::codec_raw; });
+    if (view) {
         // A raw record of a mapped shard: a view into the mapping, which the sample keeps.
         std::vector<unsigned char> unused;
         s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_, pinned);
