@@ -223,3 +223,12 @@ TEST_CASE("mix: 4 -> 2 -> 3 ranks mid-epoch read every remaining sample exactly 
     CHECK_THROWS_AS(remaining_order(full_order(10, 0, 0, {}), {resume_stage{{6, 0}}}, false, false),
                     std::invalid_argument);
 }
+
+TEST_CASE("mix: classes are matched by name; a dataset naming a class twice is refused", "[mix]") {
+    const auto m = match_classes({{"road", "car", "sky"}, {"sky", "road"}, {"tree", "car"}});
+    CHECK(m.names == std::vector<std::string>{"road", "car", "sky", "tree"});
+    CHECK(m.ids[0] == std::vector<std::uint32_t>{0, 1, 2});
+    CHECK(m.ids[1] == std::vector<std::uint32_t>{2, 0});
+    CHECK(m.ids[2] == std::vector<std::uint32_t>{3, 1});
+    CHECK_THROWS_WITH(match_classes({{"a"}, {"b", "c", "b"}}), Catch::Contains("dataset 1 names class \"b\" twice"));
+}

@@ -11,11 +11,12 @@
 //   for (std::uint64_t g : mine) {
 //       const auto [part, record] = shardpack::mix_locate(offsets, g);   // read `record` of dataset `part`
 //   }
+//   // Labels: match_classes({class names of a, of b, of c}).ids[part][id] is the mix's class id.
 //
 // A mixed index g is a position in the concatenation of the datasets: dataset k holds
 // [offsets[k], offsets[k + 1]).
 //
-// The epoch (formats/shardpack-v1.md, "Orders"): epoch_size L samples (default: the sum of the
+// The epoch (formats/orders.md): epoch_size L samples (default: the sum of the
 // datasets' sizes), of which dataset k gives c_k, the largest-remainder apportionment of L in
 // proportion to the weights: sum c_k = L and |c_k - L w_k / sum w| < 1.
 // - Without replacement, dataset k's samples are a stream of passes, each pass a permutation of
@@ -286,6 +287,36 @@ inline std::vector<std::uint64_t> resumed_order(std::vector<std::uint64_t> order
     std::vector<std::uint64_t> mine;
     for (const std::uint64_t p : rank_positions(rest.size(), rank, world, drop_last, contiguous)) mine.push_back(rest[p]);
     return mine;
+}
+
+// Classes matched by name (what shardpack.mix does in Python): the mix's class names (the first
+// dataset's, then every new name of the others, in order) and, for each dataset, the mix's id
+// of each of its class ids: a reader renumbers class ids and index maps through it (and the
+// dataset's ignore_value to the mix's: 255 up to 255 classes, else 65535). A dataset that names
+// a class twice is refused (which id would its records mean?).
+struct mix_classes {
+    std::vector<std::string> names;
+    std::vector<std::vector<std::uint32_t>> ids;  // ids[dataset][its class id]: the mix's class id
+};
+
+inline mix_classes match_classes(const std::vector<std::vector<std::string>>& per_dataset) {
+    mix_classes m;
+    for (std::size_t k = 0; k < per_dataset.size(); ++k) {
+        std::vector<std::uint32_t> ids;
+        const std::vector<std::string>& names = per_dataset[k];
+        for (std::size_t j = 0; j < names.size(); ++j) {
+            for (std::size_t i = 0; i < j; ++i)
+                if (names[i] == names[j])
+                    throw std::invalid_argument("shardpack mix: dataset " + std::to_string(k) + " names class \"" +
+                                                names[j] + "\" twice (ids " + std::to_string(i) + " and " +
+                                                std::to_string(j) + "): classes are matched by name");
+            const auto it = std::find(m.names.begin(), m.names.end(), names[j]);
+            ids.push_back(static_cast<std::uint32_t>(it - m.names.begin()));
+            if (it == m.names.end()) m.names.push_back(names[j]);
+        }
+        m.ids.push_back(std::move(ids));
+    }
+    return m;
 }
 
 }  // namespace shardpack

@@ -11,7 +11,7 @@ import numpy as np
 
 import shardpack as _sp
 
-Source = Union[str, "os.PathLike[str]", _sp.Dataset]
+Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
 Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
 DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
 
@@ -30,7 +30,7 @@ TypeError_ = _error_class("ArgumentTypeError", TypeError)
 
 
 def open_source(source: Source, verify_checksums: bool) -> _sp.Dataset:
-    if isinstance(source, _sp.Dataset):
+    if isinstance(source, (_sp.Dataset, _sp.Mix)):
         return source
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
@@ -116,7 +116,7 @@ class Order:
                  rank: int, world: int, order: str = "global", block: Optional[int] = None,
                  window: Optional[int] = None) -> None:
         self.dataset = dataset
-        n = self.n = len(dataset)
+        n = self.n = _sp._mix.epoch_size_of(dataset)  # a Mix's epoch_size
         self.batch_size = integer(batch_size, "batch_size", 1)
         self.shuffle = boolean(shuffle, "shuffle")
         self.drop_last = boolean(drop_last, "drop_last")
