@@ -148,7 +148,7 @@ TEST_CASE("mix: without replacement a dataset is drawn through before any record
     CHECK(std::set<std::uint64_t>(small.begin(), small.end()).size() == 200);
 }
 
-TEST_CASE("mix: the merge keeps each dataset's stream order; unshuffled it is smooth", "[mix]") {
+TEST_CASE("mix: the merge keeps each dataset's stream order, unshuffled it is smooth", "[mix]") {
     auto parts = three(60, 30, 10);
     mix_options o;
     o.shuffle = false;
@@ -179,7 +179,7 @@ TEST_CASE("mix: the merge keeps each dataset's stream order; unshuffled it is sm
     }
 }
 
-TEST_CASE("mix: with replacement, uniform draws of the counts; a dataset of no records is refused", "[mix]") {
+TEST_CASE("mix: with replacement, uniform draws of the counts, a dataset of no records is refused", "[mix]") {
     auto parts = three(50, 30, 20);
     mix_options o;
     o.replacement = true;
@@ -224,7 +224,7 @@ TEST_CASE("mix: 4 -> 2 -> 3 ranks mid-epoch read every remaining sample exactly 
                     std::invalid_argument);
 }
 
-TEST_CASE("mix: classes are matched by name; a dataset naming a class twice is refused", "[mix]") {
+TEST_CASE("mix: classes are matched by name, a dataset naming a class twice is refused", "[mix]") {
     const auto m = match_classes({{"road", "car", "sky"}, {"sky", "road"}, {"tree", "car"}});
     CHECK(m.names == std::vector<std::string>{"road", "car", "sky", "tree"});
     CHECK(m.ids[0] == std::vector<std::uint32_t>{0, 1, 2});

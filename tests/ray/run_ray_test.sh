@@ -18,11 +18,11 @@ rm -rf "$work"; mkdir -p "$work"
 options="--size 48x32 --label-layout index --shard-size 16KiB --shuffle --seed 7"
 "$shardpack" -q build --csv "$work/data/list.csv" --classes "$work/data/class_dict.csv" --out "$work/single" \
     $options --threads 1 || fail "one-machine build"
-# Ray's own files (sockets, logs) in a short private folder (socket paths must stay under 108
-# bytes), removed at exit.
+# Ray's own files (sockets, logs, the ~/.ray token it writes) in a short private folder (socket
+# paths must stay under 108 bytes), removed at exit.
 raytmp=$(mktemp -d /tmp/shardpack-ray.XXXXXX) || fail "mktemp"
 trap 'rm -rf "$raytmp"' EXIT
-RAY_TMPDIR=$raytmp timeout 600 "$python" "$src/scripts/ray/build_parts.py" --local --local-cpus 2 \
+HOME=$raytmp RAY_TMPDIR=$raytmp timeout 600 "$python" "$src/scripts/ray/build_parts.py" --local --local-cpus 2 \
     --csv "$work/data/list.csv" --parts-dir "$work/parts" --out "$work/merged" --parts 4 --shardpack "$shardpack" \
     -- --classes "$work/data/class_dict.csv" $options > "$work/ray.log" 2>&1
 code=$?

@@ -268,13 +268,19 @@ class Mix:
         part = _np.searchsorted(self.offsets, idx, side="right") - 1
         present = _np.unique(part)
         seed = _sp._integer(seed, "read_batch: seed")
+        if not 0 <= seed < 2**64:
+            raise _sp.ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
         options = dict(dtype=dtype, layout=layout, normalize=normalize, threads=threads, crop=crop, epoch=epoch)
         label_words = "onehot" if o.label == "onehot" else "index"
 
         def per_sample(value: Any, pos: Any) -> Any:
             return value if isinstance(value, (str, float, int)) or _np.ndim(value) == 0 else _np.asarray(value)[pos]
 
-        if len(present) == 1 and self._same[int(present[0])]:  # one dataset, labels as they are: no copy
+        if n == 0:  # the datasets check the other options (normalize, threads, flips) on no record
+            for d in self.datasets:
+                d.read_batch(idx, label=label_words, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
+                             **options)
+        elif len(present) == 1 and self._same[int(present[0])]:  # one dataset, labels as stored: no copy
             k = int(present[0])
             return self.datasets[k].read_batch(idx - self.offsets[k], label=label_words, label_dtype=o.label_dtype,
                                                out=out, crop_position=crop_position, hflip=hflip, vflip=vflip,
@@ -328,6 +334,8 @@ class Mix:
         seed, epoch = _sp._integer(seed, "epoch_order: seed"), _sp._integer(epoch, "epoch_order: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise _sp.ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
+        if order == "auto":
+            order = self.preferred_order  # type: ignore[assignment]
         order = _sp._choice(order, "epoch_order: order", _sp._ORDERS)  # type: ignore[assignment]
         blocks, starts, w = self._parts(block, window)
         return _mix_full_order([len(d) for d in self.datasets], self.weights, blocks, starts, seed, epoch,
