@@ -98,6 +98,18 @@ TEST_CASE("mix: per-epoch counts are the largest-remainder shares of the weights
     CHECK_THROWS_AS(mix_counts({1, INFINITY}, 5), std::invalid_argument);
 }
 
+TEST_CASE("mix: the mixed order is pinned (the same on every platform and in Python)", "[mix]") {
+    // Fixed values, also in tests/python/test_mix.py: a change here changes every user's order.
+    const auto parts = three(10, 10, 10);
+    mix_options o;
+    o.epoch_size = 20;
+    CHECK(mix_full_order(parts, 3, 1, o) ==
+          std::vector<std::uint64_t>{9, 14, 3, 5, 10, 7, 8, 16, 2, 1, 17, 4, 11, 3, 9, 27, 23, 13, 4, 8});
+    o.shuffle = false;
+    CHECK(mix_full_order(parts, 0, 0, o) ==
+          std::vector<std::uint64_t>{0, 10, 1, 2, 11, 20, 3, 4, 12, 5, 6, 13, 7, 8, 14, 21, 9, 0, 15, 1});
+}
+
 TEST_CASE("mix: a 0.6/0.3/0.1 mix gives its counts, equal on 4 ranks, the same for the same (seed, epoch)", "[mix]") {
     for (const bool blocks : {false, true}) {
         INFO("blocks " << blocks);

@@ -37,7 +37,7 @@ def sets(built, tmp_path_factory):
     subset = root / "cls-subset.csv"
     subset.write_text("\n".join([lines[0]] + [r for r in lines[1:] if r.rsplit(",", 1)[1] != names[0]]) + "\n")
     out["cls-subset"] = str(root / "cls-subset")
-    run(tool("shardpack"), "-q", "build", "--csv", subset, "--size", "24x20", "--out", out["cls-subset"])
+    run(tool("shardpack"), "-q", "build", "--csv", subset, "--root", cls, "--size", "24x20", "--out", out["cls-subset"])
     out["cls-small"] = str(root / "cls-small")
     run(tool("shardpack"), "-q", "build", "--csv", cls / "list.csv", "--size", "20x16", "--out", out["cls-small"])
     out.update({k: built[k] for k in ("onehot", "index", "raw", "cls", "cls-raw")})
@@ -77,12 +77,14 @@ def test_the_mixed_order_is_that_of_the_cpp_header(sets):
     # A pure function of (seed, epoch, rank, world), the same as tests/test_mix.cpp computes.
     m = shardpack.mix([sets["onehot"], sets["index"], sets["raw"]], weights=[0.6, 0.3, 0.1], epoch_size=20)
     a = m.full_order(3, 1)
+    assert a.tolist() == [9, 14, 3, 5, 10, 7, 8, 16, 2, 1, 17, 4, 11, 3, 9, 27, 23, 13, 4, 8]  # test_mix.cpp's
     assert np.array_equal(a, m.full_order(3, 1)) and not np.array_equal(a, m.full_order(3, 2))
     # Without replacement dataset 2 (10 records, 2 an epoch) is drawn through in 5 epochs.
     seen = np.concatenate([m.locate(m.full_order(3, e))[1][m.locate(m.full_order(3, e))[0] == 2] for e in range(5)])
     assert sorted(seen.tolist()) == list(range(10))
     unshuffled = m.full_order(0, 0, shuffle=False)
-    assert unshuffled[:10].tolist() == [0, 10, 1, 2, 20, 3, 11, 4, 5, 12]  # smooth: 6/3/1 in every 10
+    # Smooth: 12/6/2, the j-th of dataset k at (2j + 1) / (2 c_k), the earlier dataset on ties (11 before 20).
+    assert unshuffled.tolist() == [0, 10, 1, 2, 11, 20, 3, 4, 12, 5, 6, 13, 7, 8, 14, 21, 9, 0, 15, 1]
     r = shardpack.mix([sets["onehot"], sets["index"]], weights=[1, 1], epoch_size=50, replacement=True)
     assert counts_of(r, r.full_order(0, 0)) == [25, 25]
     with pytest.raises(shardpack.ArgumentValueError, match="replacement"):

@@ -293,7 +293,7 @@ WINDOW_BLOCKS = 16
 BLOCK_BYTES = 4 << 20
 
 
-def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
+def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
                 world: int = 1, drop_last: bool = False, order: Order = "global",
                 block: Optional[int] = None, window: Optional[int] = None,
                 shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os as _os
 from types import SimpleNamespace as _Namespace
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as _np
 import numpy.typing as _npt
@@ -144,7 +144,7 @@ class Mix:
         self._tables = [_index_map(d, ids.tolist(), self._ignore) for d, ids in zip(parts, self._ids)]
         layouts = {d.label_layout for d in parts}
         shapes = {d.image_shape for d in parts}
-        self._schema = _Namespace(task=self._task, label_layout=layouts.pop() if len(layouts) == 1 else "index",
+        self._schema: Any = _Namespace(task=self._task, label_layout=layouts.pop() if len(layouts) == 1 else "index",
                                   class_count=k, ignore_value=self._ignore, channels=channels[0],
                                   image_shape=shapes.pop() if len(shapes) == 1 else None)
 
@@ -172,12 +172,12 @@ class Mix:
     @property
     def image_shape(self) -> Optional[Tuple[int, int, int]]:
         """(H, W, C) when every dataset's records have it, else None (then read with a crop)."""
-        return self._schema.image_shape
+        return cast(Optional[Tuple[int, int, int]], self._schema.image_shape)
 
     @property
     def label_layout(self) -> str:
         """The datasets' label layout when they share one; else "index" (label="stored" reads index labels)."""
-        return self._schema.label_layout
+        return cast(str, self._schema.label_layout)
 
     @property
     def ignore_value(self) -> int:
@@ -227,7 +227,7 @@ class Mix:
         table = self._tables[k].astype(_np.uint8 if self._ignore == 255 else _np.uint16)
         return image, table[label]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[_np.uint8], Any]]:
         for i in range(len(self)):
             yield self[i]
 
@@ -270,8 +270,8 @@ class Mix:
         seed = _sp._integer(seed, "read_batch: seed")
         if not 0 <= seed < 2**64:
             raise _sp.ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
-        options = dict(dtype=dtype, layout=layout, normalize=normalize, threads=threads, crop=crop, epoch=epoch)
-        label_words = "onehot" if o.label == "onehot" else "index"
+        options: Dict[str, Any] = dict(dtype=dtype, layout=layout, normalize=normalize, threads=threads, crop=crop, epoch=epoch)
+        label_words: Any = "onehot" if o.label == "onehot" else "index"
 
         def per_sample(value: Any, pos: Any) -> Any:
             return value if isinstance(value, (str, float, int)) or _np.ndim(value) == 0 else _np.asarray(value)[pos]
@@ -293,6 +293,7 @@ class Mix:
         for k in present.tolist():
             pos = _np.flatnonzero(part == k)
             d = self.datasets[k]
+            words: Dict[str, Any]
             if self._same[k] or o.label == "onehot":
                 words = dict(label=label_words, label_dtype=o.label_dtype)
             else:  # index values renumbered below, read as compactly as they are stored
@@ -328,21 +329,22 @@ class Mix:
             starts.append(s)
         return blocks, starts, w
 
-    def full_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, *, order: _sp.Order = "global",
+    def full_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, *, order: str = "global",
                    block: Optional[int] = None, window: Optional[int] = None) -> _npt.NDArray[_np.int64]:
         """The whole mixed order of an epoch (epoch_size mixed indices) before it is split between ranks."""
         seed, epoch = _sp._integer(seed, "epoch_order: seed"), _sp._integer(epoch, "epoch_order: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise _sp.ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
         if order == "auto":
-            order = self.preferred_order  # type: ignore[assignment]
-        order = _sp._choice(order, "epoch_order: order", _sp._ORDERS)  # type: ignore[assignment]
+            order = self.preferred_order
+        order = _sp._choice(order, "epoch_order: order", _sp._ORDERS)
         blocks, starts, w = self._parts(block, window)
-        return _mix_full_order([len(d) for d in self.datasets], self.weights, blocks, starts, seed, epoch,
-                               bool(shuffle), order, w, self.epoch_size, self.replacement)
+        return cast(_npt.NDArray[_np.int64],
+                    _mix_full_order([len(d) for d in self.datasets], self.weights, blocks, starts, seed, epoch,
+                                    bool(shuffle), order, w, self.epoch_size, self.replacement))
 
     def epoch_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0, world: int = 1,
-                    drop_last: bool = False, order: _sp.Order = "global", block: Optional[int] = None,
+                    drop_last: bool = False, order: str = "global", block: Optional[int] = None,
                     window: Optional[int] = None) -> _npt.NDArray[_np.int64]:
         """The mixed indices rank `rank` of `world` reads in epoch `epoch` (shardpack.epoch_order(mix, ...))."""
         return resumed_order(self, seed, epoch, shuffle, rank, world, drop_last, order=order, block=block,
@@ -362,7 +364,7 @@ class Mix:
         return [[len(d) for d in self.datasets], self.weights, self.epoch_size, self.replacement]
 
 
-def _out_arrays(out: Any, *specs: Any) -> List[_np.ndarray]:
+def _out_arrays(out: Any, *specs: Any) -> List[_npt.NDArray[Any]]:
     """read_batch's out= pair as writable NumPy views of the caller's memory, checked against the batch."""
     if not isinstance(out, (tuple, list)) or len(out) != 2 or out[0] is None or out[1] is None:
         raise _sp.ArgumentTypeError("read_batch: out must be a pair of arrays (images, labels)")
@@ -384,7 +386,7 @@ def epoch_size_of(source: Any) -> int:
 
 
 def resumed_order(source: Any, seed: int, epoch: int, shuffle: bool, rank: int, world: int, drop_last: bool, *,
-                  order: _sp.Order = "global", block: Optional[int] = None, window: Optional[int] = None,
+                  order: str = "global", block: Optional[int] = None, window: Optional[int] = None,
                   stages: Sequence[Sequence[int]] = ()) -> _npt.NDArray[_np.int64]:
     """The indices rank `rank` of `world` reads of epoch `epoch` of `source` (a record count, a
     Dataset or a Mix) after the changes of world in `stages` (each: how many of its share every
@@ -397,8 +399,10 @@ def resumed_order(source: Any, seed: int, epoch: int, shuffle: bool, rank: int, 
         full = source.full_order(seed, epoch, shuffle, order=order, block=block, window=window)
     else:
         if not stages:
-            return _sp.epoch_order(source, seed, epoch, shuffle, rank, world, drop_last, order=order, block=block,
-                                   window=window)
-        full = _sp.epoch_order(source, seed, epoch, shuffle, 0, 1, False, order=order, block=block, window=window)
+            return _sp.epoch_order(source, seed, epoch, shuffle, rank, world, drop_last, order=cast(_sp.Order, order),
+                                   block=block, window=window)
+        full = _sp.epoch_order(source, seed, epoch, shuffle, 0, 1, False, order=cast(_sp.Order, order), block=block,
+                               window=window)
     contiguous = bool(shuffle) and order == "blocks"
-    return _resumed_order(full, [[int(c) for c in s] for s in stages], rank, world, bool(drop_last), contiguous)
+    return cast(_npt.NDArray[_np.int64],
+                _resumed_order(full, [[int(c) for c in s] for s in stages], rank, world, bool(drop_last), contiguous))
