@@ -40,7 +40,7 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__"]
+           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -76,6 +76,8 @@ Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
     _cls.__module__ = "shardpack"
+
+from ._writer import write  # noqa: E402  (shardpack.write: a dataset from any iterable; README "Writing a dataset")
 
 
 def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0) -> "Dataset":
