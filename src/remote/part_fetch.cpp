@@ -54,7 +54,13 @@ std::vector<std::string> fetch_parts(const std::vector<std::string>& urls, const
                               "\": give each part once (parts are told apart by their last path component)");
         const auto folder = staging.subfolder(name, true);
         const std::string prefix = part.prefix.empty() ? "" : part.prefix + "/";
-        for (const s3_object_info& o : client->list_objects(part.bucket, prefix)) {
+        const std::vector<s3_object_info> objects = client->list_objects(part.bucket, prefix);
+        if (std::none_of(objects.begin(), objects.end(),
+                         [&](const s3_object_info& o) { return o.key == prefix + "fingerprints.tsv"; }))
+            throw input_error(part.url() + ": no fingerprints.tsv (the part's record keys, which the merge needs): copy "
+                                           "the whole part folder there (aws s3 cp --recursive, rclone copy); "
+                                           "`shardpack push` sends a dataset's shards and manifest only");
+        for (const s3_object_info& o : objects) {
             const std::string file = o.key.substr(prefix.size());
             if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") continue;
             output_file out(*folder, file);

@@ -1,5 +1,5 @@
 """`shardpack merge` of parts on object storage (issue #34): the parts of a 4-way build --partition,
-pushed to SeaweedFS (scripts/remote/setup_seaweedfs.sh, tests/remote/s3_fixture.py), merged from
+copied to SeaweedFS (scripts/remote/setup_seaweedfs.sh, tests/remote/s3_fixture.py), merged from
 s3:// equal a one-machine build byte for byte (content hash, manifest.json, every shard); a
 missing part or a part of another build is refused by name, as for local parts, and nothing is
 published; --check checks s3:// parts; the fetched copies are removed. Skipped, with the reason,
@@ -46,9 +46,19 @@ def cli(env, *args):
     return r.returncode, r.stdout + r.stderr
 
 
+def copy_folder(server, folder, prefix):
+    """Every file of `folder` to s3://BUCKET/prefix/, as `aws s3 cp --recursive` copies a part."""
+    for f in sorted(folder.iterdir()):
+        if f.is_file():
+            status, body = s3_fixture.signed_request(server.ports[3], "PUT", f"/{s3_fixture.BUCKET}/{prefix}/{f.name}",
+                                                     body=f.read_bytes(), timeout=30)
+            assert status == 200, (f, status, body[:200])
+
+
 @pytest.fixture(scope="module")
-def builds(env, tmp_path_factory):
-    """A one-machine build and the parts of two 4-way builds (seeds 7 and 8), parts pushed."""
+def builds(server, env, tmp_path_factory):
+    """A one-machine build and the parts of two 4-way builds (seeds 7 and 8), each part's folder
+    copied to object storage; one more part pushed with `shardpack push` (shards and manifest only)."""
     root = tmp_path_factory.mktemp("parts")
     run(tool("make_sample_data"), "--out", root / "data", "--count", 24, "--width", 96, "--height", 64)
     common = ["--csv", root / "data" / "list.csv", "--classes", root / "data" / "class_dict.csv", *OPTIONS]
@@ -57,8 +67,9 @@ def builds(env, tmp_path_factory):
         for k in range(4):
             part = root / f"seed{seed}" / f"part-{k:05d}"
             run(tool("shardpack"), "-q", "build", "--out", part, *common, "--seed", seed, "--partition", f"{k}/4")
-            code, out = cli(env, "-q", "push", part, f"s3://{s3_fixture.BUCKET}/m34/seed{seed}/part-{k:05d}")
-            assert code == 0, out
+            copy_folder(server, part, f"m34/seed{seed}/part-{k:05d}")
+    code, out = cli(env, "-q", "push", root / "seed7" / "part-00002", f"s3://{s3_fixture.BUCKET}/m34/pushed/part-00002")
+    assert code == 0, out
     return root
 
 
@@ -96,6 +107,10 @@ def test_a_missing_or_foreign_part_is_refused_by_name(env, builds, tmp_path):
     code, out = cli(env, "merge", "--out", tmp_path / "foreign", *foreign)
     assert code == 1 and "part-00002" in out and "not of the same build" in out, out
     assert not (tmp_path / "foreign" / "manifest.json").exists()
+    # A part sent with `shardpack push` lacks the part's fingerprints.tsv: said, with what to do.
+    pushed = three + [f"{base}/pushed/part-00002"]
+    code, out = cli(env, "merge", "--out", tmp_path / "pushed", *pushed)
+    assert code == 1 and "fingerprints.tsv" in out and "cp --recursive" in out, out
 
 
 def test_bad_uses_are_usage_errors(env, builds, tmp_path):
