@@ -276,11 +276,12 @@ def test_the_torch_dataset_and_dataloader_read_a_mix(sets):
     ds = spt.Dataset(m, dtype="uint8", label="index")
     sampler = spt.Sampler(m, seed=2)
     assert len(sampler) == 30
-    batches = list(DataLoader(ds, batch_size=8, sampler=sampler, collate_fn=spt.collate, num_workers=0))
     order = m.full_order(2, 0)
     expected = m.read_batch(order, dtype="uint8", label="index")
-    assert np.array_equal(np.concatenate([b[0].numpy() for b in batches]), expected[0])
-    assert np.array_equal(np.concatenate([b[1].numpy() for b in batches]), expected[1])
+    for workers in (0, 2):  # the same batches in worker processes (the mix pickles by its datasets' paths)
+        batches = list(DataLoader(ds, batch_size=8, sampler=sampler, collate_fn=spt.collate, num_workers=workers))
+        assert np.array_equal(np.concatenate([b[0].numpy() for b in batches]), expected[0])
+        assert np.array_equal(np.concatenate([b[1].numpy() for b in batches]), expected[1])
 
 
 def test_keras_tf_and_grain_read_a_mix(sets):
