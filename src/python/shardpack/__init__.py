@@ -302,7 +302,8 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
     """The indices rank `rank` of `world` reads in epoch `epoch`: an int64 array.
 
     n: the number of records, or a shardpack.Dataset (then shard_starts and the default block
-    come from it). shuffle=False: 0..n-1 in order (order does not matter then).
+    come from it), or a shardpack.Mix (its mixed order: see shardpack.mix). shuffle=False: 0..n-1
+    in order (order does not matter then).
 
     order="global" (the default): a uniformly random permutation of range(n) for (seed, epoch);
     rank r reads its positions r, r + world, ... The best shuffle; on a cold disk every record is
