@@ -327,7 +327,7 @@ def _resolve_order(order: Any, source: Any, what: str = "order") -> Order:
     cache and not in memory), "global" without a Dataset."""
     order = _choice(order, what, _LOADER_ORDERS)
     if order == "auto":
-        return source.preferred_order if isinstance(source, Dataset) else "global"
+        return source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
     return order  # type: ignore[return-value]
 
 
