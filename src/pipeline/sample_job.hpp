@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataset/input_fingerprints.hpp"
@@ -34,6 +35,8 @@ struct sample_job {
     const previous_record* reuse = nullptr;   // unchanged since the previous build: its bytes are taken back
     record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
+    std::string_view field_source;            // --field values of the row, source form (field_columns.hpp); empty without
+    std::uint64_t boxes_clipped = 0, boxes_dropped = 0;  // by the build's geometry (field_geometry.hpp)
 
     void reset(std::size_t seq, const input_list& input, std::size_t index) {
         sequence = seq;
@@ -45,6 +48,8 @@ struct sample_job {
         unknown_pixels = 0;
         reuse = nullptr;
         key_hash = 0;
+        field_source = input.fields.empty() ? std::string_view() : input.fields.row(index);
+        boxes_clipped = boxes_dropped = 0;
         fingerprint.class_counts.clear();
         fingerprint.tolerance_counts.clear();
         fingerprint.unknown_values.clear();
