@@ -268,4 +268,8 @@ TEST_CASE("damaged field values are refused when read, naming the field", "[fiel
     auto ds = dataset::open(dir.str());
     REQUIRE_THROWS_WITH(ds.fields(0), Catch::Contains("field 'boxes': box 0 is not inside the 4x4 record"));
     REQUIRE_THROWS_WITH(ds.fields(0), Catch::Contains("record 0"));
+    // verify reads every record's fields and reports the damage.
+    const auto r = cli({"verify", dir.str()});
+    REQUIRE(r.code == 1);
+    REQUIRE(r.err.find("its fields: field 'boxes': box 0") != std::string::npos);
 }

@@ -421,7 +421,7 @@ input_list load_input_list(const input_options& o) {
         if (head.empty()) return;
         const std::vector<std::string>* header = list.had_header ? &head[0].cells : nullptr;
         if (fields) fields->start(header, head[0].cells.size());
-        label_column_name = header ? head[0].cells[label_col] : std::to_string(label_col);
+        label_column_name = header && label_col < header->size() ? (*header)[label_col] : std::to_string(label_col);
         // Columns the build does not use are named: nothing in the list is dropped silently.
         if (o.list_text.empty()) {
             std::vector<std::string> unused;

@@ -326,3 +326,27 @@ def test_datasets_without_fields_have_none(built):
     assert ds.field_info == []
     with pytest.raises(shardpack.Error, match="no fields"):
         ds.fields(0)
+
+
+def test_tf_dataset_gives_ragged_boxes_equal_to_read_batch(packed):
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (scripts/python-env.sh --tf)")
+    import shardpack.tf as sptf
+    path, _, _ = packed
+    ds = shardpack.open(path)
+    train = sptf.dataset(path, batch_size=5, shuffle=False, dtype="uint8", crop=(20, 24), crop_position="random",
+                         hflip=0.5, seed=4, fields=["boxes", "kps", "caption"], min_box_visibility=0.2)
+    start = 0
+    for images, labels, fields in train:
+        n = int(images.shape[0])
+        _, _, want = ds.read_batch(np.arange(start, start + n), dtype="uint8", crop=(20, 24), crop_position="random",
+                                   hflip=0.5, seed=4, epoch=0, fields=["boxes", "kps", "caption"],
+                                   min_box_visibility=0.2)
+        boxes = fields["boxes"]["boxes"]
+        assert isinstance(boxes, tf.RaggedTensor)
+        for j in range(n):
+            c = int(want["boxes"].counts[j])
+            np.testing.assert_array_equal(boxes[j].numpy(), want["boxes"].boxes[j, :c])
+            np.testing.assert_array_equal(fields["kps"][j].numpy(), want["kps"].values[j, :int(want["kps"].counts[j])])
+            assert fields["caption"][j].numpy().decode() == want["caption"][j]
+        start += n
+    assert start == len(ds)

@@ -141,6 +141,7 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
 }
 
 inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
+    if (out.fields && out.fields->slots.size() <= out.first_slot) out.fields->slots.resize(out.first_slot + 1);
     read_slot(i, out, ctx, 0);
 }
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
