@@ -30,14 +30,15 @@ check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
 # Format 1.5: per-sample fields of every kind, in each stored form (values in the prefix of band
 # records, inside the zstd frame of codec 1 records, in raw records).
 python3 - "$work/seg" <<'PY'
-import sys
+import csv, sys
 folder = sys.argv[1]
+images = [row[0] for row in csv.reader(open(f"{folder}/list.csv"))][1:]  # names with spaces too
 with open(f"{folder}/fields.csv", "w") as f:
     f.write("image,label,n,s,t,il,fl,tags,boxes\n")
     for i in range(5):
         boxes = "; ".join(f"{2 + k} {1 + i} {9.5 + k} {12 + i} {'car' if k % 2 else 'tree'}" for k in range(i % 3))
         tags = ";".join(t for b, t in enumerate(["a", "b", "c"]) if (i >> b) & 1)
-        f.write(f"images/img_{i:04d}.png,x,{i * -7},{i / 3!r},\"t {i}\",\"{' '.join(str(k) for k in range(i))}\","
+        f.write(f"\"{images[i]}\",x,{i * -7},{i / 3!r},\"t {i}\",\"{' '.join(str(k) for k in range(i))}\","
                 f"\"{' '.join(repr(k / 4) for k in range(i % 2))}\",\"{tags}\",\"{boxes}\"\n")
 PY
 fields=(--field n:int --field s:float --field t:str --field il:int-list --field fl:float-list --field tags:tags --field boxes:boxes)
