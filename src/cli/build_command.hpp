@@ -36,6 +36,10 @@ struct build_command_options {
     std::vector<std::string> fields, field_names;  // --field NAME:KIND[=SOURCE], --field-names NAME=FILE
     std::string unknown_name = "error";            // --unknown-name
     bool force = false;
+    // Hidden, for the Python writer (shardpack.write): samples from the sample stream on standard
+    // input (pipeline/sample_stream.hpp) instead of a list, and the progress line without a terminal.
+    std::string samples;
+    bool progress = false;
 };
 
 // --ignore-values "255,0": the values, each 0..65535; throws usage_error naming a bad one.

@@ -17,6 +17,15 @@ namespace shardpack {
 
 struct previous_record;
 
+// A sample's image or mask given as pixels (the sample stream: pipeline/sample_stream.hpp)
+// instead of a file: its shape. channels 0: the bytes are a file's (PNG or JPEG).
+struct pixel_shape {
+    std::uint32_t width = 0, height = 0;
+    std::uint8_t channels = 0;     // 1, 3 or 4
+    std::uint8_t value_bytes = 1;  // 2: uint16 values (index masks)
+    bool is_pixels() const { return channels != 0; }
+};
+
 struct sample_job {
     std::size_t sequence = 0;                 // position in the output order
     sample_row row;                           // views into the input list
@@ -37,19 +46,31 @@ struct sample_job {
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
     std::string_view field_source;            // --field values of the row, source form (field_columns.hpp); empty without
     std::uint64_t boxes_clipped = 0, boxes_dropped = 0;  // by the build's geometry (field_geometry.hpp)
+    // A sample of the sample stream (build --samples): no files; row's views point at the key
+    // texts here, image_file/label_file hold what the stream gave (file bytes or pixels).
+    bool streamed = false;
+    std::string key_text, label_key_text;
+    pixel_shape image_pixels, label_pixels;
 
     void reset(std::size_t seq, const input_list& input, std::size_t index) {
-        sequence = seq;
+        clear(seq);
         row = input.row(index);
         input.image_path(index, image_path);
         input.label_path(index, label_path);
+        field_source = input.fields.empty() ? std::string_view() : input.fields.row(index);
+    }
+    // Everything but the row and its paths, for a new sample at position seq.
+    void clear(std::size_t seq) {
+        sequence = seq;
         error.clear();
         image_format = label_format = file_format::unknown;
         unknown_pixels = 0;
         reuse = nullptr;
         key_hash = 0;
-        field_source = input.fields.empty() ? std::string_view() : input.fields.row(index);
+        field_source = {};
         boxes_clipped = boxes_dropped = 0;
+        streamed = false;
+        image_pixels = label_pixels = {};
         fingerprint.class_counts.clear();
         fingerprint.tolerance_counts.clear();
         fingerprint.unknown_values.clear();
