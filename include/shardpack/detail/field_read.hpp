@@ -16,6 +16,7 @@
 
 #include "fields.hpp"
 #include "format.hpp"
+#include "mapped_guard.hpp"
 #include "xxhash.hpp"
 
 namespace shardpack {
@@ -49,8 +50,22 @@ inline std::pair<std::size_t, std::size_t> dataset::read_fields(std::size_t i, s
     locate(i, k, local);
     const shard_pin pinned = s_->pin(k);
     const shard_file& shard = *pinned;
+    // Reads of the mapping run guarded, as load's (detail/mapped_guard.hpp).
+    return guarded(shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+                   [&] { return read_fields_pinned(shard, k, local, out, ctx, window, min_box_visibility, want); });
+}
+
+inline std::pair<std::size_t, std::size_t> dataset::read_fields_pinned(const detail::shard_file& shard, std::size_t k,
+                                                                      std::size_t local, std::vector<field_value>& out,
+                                                                      read_context& ctx, const crop_box* window,
+                                                                      double min_box_visibility,
+                                                                      const std::vector<bool>* want) const {
+    using namespace detail;
+    const schema_record& s = s_->schema;
     const index_entry e = shard.entry(local);
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
     if (!shard.bytes()) {
         ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
         try {
