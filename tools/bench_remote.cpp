@@ -113,6 +113,13 @@ struct buffers {
     }
 };
 
+// The uint8 tensors of one record as read here: the image and the one-hot label (per pixel for
+// segmentation).
+std::size_t record_bytes(const dataset& ds) {
+    const buffers one(ds, 1);
+    return one.image.size() + one.label.size();
+}
+
 struct epoch_result {
     double seconds = 0, samples_per_s = 0, mb_per_s = 0;
     std::uint64_t gets = 0, fetched_bytes = 0;
@@ -158,8 +165,7 @@ epoch_result run_epoch(const dataset& ds, const epoch_plan& plan, const args_t& 
     epoch_result r;
     r.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
     r.samples_per_s = double(done) / r.seconds;
-    const auto& sc = ds.schema();
-    r.mb_per_s = double(done) * double(sc.fixed_height * sc.fixed_width * sc.channels + sc.class_count) / r.seconds / 1e6;
+    r.mb_per_s = double(done) * double(record_bytes(ds)) / r.seconds / 1e6;
     if (st) {
         const remote::remote_stats s = st->stats();
         r.gets = all_gets(s) - all_gets(before);
@@ -214,6 +220,7 @@ int run_way(const args_t& a) {
     std::string epochs, io1, io2;
     std::size_t records = 0, shards = 0;
     std::uint64_t bytes = 0;
+    std::size_t record_size = 0;
     if (local_way) {
         evict(a.local);
         const auto t0 = clock_type::now();
@@ -224,7 +231,7 @@ int run_way(const args_t& a) {
             const epoch_result e2 = run_epoch(ds, make_order(ds, blocks, a.seed + 1, a.block_bytes), a, nullptr, clock_type::now());
             epochs = epoch_json("epoch1", e1) + "," + epoch_json("epoch2", e2);
             io1 = io_mode_name(ds.io());
-            records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds);
+            records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds), record_size = record_bytes(ds);
         }
         const auto t1 = clock_type::now();
         const dataset warm = dataset::open(a.local);
@@ -246,16 +253,16 @@ int run_way(const args_t& a) {
         epochs = epoch_json("epoch1", e1) + "," + epoch_json("epoch2", e2);
         io1 = io_mode_name(ds.io());
         io2 = blocks ? "blocks" : "global";
-        records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds);
+        records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds), record_size = record_bytes(ds);
         std::filesystem::remove_all(cache);
     }
     struct rusage ru {};
     ::getrusage(RUSAGE_SELF, &ru);
     std::printf("{\"tool\":\"bench_remote\",\"way\":\"%s\",\"io\":\"%s\",\"%s\":\"%s\",\"records\":%zu,\"shards\":%zu,"
-                "\"dataset_bytes\":%llu,\"batch\":%zu,\"threads\":%zu,\"cache_bytes\":%llu,\"buffer_bytes\":%llu,"
+                "\"dataset_bytes\":%llu,\"record_bytes\":%zu,\"batch\":%zu,\"threads\":%zu,\"cache_bytes\":%llu,\"buffer_bytes\":%llu,"
                 "\"peak_rss_kb\":%ld,%s}\n",
                 a.way.c_str(), io1.c_str(), local_way ? "warm_io" : "order", io2.c_str(), records, shards,
-                (unsigned long long)bytes, a.batch, a.threads, (unsigned long long)a.cache_bytes,
+                (unsigned long long)bytes, record_size, a.batch, a.threads, (unsigned long long)a.cache_bytes,
                 (unsigned long long)remote::remote_options::from_environment().buffer_bytes, long(ru.ru_maxrss), epochs.c_str());
     return 0;
 }

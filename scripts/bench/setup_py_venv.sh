@@ -3,8 +3,9 @@
 #
 # The virtual environment of the Python reading benchmark (scripts/bench/py_read_bench.py):
 # Debian's /usr/bin/python3 with --system-site-packages, so that Debian's python3-torch (1.13.1),
-# python3-torchvision, python3-numpy, python3-opencv and python3-pil are seen (torch and numpy
-# needed; the others only by py_read_bench.py's baselines), plus from PyPI:
+# python3-torchvision, python3-numpy, python3-opencv and python3-pil are seen (the first three
+# installed here where missing; OpenCV and Pillow only needed by py_read_bench.py's baselines),
+# plus from PyPI:
 #   webdataset          1.0.2, with its dependencies;
 #   mosaicml-streaming  0.13.0 with --no-deps (its declared dependencies pull cloud SDKs and a
 #                       torch from PyPI) plus what it imports: xxhash, zstd, python-snappy,
@@ -30,6 +31,9 @@ repo=${2:-}
 py=/usr/bin/python3
 log() { echo "setup_py_venv: $*" >&2; }
 
+# python3-torchvision: MosaicML Streaming imports it at `import streaming`.
+"$(dirname "$0")/../install-deps.sh" python3-venv python3-numpy python3-torch python3-torchvision >&2 \
+  || log "Debian's python3-torch/python3-torchvision could not be installed"
 "$py" -c 'import torch, numpy' 2>/dev/null \
   || { log "$py cannot import torch/numpy (apt-get install python3-torch python3-numpy)"; exit 1; }
 # OpenCV and Pillow only for py_read_bench.py's baselines: without them the peers of the remote
