@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "foreground_rows.hpp"
 #include "format.hpp"
 #include "json.hpp"
 #include "regular_file.hpp"
@@ -50,6 +51,7 @@ struct dataset_state {
     std::vector<class_info> classes;
     json manifest;  // manifest.json without its "shards" list (the table above holds it)
     bool verify = true;
+    foreground_rows foreground;  // crop_position::foreground's counts per row, per record read
 
     std::size_t shard_count() const { return shard_bytes.size(); }
     std::string name(std::size_t k) const {
