@@ -235,7 +235,10 @@ TEST_CASE("contact sheet legend: a swatch per class in its color, hidden classes
     cs.records = {0, 1, 2};
     const contact_sheet csheet = render_contact_sheet(cds, cs);
     CHECK(csheet.legend.empty());
-    for (const sheet_tile& t : csheet.tiles) check_tile(csheet, t, cds.at(t.index).image().data(), nullptr, 3, cds, 0, {});
+    for (const sheet_tile& t : csheet.tiles) {
+        const sample s = cds.at(t.index);
+        check_tile(csheet, t, s.image().data(), nullptr, 3, cds, 0, {});
+    }
 }
 
 TEST_CASE("contact sheet options out of range are refused, naming them", "[sheet]") {

@@ -171,8 +171,8 @@ void make_part(std::mt19937& rng, int w, int h, image_u8& image, std::vector<std
                     ids[std::size_t(yy) * w + xx] = id;
     };
     std::uniform_real_distribution<float> unit(0.0f, 1.0f);
-    // Sized like the industrial frames of issue 33 at 1920x1080: about 37% of uniform 512x512
-    // crops hold under 1% labelled pixels.
+    // Sparser than the industrial frames of issue 33 (37% of their uniform 512x512 crops held
+    // under 1% labelled pixels): 68% of such crops of 40 frames of 1920x1080 (--seed 2).
     const int side = std::min(w, h), cx = int(unit(rng) * float(w)), cy = int(unit(rng) * float(h)), spread = side * 2 / 3;
     const auto near = [&](int c) { return c + int(rng() % unsigned(spread)) - spread / 2; };
     const int scratches = 3 + int(rng() % 4u), width = std::max(1, side / 360);
