@@ -158,8 +158,7 @@ def test_foreground_crops_hold_labels_through_read_batch_and_the_adapters(tmp_pa
     before = ds.foreground_fallbacks
     _, labels, boxes = ds.read_batch(idx, crop=crop, crop_position="foreground", label="index",
                                      crop_background=["background", "scratch", "dent"], return_boxes=True)
-    full = ds.read_batch(idx, label="index")[1]
-    has_stain = (full == 3).any(axis=(1, 2))
+    has_stain = np.array([(ds[int(i)][1] == 3).any() for i in idx])  # records as stored (sizes may vary)
     assert ds.foreground_fallbacks - before == int((~has_stain).sum())
     assert ((labels == 3).any(axis=(1, 2)) >= has_stain).all()
     with pytest.raises(shardpack.ArgumentValueError, match="no class named"):
