@@ -478,6 +478,8 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
     return index_array(shardpack::order_blocks(n, block, shard_starts));
 }
 
+#include "fields_ext.hpp"
+
 // shardpack.mix and the Sampler's resume on another world: include/shardpack/mix.hpp, from checked arguments.
 using index_input = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
@@ -545,6 +547,7 @@ public:
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
     }
+    const shardpack::dataset& dataset() const { return ds_; }  // for fields_ext
     std::size_t open_shards() const { return ds_.open_shard_count(); }
     std::size_t max_open_shards() const { return ds_.max_open_shards(); }
     std::string io() const { return shardpack::io_mode_name(ds_.io()); }
@@ -1075,5 +1078,18 @@ NB_MODULE(_shardpack, m) {
                      "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
                      "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
-             "The batch, from arguments checked by shardpack.Dataset.read_batch.");
+             "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+        .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
+                     nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
+        .def("read_fields",
+             [](const reader& r, nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
+                const std::vector<std::string>& names, nb::object windows, std::size_t crop_height, std::size_t crop_width,
+                double min_box_visibility) {
+                 return fields_ext::read(r.dataset(), indices, names, windows, crop_height, crop_width, min_box_visibility);
+             },
+             "indices"_a, "names"_a, "windows"_a.none(), "crop_height"_a, "crop_width"_a, "min_box_visibility"_a,
+             nb::sig("def read_fields(self, indices: numpy.typing.NDArray[numpy.int64], names: collections.abc.Sequence[str], "
+                     "windows: numpy.typing.NDArray[numpy.int64] | None, crop_height: int, crop_width: int, "
+                     "min_box_visibility: float) -> dict[str, typing.Any]"),
+             "Fields `names` of records `indices` as columns; boxes follow `windows` (see shardpack.Dataset.fields).");
 }

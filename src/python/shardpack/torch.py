@@ -105,6 +105,33 @@ class Batch(tuple):
     __slots__ = ()
 
 
+def _fields_to_torch(fields: dict) -> dict:
+    """read_batch's fields as tensors (Padded / PaddedBoxes keep their form; str lists stay lists)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, tuple):  # Padded, PaddedBoxes
+            out[name] = type(v)(*(_torch.from_numpy(a) for a in v))
+        elif isinstance(v, _np.ndarray):
+            out[name] = _torch.from_numpy(v)
+        else:
+            out[name] = v
+    return out
+
+
+def _sample_fields(fields: dict, j: int) -> dict:
+    """Sample j's fields of a batch: lists and boxes cut to their counts (no padding)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, _sp.PaddedBoxes):
+            c = int(v.counts[j])
+            out[name] = _sp.Boxes(v.boxes[j, :c], v.labels[j, :c])
+        elif isinstance(v, _sp.Padded):
+            out[name] = v.values[j, :int(v.counts[j])]
+        else:
+            out[name] = v[j]
+    return out
+
+
 def _default_collate(data: Any) -> Any:
     return _data.default_collate(data) if hasattr(_data, "default_collate") else \
         _data.dataloader.default_collate(data)
@@ -164,7 +191,12 @@ class Samples(_abc.Sequence):
     def __getitem__(self, j: Any) -> Any:
         if self._batch is None:
             self._batch = self._dataset._read(self._indices, self._epoch, shared=False)
-        images, labels = self._batch
+        images, labels = self._batch[0], self._batch[1]
+        if len(self._batch) == 3:  # with fields
+            fields = self._batch[2]
+            if isinstance(j, slice):
+                return [(images[k], labels[k], _sample_fields(fields, k)) for k in range(len(self))[j]]
+            return images[j], labels[j], _sample_fields(fields, j)
         if isinstance(j, slice):
             return [(images[k], labels[k]) for k in range(len(self))[j]]
         return images[j], labels[j]
@@ -188,12 +220,19 @@ class Dataset(_data.Dataset):
     hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
-    starts, so with persistent_workers=True they keep the epoch they started with."""
+    starts, so with persistent_workers=True they keep the epoch they started with.
+
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: samples
+    are then (image, label, fields) with each sample's lists and boxes at their own length
+    (shardpack.Boxes for boxes), and a batch (collate_fn=spt.collate, or dataset[[i, j]]) is
+    (images, labels, fields) with lists Padded and boxes PaddedBoxes (padded, with counts), every
+    array a tensor; boxes follow each sample's crop and flips."""
 
     def __init__(self, source: Any, *, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
-                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0):
+                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0, fields: Optional[Sequence[str]] = None,
+                 min_box_visibility: float = 0.0):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
@@ -204,9 +243,10 @@ class Dataset(_data.Dataset):
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
+        self._field_options = {} if fields is None else dict(fields=fields, min_box_visibility=min_box_visibility)
         # checks the options and the fixed size now (an empty read checks every option)
         _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
-        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options)
+        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options, **self._field_options)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
@@ -225,12 +265,15 @@ class Dataset(_data.Dataset):
         how a DataLoader worker's batch travels to the main process (anything else would be
         copied there once more)."""
         if not shared:
-            images, labels = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options)
-            return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+            got = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options,
+                                          **self._field_options)
+            tensors = (_torch.from_numpy(got[0]), _torch.from_numpy(got[1]))
+            return Batch(tensors + (_fields_to_torch(got[2]),) if self._field_options else tensors)
         (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
         images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
-        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options)
-        return Batch((images, labels))
+        got = self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options,
+                                      **self._field_options)
+        return Batch((images, labels, _fields_to_torch(got[2])) if self._field_options else (images, labels))
 
     def __getitems__(self, indices: Sequence[int]) -> Samples:
         """The Samples of a batch (what torch's DataLoader asks for with automatic batching)."""
@@ -248,8 +291,10 @@ class Dataset(_data.Dataset):
                             f"not {type(i).__name__}") from None
         if not -n <= i < n:
             raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
-        images, labels = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
-        return images[0], labels[0]
+        batch = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
+        if len(batch) == 3:
+            return batch[0][0], batch[1][0], _sample_fields(batch[2], 0)
+        return batch[0][0], batch[1][0]
 
 
 def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
