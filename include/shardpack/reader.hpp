@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.2).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.5).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -136,6 +136,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "detail/error.hpp"
@@ -293,6 +294,17 @@ crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t
 // The same for a decoded record (dataset::at or read), any crop_position.
 crop_box plan_augmentation(const augmentation& a, const sample& record, std::size_t slot = 0);
 
+// Per-sample fields (format 1.5) of a batch, for read_batch / read_into (sample_buffers::fields).
+// Values are variable-length (lists, boxes), so they come per slot in the reader's own vectors,
+// boxes already moved, clipped and flipped with the slot's window (spec 10.4.1).
+struct field_batch {
+    std::vector<std::size_t> fields;  // the declared fields to read (dataset::field_index); empty: all
+    double min_box_visibility = 0.0;  // keep a box when at least this fraction of its area is in the window
+    // [slot][declared field]: fields not asked for stay empty. Sized by read_batch for a whole
+    // batch; a caller splitting a batch over threads (sample_buffers::slice) sizes it first.
+    std::vector<std::vector<field_value>> slots;
+};
+
 // Buffers a caller owns, for read_into / read_batch. Set the pointers you want filled; leave the
 // others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
 // whole batch, sample after sample, which needs a fixed image size.
@@ -317,6 +329,7 @@ struct sample_buffers {
     // sizes above count the output window (height x width), not the record.
     const augmentation* augment = nullptr;
     crop_box* applied = nullptr;  // optional, one per sample: the window and flips each sample got
+    field_batch* fields = nullptr;  // optional: per-sample fields (format 1.5), see field_batch
     // The batch slot of this buffer's first sample: augment->given is looked up at first_slot +
     // slot (0 for a whole batch; a slice's begin).
     std::size_t first_slot = 0;
@@ -392,6 +405,8 @@ public:
     tensor_view<std::uint8_t> label() const&& = delete;
     tensor_view<std::uint16_t> label_index16() const&& = delete;
     std::int32_t class_id() const { return layout_.class_id; }
+    // Per-sample fields (format 1.5), one per declared field, boxes in the record's pixels.
+    std::vector<field_value> fields() const;
     // The one-hot label whatever the stored layout: {H, W, K} for segmentation, {1, 1, K} for
     // classification. Allocates; training loops use dataset::read_into instead.
     std::vector<std::uint8_t> one_hot() const;
@@ -520,6 +535,19 @@ public:
     void prefetch(const std::size_t* indices, std::size_t count) const;
     void prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const;
 
+    // Per-sample fields (format 1.5, `shardpack build --field`): the declarations (empty when
+    // the dataset has none), a field's position by name, and record i's values (one per
+    // declaration; boxes in the record's pixels). read_fields reads only the record's prefix;
+    // with `window`, boxes are moved, clipped and flipped as the window's pixels (spec 10.4.1:
+    // kept when at least min_box_visibility of a box's area is inside). `want`: per declared
+    // field whether to decode it (null: all). Returns the record's (height, width).
+    const std::vector<field_info>& fields() const { return s_->schema.fields; }
+    std::size_t field_index(const std::string& name) const;
+    std::vector<field_value> fields(std::size_t i) const;
+    std::pair<std::size_t, std::size_t> read_fields(std::size_t i, std::vector<field_value>& out, read_context& ctx,
+                                                    const crop_box* window = nullptr, double min_box_visibility = 0.0,
+                                                    const std::vector<bool>* want = nullptr) const;
+
     // Rank `rank`'s share of the records when `world` ranks read the dataset (contiguous; the
     // Python package's epoch_order strides instead, see its docs).
     shardpack::rank_share rank_share(std::size_t rank, std::size_t world,
@@ -568,6 +596,11 @@ private:
     // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
     // buffers where the layout allows, and augmented reads only the bands their window needs.
     void read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    void read_slot_fields(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    std::pair<std::size_t, std::size_t> read_fields_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local,
+                                                           std::vector<field_value>& out, read_context& ctx,
+                                                           const crop_box* window, double min_box_visibility,
+                                                           const std::vector<bool>* want) const;
     // The bodies of load and read_slot, for shard k, pinned (and, when mapped, guarded against
     // a file truncated under the mapping: detail/mapped_guard.hpp).
     const unsigned char* load_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local, ZSTD_DCtx* dctx,
@@ -586,6 +619,7 @@ private:
 #include "detail/convert.hpp"       // stored bytes -> sample_buffers (uint8, float, one-hot, class ids)
 #include "detail/augment.hpp"       // plan_augmentation, dataset::window
 #include "detail/record_read.hpp"   // load, at, read, read_into, read_batch, prefetch
+#include "detail/field_read.hpp"    // per-sample fields (1.5)
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "shardpack::sample::label_index16 and raw-record views assume a little-endian host"

@@ -285,6 +285,14 @@ const char* dtype_name(nb::dlpack::dtype t) {
 // converted or copied (that would fill a temporary instead of the caller's array).
 any_array caller_array(nb::handle obj, const char* what, const std::vector<std::size_t>& shape,
                        nb::dlpack::dtype dtype) {
+    // Writing into a tensor that requires grad would change values autograd has recorded (or
+    // will record) without it knowing: torch itself refuses in-place writes to such leaves.
+    const int requires_grad = nb::hasattr(obj, "requires_grad") ? PyObject_IsTrue(obj.attr("requires_grad").ptr()) : 0;
+    if (requires_grad < 0) throw nb::python_error();
+    if (requires_grad)
+        throw argument_error(std::string("read_batch: out ") + what +
+                             " is a tensor that requires grad, which read_batch does not write into (autograd would not "
+                             "see the write); give a tensor without it, e.g. created with requires_grad=False or .detach()");
     any_array a;
     if (!nb::try_cast(obj, a, false))
         throw argument_type_error(std::string("read_batch: out ") + what +
@@ -472,6 +480,8 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
     return index_array(shardpack::order_blocks(n, block, shard_starts));
 }
 
+#include "fields_ext.hpp"
+
 // shardpack.mix and the Sampler's resume on another world: include/shardpack/mix.hpp, from checked arguments.
 using index_input = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
@@ -539,6 +549,7 @@ public:
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
     }
+    const shardpack::dataset& dataset() const { return ds_; }  // for fields_ext
     std::size_t open_shards() const { return ds_.open_shard_count(); }
     std::size_t max_open_shards() const { return ds_.max_open_shards(); }
     std::string io() const { return shardpack::io_mode_name(ds_.io()); }
@@ -1168,5 +1179,18 @@ NB_MODULE(_shardpack, m) {
                      "crop_position: str, hflip: float, vflip: float, seed: int, epoch: int, "
                      "background: collections.abc.Sequence[int]) -> tuple[numpy.typing.NDArray[numpy.uint8], "
                      "list[dict[str, typing.Any]], list[dict[str, typing.Any]]]"),
-             "shardpack.contact_sheet, from arguments it checked.");
+             "shardpack.contact_sheet, from arguments it checked.")
+        .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
+                     nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
+        .def("read_fields",
+             [](const reader& r, nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
+                const std::vector<std::string>& names, nb::object windows, std::size_t crop_height, std::size_t crop_width,
+                double min_box_visibility) {
+                 return fields_ext::read(r.dataset(), indices, names, windows, crop_height, crop_width, min_box_visibility);
+             },
+             "indices"_a, "names"_a, "windows"_a.none(), "crop_height"_a, "crop_width"_a, "min_box_visibility"_a,
+             nb::sig("def read_fields(self, indices: numpy.typing.NDArray[numpy.int64], names: collections.abc.Sequence[str], "
+                     "windows: numpy.typing.NDArray[numpy.int64] | None, crop_height: int, crop_width: int, "
+                     "min_box_visibility: float) -> dict[str, typing.Any]"),
+             "Fields `names` of records `indices` as columns; boxes follow `windows` (see shardpack.Dataset.fields).");
 }

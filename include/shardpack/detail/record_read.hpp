@@ -82,7 +82,7 @@ inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard
         rec = buffer.data();
     } else if (is_band_codec(e.codec)) {
         try {
-            layout = parse_record(s_->schema, stored, e.decoded_size);
+            layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
             const band_table bands = parse_band_table(layout, stored, e.stored_size, e.codec);
             buffer.resize(static_cast<std::size_t>(e.decoded_size));
             unsigned char* out = buffer.data();
@@ -158,6 +158,7 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
 }
 
 inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
+    if (out.fields && out.fields->slots.size() <= out.first_slot) out.fields->slots.resize(out.first_slot + 1);
     read_slot(i, out, ctx, 0);
 }
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
@@ -174,6 +175,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     using namespace detail;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
+    if (out.fields) read_slot_fields(i, out, ctx, slot);
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
@@ -198,7 +200,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     record_layout layout;
     band_table bands;
     try {
-        layout = parse_record(s_->schema, stored, e.decoded_size);
+        layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
         bands = parse_band_table(layout, stored, e.stored_size, e.codec);
     } catch (const error& ex) {
         throw error(s_->where(k, local) + ": " + ex.what());
@@ -331,6 +333,7 @@ inline void dataset::read_batch(const std::size_t* indices, std::size_t count, c
     if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
         throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
     if (count > 1) prefetch(indices, count, ctx);
+    if (out.fields && out.fields->slots.size() < out.first_slot + count) out.fields->slots.resize(out.first_slot + count);
     for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
 }
 

@@ -41,7 +41,8 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "contact_sheet", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange",
-           "permutation", "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__", "write"]
+           "permutation", "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded",
+           "PaddedBoxes", "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -424,6 +425,64 @@ def _close_all() -> None:
         ds._reader_ = None
 
 
+class Field(NamedTuple):
+    """A per-sample field as declared at build time (`shardpack build --field NAME:KIND`): kind is
+    "int", "float", "str", "int-list", "float-list", "tags" or "boxes"; names are the tag names
+    (tags) or box classes (boxes), by id, else empty."""
+    name: str
+    kind: str
+    names: List[str]
+
+
+class Boxes(NamedTuple):
+    """One record's boxes: float32 (M, 4) of x0, y0, x1, y1 in pixels (columns [x0, x1), rows
+    [y0, y1)), and their class ids, int64 (M,)."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+
+
+class Padded(NamedTuple):
+    """A batch of variable-length lists: values (N, L) padded with 0 to the longest, counts (N,)."""
+    values: _npt.NDArray[Any]
+    counts: _npt.NDArray[_np.int64]
+
+
+class PaddedBoxes(NamedTuple):
+    """A batch's boxes: boxes float32 (N, M, 4) padded with 0 to the most in a sample, labels int64
+    (N, M) padded with -1, counts int64 (N,) (a sample's boxes are boxes[j, :counts[j]])."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+    counts: _npt.NDArray[_np.int64]
+
+
+def _padded(flat: _npt.NDArray[Any], counts: _npt.NDArray[_np.int64], fill: Any, tail: Tuple[int, ...] = ()
+            ) -> _npt.NDArray[Any]:
+    """Rows of `flat` (counts[j] for sample j, one after the other) as (N, max count, *tail)."""
+    n = counts.shape[0]
+    width = int(counts.max()) if n else 0
+    out = _np.full((n, width) + tail, fill, dtype=flat.dtype)
+    if flat.shape[0]:
+        rows = _np.repeat(_np.arange(n), counts)
+        starts = _np.cumsum(counts) - counts
+        out[rows, _np.arange(flat.shape[0]) - _np.repeat(starts, counts)] = flat
+    return out
+
+
+def _field_batch(kinds: Dict[str, str], columns: Dict[str, Any]) -> Dict[str, Any]:
+    """The extension's columns (shardpack_ext: fields_ext::column) as a batch: int and float (N,),
+    str a list, tags (N, T) uint8 multi-hot, lists Padded, boxes PaddedBoxes."""
+    out: Dict[str, Any] = {}
+    for name, col in columns.items():
+        kind = kinds[name]
+        if kind in ("int-list", "float-list"):
+            out[name] = Padded(_padded(col[0], col[1], 0), col[1])
+        elif kind == "boxes":
+            out[name] = PaddedBoxes(_padded(col[0], col[2], 0, (4,)), _padded(col[1], col[2], -1), col[2])
+        else:
+            out[name] = col
+    return out
+
+
 class Dataset:
     """A shardpack dataset, read through the C++ reader.
 
@@ -630,6 +689,49 @@ class Dataset:
         r = self._reader
         return r.key(_checked_index(i, len(r), self._path))
 
+    @property
+    def field_info(self) -> List[Field]:
+        """The per-sample fields the dataset declares (format 1.5), in order; [] when it has none."""
+        return [Field(name, kind, list(names)) for name, kind, names in self._reader.fields]
+
+    def _field_names(self, fields: Any, what: str) -> List[str]:
+        known = [f[0] for f in self._reader.fields]
+        if fields is None or fields == "all":
+            return known
+        if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+            raise ArgumentTypeError(f"{what}: fields must be a sequence of field names or \"all\", not {fields!r}")
+        for f in fields:
+            if f not in known:
+                raise ArgumentValueError(f"{what}: no field named {f!r}; the dataset's fields are {known}")
+        return list(fields)
+
+    def fields(self, i: int, *, fields: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Record i's per-sample fields (format 1.5) by name, as stored (boxes in the record's
+        pixels): int -> int, float -> float, str -> str, int-list / float-list -> 1-D int64 /
+        float64 array, tags -> (T,) uint8 multi-hot over field_info's names, boxes -> Boxes.
+        fields: the names to read (default: all)."""
+        r = self._reader
+        idx = _np.array([_checked_index(i, len(r), self._path)], dtype=_np.int64)
+        names = self._field_names(fields, "fields")
+        cols = r.read_fields(idx, names, None, 0, 0, 0.0)
+        kinds = {f[0]: f[1] for f in r.fields}
+        out: Dict[str, Any] = {}
+        for name, col in cols.items():
+            kind = kinds[name]
+            if kind == "int":
+                out[name] = int(col[0])
+            elif kind == "float":
+                out[name] = float(col[0])
+            elif kind == "str":
+                out[name] = col[0]
+            elif kind in ("int-list", "float-list"):
+                out[name] = col[0]
+            elif kind == "tags":
+                out[name] = col[0]
+            else:
+                out[name] = Boxes(col[0], col[1])
+        return out
+
     def prefetch(self, indices: Indices) -> None:
         """Starts reading records `indices` from storage so that reading them later does not wait
         for the disk: their byte ranges, merged where they touch, are announced to the kernel
@@ -701,7 +803,8 @@ class Dataset:
                    normalize: Normalize = "auto", label: Label = "onehot", label_dtype: LabelDType = None,
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
                    crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
-                   epoch: int = 0, return_boxes: bool = False,
+                   epoch: int = 0, return_boxes: bool = False, fields: Optional[Sequence[str]] = None,
+                   min_box_visibility: float = 0.0,
                    crop_background: Optional[Sequence[Union[int, str]]] = None) -> Tuple[Any, ...]:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
@@ -721,7 +824,8 @@ class Dataset:
           classes, ignored pixels are 255). A dtype that cannot hold the classes is an error.
         out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
           shape and dtype that do not overlap (NumPy, buffer protocol or DLPack, such as torch
-          tensors, pinned ones included), filled in place with no allocation and returned.
+          tensors, pinned ones included), filled in place with no allocation and returned. A
+          tensor that requires grad is refused (ArgumentValueError): autograd would not see the write.
         threads: C++ threads to split the batch over (0: all cores this process may use; more
           than 4 x the cores: that many, with a RuntimeWarning, as the CLI). The GIL is released.
 
@@ -746,8 +850,15 @@ class Dataset:
           (y, x, hflip, vflip) per sample, the window's top-left corner in the record and its
           flips, so images[j] == flip(record[y:y + height, x:x + width]) (NHWC). Without crops or
           flips each row is (0, 0, 0, 0).
+        fields: per-sample fields to read too (format 1.5; names, or "all"): a dict by name, int
+          and float fields (N,) int64 / float64, str a list, tags (N, T) uint8 multi-hot, lists
+          Padded, boxes PaddedBoxes in the output's pixels: moved, clipped and flipped with each
+          sample's window, the same bits as the C++ reader (spec 10.4.1).
+        min_box_visibility: with crops or flips, a box is kept when at least this fraction of its
+          area lies inside the window (0.0: any part; boxes with nothing inside always go).
 
-        Returns (images, labels), or (images, labels, boxes). Raises IndexOutOfRange for an index
+        Returns (images, labels), or (images, labels, boxes), then the fields' dict when fields
+        are asked for. Raises IndexOutOfRange for an index
         outside the dataset, ArgumentValueError / ArgumentTypeError for other bad arguments, and
         shardpack.Error on damaged data or a crop larger than a record (naming it)."""
         r = self._reader
@@ -814,18 +925,27 @@ class Dataset:
             seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
-        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
         if position == "foreground" and r.task != "segmentation":
             raise ArgumentValueError('read_batch: crop_position="foreground" needs a segmentation dataset')
         if crop_background is not None and position != "foreground":
             raise ArgumentValueError('read_batch: crop_background applies to crop_position="foreground"')
         background = {} if crop_background is None else \
             {"background": self._class_ids(crop_background, "read_batch: crop_background")}
+        names = None if fields is None else self._field_names(fields, "read_batch")
+        if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
+            raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
+        windows = names is not None and (o.crop_height != 0 or flips[0][0] != "none" or flips[1][0] != "none")
+        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes or windows else None
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
                                              boxes, **background)
-        return (images, labels, boxes) if return_boxes else (images, labels)
+        if names is None:
+            return (images, labels, boxes) if return_boxes else (images, labels)
+        cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
+                             o.crop_width, float(min_box_visibility))
+        got = _field_batch({f[0]: f[1] for f in r.fields}, cols)
+        return (images, labels, boxes, got) if return_boxes else (images, labels, got)
 
 
 from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)
