@@ -205,6 +205,8 @@ private:
         }
         if (!have_schema) throw error("no schema section");
         if (!have_classes) throw error("no classes section");
+        if (uses_wide_pixels(schema_) && !(header_.required_features & feature_wide_pixels))
+            throw error("schema has uint16 images or bands, but the shard does not declare that feature (bit 3)");
         schema_bytes_ = schema_payload + classes_payload;
         if (classes_.size() != schema_.class_count)
             throw error("schema declares " + std::to_string(schema_.class_count) + " classes but the class table has " +
