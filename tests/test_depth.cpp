@@ -8,9 +8,11 @@
 #include <cstring>
 #include <random>
 
+#include "decode/color_convert.hpp"
 #include "decode/image_decoder.hpp"
 #include "decode/png_encoder.hpp"
 #include "decode/tiff_decoder.hpp"
+#include "errors.hpp"
 #include "shardpack/reader.hpp"
 #include "test_skip.hpp"
 #include "test_support.hpp"
@@ -287,7 +289,7 @@ TEST_CASE("a build with --depth 8 keeps the high byte, and the log and report.js
     INFO(r.err);
     REQUIRE(r.code == 0);
     REQUIRE(r.err.find("3 of the 3 images decoded in this build had 16 bits a sample and were stored with 8") != std::string::npos);
-    const auto report = detail::json::parse(read_file(dir / "ds" / "report.json"));
+    const auto report = detail::json::parse(read_file(dir / "ds/report.json"));
     REQUIRE(report.at("images_reduced_to_8_bits").as_u64() == 3);
     const auto ds = dataset::open(dir / "ds");
     REQUIRE(ds.schema().image_value_bytes == 1);
@@ -314,7 +316,7 @@ TEST_CASE("a build with --depth 8 keeps the high byte, and the log and report.js
     // 8-bit builds of 8-bit images are what they were: format 1.0 to 1.3, no uint16.
     const auto plain = cli({"build", "--csv", dir / "mixed.csv", "--out", dir / "plain", "--task", "cls", "--depth", "8"});
     REQUIRE(plain.code == 0);
-    REQUIRE(read_file(dir / "plain" / "manifest.json").find("\"format_version\": \"1.4\"") == std::string::npos);
+    REQUIRE(read_file(dir / "plain/manifest.json").find("\"format_version\": \"1.4\"") == std::string::npos);
 }
 
 TEST_CASE("TIFF: 8- and 16-bit, 1 to 6 samples, strips and tiles, contiguous and separate planes, compressed, decode exactly", "[depth][tiff]") {
