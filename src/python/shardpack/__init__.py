@@ -255,7 +255,7 @@ class _BatchOptions(NamedTuple):
               crop: Any) -> "_BatchOptions":
         image_dtype = _dtype_name(dtype, "read_batch: dtype", _DTYPES)
         as_float = image_dtype == "float32"
-        if image_dtype == "uint8" and r.image_dtype == "uint16":
+        if image_dtype == "uint8" and getattr(r, "image_dtype", "uint8") == "uint16":  # (a Mix's schema has none)
             raise ArgumentValueError(f'read_batch: {path} stores uint16 images; read them as dtype="uint16" '
                                      '(as stored) or "float32" (x / 65535 before normalize)')
         channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
