@@ -469,7 +469,7 @@ TEST_CASE("unknown major versions, required features and required sections are r
     REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
 
     std::string feature = bytes;
-    feature[16] |= 0x10;  // an unknown required feature bit (bits 0-3 are known since 1.4)
+    feature[16] |= 0x20;  // an unknown required feature bit (bits 0-4 are known since 1.5)
     reseal(feature);
     write_file(shard, feature);
     REQUIRE_THROWS_WITH(detail::shard_file(shard, "s"), Catch::Contains("required feature bits"));

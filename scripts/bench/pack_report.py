@@ -309,6 +309,14 @@ def main():
     lines += table(["job (records)", "pack CPU s", "pack wall s", "floor CPU s (decode as packed)", "full decode CPU s",
                     "Python CPU s", "Python wall s", "pack / floor (CPU)", "pack / full decode (CPU)", "Python / pack (CPU)",
                     "Python / pack (wall)"], pack_rows)
+    fields_cpu = median_of(runs, "pack.cls_fields.pack", cpu)
+    if fields_cpu is not None:
+        cls_cpu = median_of(runs, "pack.cls.pack", cpu)
+        fields_wall = median_of(runs, "pack.cls_fields.pack", lambda r: r["seconds"])
+        data["fields"] = {"pack_cpu_s": fields_cpu, "pack_wall_s": fields_wall, "vs_cls_cpu": ratio(fields_cpu, cls_cpu)}
+        lines += ["", "Per-sample fields (format 1.5): the cls job with a float, 2 tags and 2 boxes a row:", ""]
+        lines += table(["job", "pack CPU s", "pack wall s", "vs cls without fields (CPU)"],
+                       [["cls + fields", fmt(fields_cpu), fmt(fields_wall), fmt(ratio(fields_cpu, cls_cpu), 3, "x")]])
     lines += ["", f"Per record, steady state: the run over each list repeated {setup.get('repeat', '?')} times less the run "
               "over the list, per added record (ms of CPU; what a run pays once cancels), and what the run over the list "
               "paid once (its CPU less its records at that cost):", ""]

@@ -108,6 +108,19 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--unknown-label", o.unknown_label, "A mask color not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember(words_of(unknown_label_words)))->capture_default_str();
     add_label_options(*b, o);
+    b->add_option("--field", o.fields,
+                  "Keep a CSV column as a per-sample field (format 1.5): NAME:KIND[=COLUMN], KIND int, float, str, "
+                  "int-list, float-list, tags (multi-label: names or ids separated by ; | or ,) or boxes ('x0 y0 x1 y1 "
+                  "label' in source pixels, boxes separated by ;); COLUMN defaults to NAME; boxes may come from a COCO "
+                  "JSON: NAME:boxes=coco:FILE. Repeat for more fields")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    b->add_option("--field-names", o.field_names,
+                  "NAME=FILE: the tags (or box classes) of field NAME, one per line, in id order; default: those found "
+                  "in the data (ids 0..max, or names sorted)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    b->add_option("--unknown-name", o.unknown_name,
+                  "A tag or box class not in the field's --field-names list: error, or ignore (dropped and counted)")
+        ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
     b->add_option("--compression", o.compression,
                   "zstd (format 1.1: one frame per band of rows of image and label; raw where it is not smaller), "
                   "auto (zstd where it saves at least half of a record, else raw), zstd-record (format 1.0: one frame "
@@ -248,7 +261,8 @@ void check_stream_options(const build_command_options& o, build_options& b) {
     const std::pair<bool, const char*> list_options[] = {
         {!o.csv.empty(), "--csv"}, {!o.images.empty(), "--images"}, {!o.masks.empty(), "--masks"}, {!o.root.empty(), "--root"},
         {o.header || o.no_header, "--header/--no-header"}, {o.image_col != "0" || o.label_col != "1", "--image-col/--label-col"},
-        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"}};
+        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"},
+        {!o.fields.empty() || !o.field_names.empty(), "--field (the stream does not carry fields yet)"}};
     for (const auto& [given, name] : list_options)
         if (given) throw usage_error(std::string("--samples: ") + name + " does not apply to a sample stream");
     b.input.from_stream = true;
@@ -272,6 +286,11 @@ build_options to_build_options(const build_command_options& o) {
     b.input.label_col = o.label_col;
     b.input.task = value_of(task_words, o.task, "--task");
     b.input.classes_path = o.classes;
+    for (const auto& f : o.fields) b.input.fields.push_back(parse_field_spec(f));
+    for (const auto& n : o.field_names) apply_field_names(b.input.fields, n);
+    b.input.unknown_name = o.unknown_name == "ignore" ? unknown_name_policy::ignore : unknown_name_policy::error;
+    if (!o.fields.empty() && !o.images.empty())
+        throw usage_error("--field reads columns of a --csv list; --images folders have none");
     if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
         throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
     if (!o.images.empty()) {

@@ -33,6 +33,8 @@ struct build_command_options {
     std::string mask_values = "auto", ignore_values;
     std::string images, masks;  // --images DIR [--masks DIR] instead of --csv
     std::string mask_suffix, image_suffix;  // how masks pair with images (--mask-suffix _L)
+    std::vector<std::string> fields, field_names;  // --field NAME:KIND[=SOURCE], --field-names NAME=FILE
+    std::string unknown_name = "error";            // --unknown-name
     bool force = false;
     // Hidden, for the Python writer (shardpack.write): samples from the sample stream on standard
     // input (pipeline/sample_stream.hpp) instead of a list, and the progress line without a terminal.

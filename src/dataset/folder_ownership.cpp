@@ -59,7 +59,7 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
             dot <= 5 && s.version.size() - dot - 1 <= 5) {
             const unsigned long major = std::stoul(s.version.substr(0, dot));
             const unsigned long minor = std::stoul(s.version.substr(dot + 1));
-            s.version_known = major == detail::version_major && minor <= detail::version_minor_wide_pixels;
+            s.version_known = major == detail::version_major && minor <= detail::version_minor_fields;
         }
         if (const detail::json* shards = m.find("shards"); shards && shards->is_array()) {
             for (const auto& e : shards->as_array()) {

@@ -30,6 +30,8 @@ void record_sink::operator()(const sample_job& job) {
     totals_.decoded_bytes += view.decoded_size;
     totals_.stored_bytes += view.stored_size;
     totals_.unknown_pixels += fp.unknown_pixels;
+    totals_.boxes_clipped += job.boxes_clipped;
+    totals_.boxes_dropped += job.boxes_dropped;
     if (job.lost_bits && !job.reuse) {
         if (!totals_.lost_bits || job.row.csv_line < totals_.lost_bits_line) {
             totals_.lost_bits_example = std::string(job.row.key);

@@ -39,6 +39,7 @@ struct build_totals {
     std::unordered_map<std::uint32_t, std::string> unknown_examples;
     static constexpr std::size_t max_unknown_listed = 10000;
     std::vector<rejected_row> rejected;
+    std::uint64_t boxes_clipped = 0, boxes_dropped = 0;  // by the geometry, in the rows decoded (not reused)
 };
 
 // Thrown to stop a build: the first bad sample under --on-error fail, or --max-errors reached.

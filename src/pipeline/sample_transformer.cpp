@@ -299,7 +299,18 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         job.class_counts.resize(schema_.class_count);
         job.class_counts[std::size_t(class_id)] += 1;
     }
-    job.layout = encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded);
+    const std::vector<unsigned char>* fields = nullptr;
+    if (!schema_.fields.empty()) {
+        // Boxes follow the pixels: the mask's plan maps the full-size source (a JPEG decoded at a
+        // DCT scale has its own plan to the same output).
+        box_counts counts;
+        record_field_bytes(schema_.fields, job.field_source, mask_plan, scratch.field_bytes, counts, scratch.field_values,
+                           scratch.field_boxes);
+        job.boxes_clipped = counts.clipped;
+        job.boxes_dropped = counts.dropped;
+        fields = &scratch.field_bytes;
+    }
+    job.layout = encode_record(schema_, row.key, scratch.image, label_ids, class_id, job.decoded, fields);
 }
 
 geometry_plan plan_jpeg_dct_scaling(std::uint32_t width, std::uint32_t height, const geometry_plan& full_plan,

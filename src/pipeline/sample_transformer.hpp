@@ -14,6 +14,7 @@
 #include "pipeline/mask_mapper.hpp"
 #include "pipeline/sample_job.hpp"
 #include "shardpack/detail/format.hpp"
+#include "transform/field_geometry.hpp"
 #include "transform/geometry.hpp"
 #include "transform/label_map.hpp"
 
@@ -29,6 +30,9 @@ struct transform_scratch {
     mask_scratch mask_values;     // (with the mask's library session)
     probe_session image_session;  // the image's libpng/libjpeg session, from its probe to its decode
     mask_mapping_stats mapping;
+    std::vector<unsigned char> field_bytes;  // the record's field values, encoded
+    std::vector<field_value> field_values;
+    std::vector<std::vector<source_box>> field_boxes;
 };
 
 // The pixels a build stores, resolved before it starts from --depth and --color and, where those

@@ -82,6 +82,94 @@ def parse_classes(p):
     return out
 
 
+KINDS = {1: "int", 2: "float", 3: "str", 4: "int-list", 5: "float-list", 6: "tags", 7: "boxes"}
+
+
+def parse_fields(p):
+    """Spec 6.5: the FIELDS section (format 1.5)."""
+    at, out = 4, []
+    if len(p) < 4: raise Refused("fields section too short")
+    count = u32(p, 0)
+    if not 1 <= count <= 256: raise Refused("field count")
+
+    def take(limit):
+        nonlocal at
+        if len(p) - at < 4: raise Refused("fields section ends inside a length")
+        n = u32(p, at)
+        at += 4
+        if n > limit or len(p) - at < n: raise Refused("fields section: a name runs past it")
+        v = p[at:at + n]
+        at += n
+        return v
+
+    for _ in range(count):
+        if len(p) - at < 4: raise Refused("fields section ends inside a kind")
+        kind = p[at]
+        if kind not in KINDS or p[at + 1:at + 4] != b"\0\0\0": raise Refused("field kind")
+        at += 4
+        name = take(256)
+        if len(p) - at < 4: raise Refused("fields section ends inside a name count")
+        names = u32(p, at)
+        at += 4
+        if names > 65535: raise Refused("vocabulary size")
+        vocab = [take(65536) for _ in range(names)]
+        if not name or any(f["name"] == name for f in out): raise Refused("field name empty or repeated")
+        if (kind in (6, 7)) != bool(vocab): raise Refused("vocabulary of a field")
+        out.append(dict(name=name, kind=kind, names=len(vocab)))
+    if at != len(p): raise Refused("bytes after the last field")
+    return out
+
+
+def decode_fields(fields, p, h, w):
+    """Spec 10.4: a record's field values, in the canonical form dump_dataset prints (floats as
+    their IEEE bit patterns)."""
+    at, out = 0, []
+
+    def need(n):
+        if len(p) - at < n: raise Refused("a field value runs past the record's fields")
+
+    def count(element):
+        nonlocal at
+        need(4)
+        c = u32(p, at)
+        at += 4
+        if c > (len(p) - at) // element: raise Refused("field elements run past the record's fields")
+        return c
+
+    for f in fields:
+        k = f["kind"]
+        if k in (1, 2):
+            need(8)
+            out.append(struct.unpack_from("<q", p, at)[0] if k == 1 else u64(p, at))
+            at += 8
+        elif k == 3:
+            c = count(1)
+            out.append(p[at:at + c].decode("utf-8", "replace"))
+            at += c
+        elif k in (4, 5):
+            c = count(8)
+            out.append([struct.unpack_from("<q" if k == 4 else "<Q", p, at + 8 * j)[0] for j in range(c)])
+            at += 8 * c
+        elif k == 6:
+            c = count(2)
+            ids = [u16(p, at + 2 * j) for j in range(c)]
+            if any(i >= f["names"] for i in ids) or any(b <= a for a, b in zip(ids, ids[1:])): raise Refused("tag ids")
+            out.append(ids)
+            at += 2 * c
+        else:
+            c = count(20)
+            boxes = []
+            for j in range(c):
+                x0, y0, x1, y1 = struct.unpack_from("<4f", p, at + 20 * j)
+                label = u32(p, at + 20 * j + 16)
+                if not (0 <= x0 < x1 <= w and 0 <= y0 < y1 <= h) or label >= f["names"]: raise Refused("box")
+                boxes.append(list(struct.unpack_from("<4I", p, at + 20 * j)) + [label])
+            out.append(boxes)
+            at += 20 * c
+    if at != len(p): raise Refused("bytes after the last field value")
+    return out
+
+
 def open_shard(path):
     b = open(path, "rb").read()
     size = len(b)
@@ -101,9 +189,9 @@ def open_shard(path):
         raise Refused("header length")
     if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
         raise Refused("header/index checksum")
-    if required & ~15: raise Refused("unknown required feature")
+    if required & ~0x1f: raise Refused("unknown required feature")
     if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
-    at, schema, classes, schema_raw, classes_raw = 64, None, None, b"", b""
+    at, schema, classes, schema_raw, classes_raw, fields, fields_raw = 64, None, None, b"", b"", None, b""
     for _ in range(count_sections):
         if header_length - at < 16: raise Refused("section header past the header")
         stype, flags, length = u32(b, at), u32(b, at + 4), u64(b, at + 8)
@@ -116,6 +204,9 @@ def open_shard(path):
         elif stype == 2:
             if classes is not None: raise Refused("two classes sections")
             classes, classes_raw = parse_classes(payload), payload
+        elif stype == 3:
+            if fields is not None: raise Refused("two fields sections")
+            fields, fields_raw = parse_fields(payload), payload
         elif flags & 1:
             raise Refused(f"unknown required section type {stype}")
         at = align(at + length, 8)
@@ -123,6 +214,8 @@ def open_shard(path):
     if (schema["image_dtype"] == 2 or schema["order"] == 4) and not required & 8:
         raise Refused("uint16 images or bands without the feature bit")
     if len(classes) != schema["classes"]: raise Refused("class count mismatch")
+    if (fields is not None) != bool(required & 0x10): raise Refused("fields section and feature bit 4 disagree")
+    schema["fields"] = fields
     entries, end = [], align(header_length, alignment)
     for i in range(count):
         e = index_offset + 40 * i
@@ -138,13 +231,22 @@ def open_shard(path):
         end = off + stored
         entries.append((off, stored, decoded, csum, codec))
     return dict(bytes=b, shard_number=shard_number, first_record=first_record, schema=schema,
-                schema_key=schema_raw + classes_raw, entries=entries)
+                schema_key=schema_raw + classes_raw + fields_raw, entries=entries)
+
+
+def prefix_end(s, data, key_length):
+    """The end of a record's key, or with fields (1.5) of its field values (spec 10.2, 10.4)."""
+    if s["fields"] is None: return 16 + key_length
+    if len(data) < 20 + key_length: raise Refused("record ends before its fields_length")
+    n = u32(data, 16 + key_length)
+    if n > 1 << 26: raise Refused("fields_length")
+    return 20 + key_length + n
 
 
 def layout(s, data, decoded):
     """image_offset, image_bytes, label_offset, label_bytes, height of a record (spec 10.2)."""
     h, w, key_length = u32(data, 0), u32(data, 4), u32(data, 12)
-    image_offset = align(16 + key_length, 64)
+    image_offset = align(prefix_end(s, data, key_length), 64)
     image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
@@ -233,14 +335,18 @@ def decode_record(shard, i):
     if key_length > 65536: raise Refused("key length")
     if s["task"] == 2 and not 0 <= class_id < s["classes"]: raise Refused("class id")
     if s["task"] == 1 and class_id != -1: raise Refused("segmentation class id")
-    image_offset = align(16 + key_length, 64)
+    end = prefix_end(s, data, key_length)
+    image_offset = align(end, 64)
     image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
     if label_offset + label_bytes != len(data): raise Refused("record length")
-    return dict(key=data[16:16 + key_length].decode("utf-8", "replace"), height=h, width=w, class_id=class_id,
-                image_crc=zlib.crc32(data[image_offset:image_offset + image_bytes]),
-                label_crc=zlib.crc32(data[label_offset:label_offset + label_bytes]))
+    out = dict(key=data[16:16 + key_length].decode("utf-8", "replace"), height=h, width=w, class_id=class_id,
+               image_crc=zlib.crc32(data[image_offset:image_offset + image_bytes]),
+               label_crc=zlib.crc32(data[label_offset:label_offset + label_bytes]))
+    if s["fields"] is not None:
+        out["fields"] = decode_fields(s["fields"], data[20 + key_length:end], h, w)
+    return out
 
 
 def read_shard_table(folder, t):

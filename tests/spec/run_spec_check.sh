@@ -34,6 +34,25 @@ check seg-uint16-region-bands --csv "$work/seg16/list.csv" --classes "$work/seg1
 check seg-uint16-resized-band-rows --csv "$work/seg16/list.csv" --classes "$work/seg16/class_dict.csv" --size 16x16 --band-rows 5
 check cls-uint16-gray-raw --csv "$work/cls16/list.csv" --color gray --compression none
 check cls-uint16-record-frames --csv "$work/cls16/list.csv" --compression zstd-record --size 24x24
+# Format 1.5: per-sample fields of every kind, in each stored form (values in the prefix of band
+# records, inside the zstd frame of codec 1 records, in raw records).
+python3 - "$work/seg" <<'PY'
+import csv, sys
+folder = sys.argv[1]
+images = [row[0] for row in csv.reader(open(f"{folder}/list.csv"))][1:]  # names with spaces too
+with open(f"{folder}/fields.csv", "w") as f:
+    f.write("image,label,n,s,t,il,fl,tags,boxes\n")
+    for i in range(5):
+        boxes = "; ".join(f"{2 + k} {1 + i} {9.5 + k} {12 + i} {'car' if k % 2 else 'tree'}" for k in range(i % 3))
+        tags = ";".join(t for b, t in enumerate(["a", "b", "c"]) if (i >> b) & 1)
+        f.write(f"\"{images[i]}\",x,{i * -7},{i / 3!r},\"t {i}\",\"{' '.join(str(k) for k in range(i))}\","
+                f"\"{' '.join(repr(k / 4) for k in range(i % 2))}\",\"{tags}\",\"{boxes}\"\n")
+PY
+fields=(--field n:int --field s:float --field t:str --field il:int-list --field fl:float-list --field tags:tags --field boxes:boxes)
+check fields-raw --csv "$work/seg/fields.csv" "${fields[@]}" --compression none
+check fields-record-frames --csv "$work/seg/fields.csv" "${fields[@]}" --compression zstd-record --size 24x20
+check fields-bands --csv "$work/seg/fields.csv" "${fields[@]}" --size 32x24 --resize fit
+
 # Raw bands (bit 63 of a frame_sizes entry): JPEG images whose bands zstd does not halve, under
 # --compression auto, beside labels it shrinks; the records must hold some, or this check would
 # not test them.
@@ -87,6 +106,7 @@ check_golden_vector tiny_shard.hex golden shard-00000-d908886912887cfc.spk 1.0 d
 check_golden_vector band_shard.hex golden11 shard-00000-band.spk 1.1 "" b.png                 # band frames
 check_golden_vector region_band_shard.hex golden13 shard-00000-region.spk 1.3 "" c.png        # a band height per region
 check_golden_vector uint16_bands_shard.hex golden14 shard-00000-wide.spk 1.4 "" d.tif         # uint16 images, 5 bands
+check_golden_vector fields_shard.hex golden15 shard-00000-fields.spk 1.5 "" d.png            # per-sample fields
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
 # the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.

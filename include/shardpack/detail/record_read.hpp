@@ -20,6 +20,7 @@
 #include "dataset_state.hpp"
 #include "error.hpp"
 #include "format.hpp"
+#include "mapped_guard.hpp"
 #include "shard_file.hpp"
 #include "storage.hpp"
 #include "xxhash.hpp"
@@ -30,13 +31,24 @@ namespace shardpack {
 inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
                                           std::vector<unsigned char>& stored_copy, detail::record_layout& layout,
                                           detail::shard_pin& pinned) const {
-    using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     pinned = s_->pin(k);
-    const shard_file& shard = *pinned;
+    const detail::shard_file& shard = *pinned;
+    return detail::guarded(
+        shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+        [&] { return load_pinned(shard, k, local, dctx, buffer, stored_copy, layout); });
+}
+
+inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local,
+                                                 ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
+                                                 std::vector<unsigned char>& stored_copy,
+                                                 detail::record_layout& layout) const {
+    using namespace detail;
     const index_entry e = shard.entry(local);
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
     if (!shard.bytes()) {
         // Not mapped: one read of the stored bytes, straight into the record buffer for a raw
         // record, else into the stored-bytes buffer.
@@ -70,7 +82,7 @@ inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::v
         rec = buffer.data();
     } else if (is_band_codec(e.codec)) {
         try {
-            layout = parse_record(s_->schema, stored, e.decoded_size);
+            layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
             const band_table bands = parse_band_table(layout, stored, e.stored_size, e.codec);
             buffer.resize(static_cast<std::size_t>(e.decoded_size));
             unsigned char* out = buffer.data();
@@ -103,7 +115,10 @@ inline sample dataset::at(std::size_t i) const {
     s.index_ = i;
     detail::shard_pin pinned = s_->pin(k);
     const detail::shard_file& shard = *pinned;
-    if (shard.bytes() && shard.entry(local).codec == detail::codec_raw) {
+    const bool view = detail::guarded(
+        shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+        [&] { return shard.bytes() && shard.entry(local).codec == detail::codec_raw; });
+    if (view) {
         // A raw record of a mapped shard: a view into the mapping, which the sample keeps.
         std::vector<unsigned char> unused;
         s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_, pinned);
@@ -120,7 +135,9 @@ inline bool dataset::zero_copy(std::size_t i) const {
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     const detail::shard_pin pinned = s_->pin(k);
-    return pinned->bytes() && pinned->entry(local).codec == detail::codec_raw;
+    return detail::guarded(
+        pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
+        [&] { return pinned->bytes() && pinned->entry(local).codec == detail::codec_raw; });
 }
 
 inline sample dataset::read(std::size_t i, read_context& ctx) const {
@@ -141,16 +158,24 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
 }
 
 inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
+    if (out.fields && out.fields->slots.size() <= out.first_slot) out.fields->slots.resize(out.first_slot + 1);
     read_slot(i, out, ctx, 0);
 }
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
-    using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
-    const shard_pin pinned = s_->pin(k);
-    const shard_file& shard = *pinned;
+    const detail::shard_pin pinned = s_->pin(k);
+    detail::guarded(
+        pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
+        [&] { read_slot_pinned(i, k, local, *pinned, out, ctx, slot); });
+}
+
+inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t local, const detail::shard_file& shard,
+                                      const sample_buffers& out, read_context& ctx, std::size_t slot) const {
+    using namespace detail;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
+    if (out.fields) read_slot_fields(i, out, ctx, slot);
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
@@ -159,6 +184,8 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
         return fill(window(full, b, ctx), out, slot);
     }
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
     if (!shard.bytes()) {
         ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
         try {
@@ -173,7 +200,7 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
     record_layout layout;
     band_table bands;
     try {
-        layout = parse_record(s_->schema, stored, e.decoded_size);
+        layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
         bands = parse_band_table(layout, stored, e.stored_size, e.codec);
     } catch (const error& ex) {
         throw error(s_->where(k, local) + ": " + ex.what());
@@ -284,6 +311,7 @@ inline void dataset::read_batch(const std::size_t* indices, std::size_t count, c
     if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
         throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
     if (count > 1) prefetch(indices, count, ctx);
+    if (out.fields && out.fields->slots.size() < out.first_slot + count) out.fields->slots.resize(out.first_slot + count);
     for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
 }
 
@@ -322,10 +350,14 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
         const detail::shard_pin shard = s_->pin(wants[a].shard);
         std::size_t b = a;
         ranges.clear();
-        for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
-            const detail::index_entry e = shard->entry(wants[b].local);
-            ranges.push_back({e.offset, e.stored_size});
-        }
+        detail::guarded(
+            shard->bytes(), shard->size(), [&] { return s_->path + ": " + s_->name(wants[a].shard); },
+            [&] {
+                for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
+                    const detail::index_entry e = shard->entry(wants[b].local);
+                    ranges.push_back({e.offset, e.stored_size});
+                }
+            });
         detail::merge_ranges(ranges, merge_gap);
         shard->source()->prefetch(ranges.data(), ranges.size());
         a = b;

@@ -26,6 +26,7 @@ shardpack.grain (a Grain data source).
 from __future__ import annotations
 
 import atexit as _atexit
+import logging as _logging
 import operator as _operator
 import os as _os
 import warnings as _warnings
@@ -40,7 +41,8 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__", "write"]
+           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded", "PaddedBoxes",
+           "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -56,8 +58,9 @@ _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label
 _INDEX_LABEL_DTYPES = ("uint8", "uint16", "int64")       # LabelDType with label="index"
 _NORMALIZE_WORDS = ("auto", "imagenet")                  # Normalize
 _CROP_POSITIONS = ("center", "random")                   # CropPosition
-_IOS = ("auto", "mmap", "pread")                         # IO
+_IOS = ("auto", "mmap", "pread", "stream", "blocks")     # IO
 _ORDERS = ("global", "blocks")                           # Order
+_LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
 
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
@@ -70,8 +73,9 @@ Normalize = Union[None, Literal["auto", "imagenet"],
                   Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
 CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
-IO = Literal["auto", "mmap", "pread"]
+IO = Literal["auto", "mmap", "pread", "stream", "blocks"]
 Order = Literal["global", "blocks"]
+LoaderOrder = Literal["auto", "global", "blocks"]
 Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_np.dtype[Any]"]]
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
@@ -80,16 +84,25 @@ for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
 from ._writer import write  # noqa: E402  (shardpack.write: a dataset from any iterable; README "Writing a dataset")
 
 
-def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0) -> "Dataset":
-    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset.
+def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0,
+         cache_bytes: Optional[int] = None, io_threads: Optional[int] = None) -> "Dataset":
+    """Opens the dataset folder (or s3:// URL) `path` (the one holding manifest.json); see Dataset.
 
-    io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
-    (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
-    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in
-    include/shardpack/README.md).
-    max_open_shards: at most this many shards open at once (0: automatic, 4096, or with pread half
+    io: how shards are read. "auto" (the default) chooses at open from what it sees: "mmap"
+    when the shards are in the page cache already; else "stream" when the dataset fits
+    cache_bytes; else "blocks" (and the loaders then use the blocks order; a log line says so).
+    "mmap": memory-mapped, raw records are zero-copy views. "pread": one read per record.
+    "stream": the reader reads every shard whole, in file order, in the background, into its own
+    cache, and serves any order from what has arrived (later epochs read from memory).
+    "blocks": the reader reads the byte ranges that batches and read-ahead ask for (whole
+    blocks of ~4 MiB with the blocks order) in disk order, into a cache of cache_bytes.
+    ds.io says what was chosen; include/shardpack/README.md, "Cold storage", says why.
+    cache_bytes: the reader's cache for "stream" and "blocks" (None: half the available memory).
+    io_threads: its I/O threads (None: 1 for a local folder, 4 for object storage).
+    max_open_shards: at most this many shards open at once (0: automatic, 4096, or without mmap half
     the open-file limit if lower); a dataset of more shards opens each when first read."""
-    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
+    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards,
+                   cache_bytes=cache_bytes, io_threads=io_threads)
 
 
 # -- argument checks: the one place (the extension trusts what these return)
@@ -103,6 +116,20 @@ def _integer(value: Any, what: str) -> int:
     except TypeError:
         raise ArgumentTypeError(f"{what} must be an integer, not {type(value).__name__}") from None
 
+
+
+def _optional_count(value: Any, what: str, limit: int) -> int:
+    """None (automatic, 0 for the extension) or a positive integer below limit."""
+    if value is None:
+        return 0
+    count = _integer(value, what)
+    if not 0 < count < limit:
+        raise ArgumentValueError(f"{what} must be None (automatic) or a positive integer below {limit}, not {count}")
+    return count
+
+
+# What the reader said at open about its choice of I/O, logged once a process.
+_io_notes_said: set = set()
 
 def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
@@ -307,8 +334,18 @@ WINDOW_BLOCKS = 16
 BLOCK_BYTES = 4 << 20
 
 
+def _resolve_order(order: Any, source: Any, what: str = "order") -> Order:
+    """"global" or "blocks" for an order argument: "auto" is what the dataset's reader prefers
+    (Dataset.preferred_order: "blocks" when it reads blocks because the dataset is larger than its
+    cache and not in memory), "global" without a Dataset."""
+    order = _choice(order, what, _LOADER_ORDERS)
+    if order == "auto":
+        return source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
+    return order  # type: ignore[return-value]
+
+
 def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
-                world: int = 1, drop_last: bool = False, order: Order = "global",
+                world: int = 1, drop_last: bool = False, order: LoaderOrder = "global",
                 block: Optional[int] = None, window: Optional[int] = None,
                 shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:
     """The indices rank `rank` of `world` reads in epoch `epoch`: an int64 array.
@@ -316,6 +353,9 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
     n: the number of records, or a shardpack.Dataset (then shard_starts and the default block
     come from it), or a shardpack.Mix (its mixed order: see shardpack.mix). shuffle=False: 0..n-1
     in order (order does not matter then).
+
+    order="auto": "blocks" when n is a Dataset whose reader reads blocks (Dataset.preferred_order),
+    else "global"; the loaders' default.
 
     order="global" (the default): a uniformly random permutation of range(n) for (seed, epoch);
     rank r reads its positions r, r + world, ... The best shuffle; on a cold disk every record is
@@ -348,7 +388,7 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
         raise ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
     if world < 1 or not 0 <= rank < world:
         raise ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
-    order = _choice(order, "epoch_order: order", _ORDERS)  # type: ignore[assignment]
+    order = _resolve_order(order, n, "epoch_order: order")
     return _epoch_order(count, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
 
 
@@ -397,6 +437,64 @@ def _close_all() -> None:
         ds._reader_ = None
 
 
+class Field(NamedTuple):
+    """A per-sample field as declared at build time (`shardpack build --field NAME:KIND`): kind is
+    "int", "float", "str", "int-list", "float-list", "tags" or "boxes"; names are the tag names
+    (tags) or box classes (boxes), by id, else empty."""
+    name: str
+    kind: str
+    names: List[str]
+
+
+class Boxes(NamedTuple):
+    """One record's boxes: float32 (M, 4) of x0, y0, x1, y1 in pixels (columns [x0, x1), rows
+    [y0, y1)), and their class ids, int64 (M,)."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+
+
+class Padded(NamedTuple):
+    """A batch of variable-length lists: values (N, L) padded with 0 to the longest, counts (N,)."""
+    values: _npt.NDArray[Any]
+    counts: _npt.NDArray[_np.int64]
+
+
+class PaddedBoxes(NamedTuple):
+    """A batch's boxes: boxes float32 (N, M, 4) padded with 0 to the most in a sample, labels int64
+    (N, M) padded with -1, counts int64 (N,) (a sample's boxes are boxes[j, :counts[j]])."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+    counts: _npt.NDArray[_np.int64]
+
+
+def _padded(flat: _npt.NDArray[Any], counts: _npt.NDArray[_np.int64], fill: Any, tail: Tuple[int, ...] = ()
+            ) -> _npt.NDArray[Any]:
+    """Rows of `flat` (counts[j] for sample j, one after the other) as (N, max count, *tail)."""
+    n = counts.shape[0]
+    width = int(counts.max()) if n else 0
+    out = _np.full((n, width) + tail, fill, dtype=flat.dtype)
+    if flat.shape[0]:
+        rows = _np.repeat(_np.arange(n), counts)
+        starts = _np.cumsum(counts) - counts
+        out[rows, _np.arange(flat.shape[0]) - _np.repeat(starts, counts)] = flat
+    return out
+
+
+def _field_batch(kinds: Dict[str, str], columns: Dict[str, Any]) -> Dict[str, Any]:
+    """The extension's columns (shardpack_ext: fields_ext::column) as a batch: int and float (N,),
+    str a list, tags (N, T) uint8 multi-hot, lists Padded, boxes PaddedBoxes."""
+    out: Dict[str, Any] = {}
+    for name, col in columns.items():
+        kind = kinds[name]
+        if kind in ("int-list", "float-list"):
+            out[name] = Padded(_padded(col[0], col[1], 0), col[1])
+        elif kind == "boxes":
+            out[name] = PaddedBoxes(_padded(col[0], col[2], 0, (4,)), _padded(col[1], col[2], -1), col[2])
+        else:
+            out[name] = col
+    return out
+
+
 class Dataset:
     """A shardpack dataset, read through the C++ reader.
 
@@ -410,7 +508,8 @@ class Dataset:
     """
 
     def __init__(self, path: PathLike, *, verify_checksums: bool = True, io: IO = "auto",
-                 max_open_shards: int = 0) -> None:
+                 max_open_shards: int = 0, cache_bytes: Optional[int] = None,
+                 io_threads: Optional[int] = None) -> None:
         path = _os.fspath(path)
         self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
@@ -418,6 +517,8 @@ class Dataset:
         self._max_open = _integer(max_open_shards, "max_open_shards")
         if self._max_open < 0:
             raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
+        self._cache_bytes = _optional_count(cache_bytes, "cache_bytes", 2**63)
+        self._io_threads = _optional_count(io_threads, "io_threads", 256)
         self._content_hash: Optional[str] = None
         self._reader_: Optional[_Reader] = None
         self._resolved: Dict[Any, Tuple[_BatchOptions, List[float], List[float]]] = {}
@@ -428,7 +529,11 @@ class Dataset:
     def _reader(self) -> _Reader:
         r = self._reader_
         if r is None:
-            r = _Reader(_os.fsencode(self._path), self._verify, self._io, self._max_open)
+            r = _Reader(_os.fsencode(self._path), self._verify, self._io, self._max_open, self._cache_bytes,
+                        self._io_threads)
+            if r.io_note and r.io_note not in _io_notes_said:  # once a process (DataLoader workers reopen)
+                _io_notes_said.add(r.io_note)
+                _logging.getLogger("shardpack").warning("%s", r.io_note)
             if self._content_hash is not None and r.content_hash != self._content_hash:
                 raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
                             f"(content hash {r.content_hash}, was {self._content_hash})")
@@ -439,13 +544,16 @@ class Dataset:
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"path": self._path, "verify_checksums": self._verify, "io": self._io,
-                "max_open_shards": self._max_open, "content_hash": self._content_hash}
+                "max_open_shards": self._max_open, "cache_bytes": self._cache_bytes,
+                "io_threads": self._io_threads, "content_hash": self._content_hash}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._path = state["path"]
         self._verify = state["verify_checksums"]
         self._io = state.get("io", "auto")
         self._max_open = state.get("max_open_shards", 0)
+        self._cache_bytes = state.get("cache_bytes", 0)
+        self._io_threads = state.get("io_threads", 0)
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
         self._resolved = {}
@@ -465,8 +573,29 @@ class Dataset:
 
     @property
     def io(self) -> str:
-        """How shards are read: "auto", "mmap" or "pread" (as given to open)."""
-        return self._io
+        """How shards are read: "mmap", "pread", "stream" or "blocks"; with io="auto" (the
+        default), what the reader chose at open (see shardpack.open). A copy unpickled in
+        another process (a DataLoader worker) chooses again for itself."""
+        return self._reader.io
+
+    @property
+    def preferred_order(self) -> Order:
+        """The epoch order that suits how the shards are read: "blocks" when io is "blocks" (the
+        dataset is larger than the reader's cache and not in memory), else "global". The
+        loaders' order="auto" (their default) takes it."""
+        return self._reader.preferred_order  # type: ignore[return-value]
+
+    @property
+    def cache_bytes(self) -> int:
+        """The reader's cache for io "stream" and "blocks", in bytes (0 for mmap and pread)."""
+        return int(self._reader.cache_bytes)
+
+    def io_counters(self) -> Dict[str, int]:
+        """The reader's I/O engine's counters (all 0 for mmap and pread): extent_reads and
+        extent_bytes (read by its I/O threads), direct_reads/direct_bytes (reads no extent held),
+        hits, waits (reads that waited for an extent), evicted_bytes, dropped_hints,
+        cached_bytes and peak_cached_bytes."""
+        return dict(self._reader.io_counters)
 
     @property
     def open_shards(self) -> int:
@@ -547,6 +676,49 @@ class Dataset:
         r = self._reader
         return r.key(_checked_index(i, len(r), self._path))
 
+    @property
+    def field_info(self) -> List[Field]:
+        """The per-sample fields the dataset declares (format 1.5), in order; [] when it has none."""
+        return [Field(name, kind, list(names)) for name, kind, names in self._reader.fields]
+
+    def _field_names(self, fields: Any, what: str) -> List[str]:
+        known = [f[0] for f in self._reader.fields]
+        if fields is None or fields == "all":
+            return known
+        if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+            raise ArgumentTypeError(f"{what}: fields must be a sequence of field names or \"all\", not {fields!r}")
+        for f in fields:
+            if f not in known:
+                raise ArgumentValueError(f"{what}: no field named {f!r}; the dataset's fields are {known}")
+        return list(fields)
+
+    def fields(self, i: int, *, fields: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Record i's per-sample fields (format 1.5) by name, as stored (boxes in the record's
+        pixels): int -> int, float -> float, str -> str, int-list / float-list -> 1-D int64 /
+        float64 array, tags -> (T,) uint8 multi-hot over field_info's names, boxes -> Boxes.
+        fields: the names to read (default: all)."""
+        r = self._reader
+        idx = _np.array([_checked_index(i, len(r), self._path)], dtype=_np.int64)
+        names = self._field_names(fields, "fields")
+        cols = r.read_fields(idx, names, None, 0, 0, 0.0)
+        kinds = {f[0]: f[1] for f in r.fields}
+        out: Dict[str, Any] = {}
+        for name, col in cols.items():
+            kind = kinds[name]
+            if kind == "int":
+                out[name] = int(col[0])
+            elif kind == "float":
+                out[name] = float(col[0])
+            elif kind == "str":
+                out[name] = col[0]
+            elif kind in ("int-list", "float-list"):
+                out[name] = col[0]
+            elif kind == "tags":
+                out[name] = col[0]
+            else:
+                out[name] = Boxes(col[0], col[1])
+        return out
+
     def prefetch(self, indices: Indices) -> None:
         """Starts reading records `indices` from storage so that reading them later does not wait
         for the disk: their byte ranges, merged where they touch, are announced to the kernel
@@ -619,7 +791,8 @@ class Dataset:
                    normalize: Normalize = "auto", label: Label = "onehot", label_dtype: LabelDType = None,
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
                    crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
-                   epoch: int = 0, return_boxes: bool = False) -> Tuple[Any, ...]:
+                   epoch: int = 0, return_boxes: bool = False, fields: Optional[Sequence[str]] = None,
+                   min_box_visibility: float = 0.0) -> Tuple[Any, ...]:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
 
@@ -660,8 +833,15 @@ class Dataset:
           (y, x, hflip, vflip) per sample, the window's top-left corner in the record and its
           flips, so images[j] == flip(record[y:y + height, x:x + width]) (NHWC). Without crops or
           flips each row is (0, 0, 0, 0).
+        fields: per-sample fields to read too (format 1.5; names, or "all"): a dict by name, int
+          and float fields (N,) int64 / float64, str a list, tags (N, T) uint8 multi-hot, lists
+          Padded, boxes PaddedBoxes in the output's pixels: moved, clipped and flipped with each
+          sample's window, the same bits as the C++ reader (spec 10.4.1).
+        min_box_visibility: with crops or flips, a box is kept when at least this fraction of its
+          area lies inside the window (0.0: any part; boxes with nothing inside always go).
 
-        Returns (images, labels), or (images, labels, boxes). Raises IndexOutOfRange for an index
+        Returns (images, labels), or (images, labels, boxes), then the fields' dict when fields
+        are asked for. Raises IndexOutOfRange for an index
         outside the dataset, ArgumentValueError / ArgumentTypeError for other bad arguments, and
         shardpack.Error on damaged data or a crop larger than a record (naming it)."""
         r = self._reader
@@ -728,12 +908,21 @@ class Dataset:
             seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
-        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
+        names = None if fields is None else self._field_names(fields, "read_batch")
+        if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
+            raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
+        windows = names is not None and (o.crop_height != 0 or flips[0][0] != "none" or flips[1][0] != "none")
+        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes or windows else None
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
                                              boxes, as_uint16=o.as_uint16)
-        return (images, labels, boxes) if return_boxes else (images, labels)
+        if names is None:
+            return (images, labels, boxes) if return_boxes else (images, labels)
+        cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
+                             o.crop_width, float(min_box_visibility))
+        got = _field_batch({f[0]: f[1] for f in r.fields}, cols)
+        return (images, labels, boxes, got) if return_boxes else (images, labels, got)
 
 
 from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)

@@ -48,7 +48,7 @@ import torch.utils.data as _data
 
 import shardpack as _sp
 from shardpack import _mix
-from shardpack._readahead import ReadAhead as _ReadAhead
+from shardpack._readahead import ReadAhead as _ReadAhead, records_ahead as _records_ahead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
 
@@ -106,6 +106,33 @@ class Batch(tuple):
     """(images, labels) of a whole batch, as dataset[[i, j, ...]] returns it; collate passes it
     through unchanged (as a plain tuple)."""
     __slots__ = ()
+
+
+def _fields_to_torch(fields: dict) -> dict:
+    """read_batch's fields as tensors (Padded / PaddedBoxes keep their form; str lists stay lists)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, tuple):  # Padded, PaddedBoxes
+            out[name] = type(v)(*(_torch.from_numpy(a) for a in v))
+        elif isinstance(v, _np.ndarray):
+            out[name] = _torch.from_numpy(v)
+        else:
+            out[name] = v
+    return out
+
+
+def _sample_fields(fields: dict, j: int) -> dict:
+    """Sample j's fields of a batch: lists and boxes cut to their counts (no padding)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, _sp.PaddedBoxes):
+            c = int(v.counts[j])
+            out[name] = _sp.Boxes(v.boxes[j, :c], v.labels[j, :c])
+        elif isinstance(v, _sp.Padded):
+            out[name] = v.values[j, :int(v.counts[j])]
+        else:
+            out[name] = v[j]
+    return out
 
 
 def _default_collate(data: Any) -> Any:
@@ -167,7 +194,12 @@ class Samples(_abc.Sequence):
     def __getitem__(self, j: Any) -> Any:
         if self._batch is None:
             self._batch = self._dataset._read(self._indices, self._epoch, shared=False)
-        images, labels = self._batch
+        images, labels = self._batch[0], self._batch[1]
+        if len(self._batch) == 3:  # with fields
+            fields = self._batch[2]
+            if isinstance(j, slice):
+                return [(images[k], labels[k], _sample_fields(fields, k)) for k in range(len(self))[j]]
+            return images[j], labels[j], _sample_fields(fields, j)
         if isinstance(j, slice):
             return [(images[k], labels[k]) for k in range(len(self))[j]]
         return images[j], labels[j]
@@ -191,12 +223,19 @@ class Dataset(_data.Dataset):
     hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
-    starts, so with persistent_workers=True they keep the epoch they started with."""
+    starts, so with persistent_workers=True they keep the epoch they started with.
+
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: samples
+    are then (image, label, fields) with each sample's lists and boxes at their own length
+    (shardpack.Boxes for boxes), and a batch (collate_fn=spt.collate, or dataset[[i, j]]) is
+    (images, labels, fields) with lists Padded and boxes PaddedBoxes (padded, with counts), every
+    array a tensor; boxes follow each sample's crop and flips."""
 
     def __init__(self, source: Any, *, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
-                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0):
+                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0, fields: Optional[Sequence[str]] = None,
+                 min_box_visibility: float = 0.0):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
@@ -207,9 +246,10 @@ class Dataset(_data.Dataset):
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
+        self._field_options = {} if fields is None else dict(fields=fields, min_box_visibility=min_box_visibility)
         # checks the options and the fixed size now (an empty read checks every option)
         _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
-        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options)
+        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options, **self._field_options)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
@@ -228,12 +268,15 @@ class Dataset(_data.Dataset):
         how a DataLoader worker's batch travels to the main process (anything else would be
         copied there once more)."""
         if not shared:
-            images, labels = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options)
-            return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+            got = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options,
+                                          **self._field_options)
+            tensors = (_torch.from_numpy(got[0]), _torch.from_numpy(got[1]))
+            return Batch(tensors + (_fields_to_torch(got[2]),) if self._field_options else tensors)
         (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
         images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
-        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options)
-        return Batch((images, labels))
+        got = self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options,
+                                      **self._field_options)
+        return Batch((images, labels, _fields_to_torch(got[2])) if self._field_options else (images, labels))
 
     def __getitems__(self, indices: Sequence[int]) -> Samples:
         """The Samples of a batch (what torch's DataLoader asks for with automatic batching)."""
@@ -251,8 +294,10 @@ class Dataset(_data.Dataset):
                             f"not {type(i).__name__}") from None
         if not -n <= i < n:
             raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
-        images, labels = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
-        return images[0], labels[0]
+        batch = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
+        if len(batch) == 3:
+            return batch[0][0], batch[1][0], _sample_fields(batch[2], 0)
+        return batch[0][0], batch[1][0]
 
 
 def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
@@ -323,7 +368,9 @@ class Sampler(_data.Sampler):
 
     Defaults as every shardpack training iterator: shuffle=True, seed=0, drop_last=False,
     starting at epoch 0. The order is shardpack.epoch_order(data_source, seed, epoch,
-    order=order, block=block, window=window): order="global" (the default) a permutation of all
+    order=order, block=block, window=window): order="auto" (the default) is "blocks" when the
+    dataset's reader reads blocks (data_source.preferred_order: larger than its cache and not in
+    memory), else "global"; order="global" a permutation of all
     records (0..n-1 without shuffle), rank r taking positions r, r + world, ... of it;
     order="blocks" the locality-aware shuffle for cold disks (see shardpack.epoch_order: blocks
     of consecutive records, shuffled within windows of `window` blocks; rank r takes the r-th
@@ -340,16 +387,17 @@ class Sampler(_data.Sampler):
     position is what the iterator has yielded."""
 
     def __init__(self, data_source: Any, *, shuffle: bool = True, seed: int = 0, rank: Optional[int] = None,
-                 world: Optional[int] = None, drop_last: bool = False, order: str = "global",
+                 world: Optional[int] = None, drop_last: bool = False, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
         if isinstance(_order_source(data_source), _sp.Mix):
             self.n = _order_source(data_source).epoch_size  # an epoch of a mix
-        self.order = order
         self.block, self.window = block, window
-        # A shardpack Dataset gives the blocks order its shards and record size.
+        # A shardpack Dataset gives the blocks order its shards and record size, and "auto" its choice.
         self._order_source = _order_source(data_source)
-        _sp.epoch_order(0, order=order, block=block, window=window)  # checks the arguments now
+        self._order_asked = _sp._choice(order, "order", _sp._LOADER_ORDERS)
+        self.order = _sp._resolve_order(order, self._order_source)
+        _sp.epoch_order(0, order=self.order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
         self.seed = _nonnegative(seed, "seed")
         self.rank, self.world = _rank_and_world(rank, world)
@@ -397,8 +445,7 @@ class Sampler(_data.Sampler):
             return None
         source = self.n if self._order_source is None else self._order_source
         starts, window = _sp._block_starts(source, self.block, self.window)
-        records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
-        return _ReadAhead(dataset, order, records_per_window, starts)
+        return _ReadAhead(dataset, order, _records_ahead(dataset, starts, window), starts)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -435,6 +482,10 @@ class Sampler(_data.Sampler):
         if not states:
             raise _ValueError("Sampler.load_state_dict: an empty list of states")
         first = states[0]
+        if self._order_asked == "auto" and first.get("order") in _sp._ORDERS:
+            # "auto" resumes in the order the state was saved in (the data may be warmer or
+            # colder now than when the epoch began; the rest of the epoch must not change).
+            self.order = first["order"]
         mine = dict(self.state_dict(), mix=self._mix_key())
         for k in ("n", "drop_last", "shuffle", "order", "block", "window", "mix"):
             if first.get(k, _STATE_DEFAULTS.get(k)) != mine[k]:
@@ -605,12 +656,14 @@ class Loader:
     Loader(ds, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
-           crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None)
+           crop_position="center", hflip=0.0, vflip=0.0, order="auto", block=None, window=None,
+           io=None, cache_bytes=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
-    last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
-    a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    last batch; order, block, window: see Sampler; order="auto" (the default) takes the blocks
+    order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
+    `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened. threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     dtype, layout, normalize, label, label_dtype: as read_batch; normalize="auto" is ImageNet's
     mean and std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU,
@@ -647,9 +700,14 @@ class Loader:
                  prefetch: int = 2, reuse_buffers: bool = False, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  crop: Optional[Tuple[int, int]] = None,
-                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "global",
-                 block: Optional[int] = None, window: Optional[int] = None):
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
+                 block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
+                 cache_bytes: Optional[int] = None):
         self.dataset = _open(ds)
+        if io is not None or cache_bytes is not None:
+            d = self.dataset
+            self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
+                                    cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
         self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
         if self.batch_size < 1:
             raise _ValueError("Loader: batch_size must be at least 1")
