@@ -749,3 +749,105 @@ TEST_CASE("views cannot be taken from a temporary sample", "[format][lifetime]")
     REQUIRE(s.key().size() > 0);
     REQUIRE(ds.at(1).key() == s.key());
 }
+
+namespace {
+// dataset::open's message as a C string shows it (what() is what the CLI and Python print), or
+// "(opened)".
+std::string manifest_error(const std::string& dir) {
+    try {
+        (void)dataset::open(dir);
+        return "(opened)";
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+}  // namespace
+
+TEST_CASE("a damaged manifest's errors name the member, the shard and the reason, whatever bytes the names hold",
+          "[format][manifest]") {
+    temp_dir dir("manerr");
+    synthetic_options o;
+    o.records = 20;
+    o.shard_size = 8192;
+    write_synthetic(dir.str(), o);
+    const std::string manifest = read_file(dir / "manifest.json");
+    const auto m = detail::json::parse(manifest);
+    const auto& shards = m.at("shards").as_array();
+    REQUIRE(shards.size() >= 3);
+    const std::string name0 = shards[0].at("file").as_string(), name1 = shards[1].at("file").as_string();
+    const auto with_shard = [&](std::size_t k, const std::string& key, detail::json value) {
+        detail::json list = detail::json::array();
+        for (std::size_t j = 0; j < shards.size(); ++j) {
+            detail::json e = shards[j];
+            if (j == k) e.set(key, std::move(value));
+            list.push(e);
+        }
+        detail::json edited = m;
+        edited.set("shards", list);
+        write_file(dir / "manifest.json", edited.dump());
+    };
+
+    // "records": 20.0 and "shards": {} name the member, and what is there.
+    std::string edited = manifest;
+    edited.replace(edited.find("\"records\": 20"), 13, "\"records\": 20.0");
+    write_file(dir / "manifest.json", edited);
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"records\": expected a non-negative integer, not 20.0"));
+    detail::json bad = m;
+    bad.set("shards", detail::json::object());
+    write_file(dir / "manifest.json", bad.dump());
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"shards\": expected an array, not an object"));
+    // A shard's member: the shard by number and name, the member, the value.
+    with_shard(1, "records", "x");
+    CHECK_THAT(manifest_error(dir.str()),
+               Catch::Contains("shard 1 (\"" + name1 + "\"): \"records\": expected a non-negative integer, not \"x\""));
+    with_shard(1, "first_record", -3);
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("shard 1 (\"" + name1 + "\"): \"first_record\": expected a "
+                                                          "non-negative integer, not -3"));
+    // A count of 2^64 - 1 names its own shard (more records than its bytes hold), not the next
+    // (whose first_record it would make wrong).
+    with_shard(0, "records", ~std::uint64_t(0));
+    std::string e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 0 (\"" + name0 + "\"): 18446744073709551615 records in ") &&
+                      Catch::Contains("a shard holds at most (bytes - 104) / 40 records"));
+    CHECK_THAT(e, !Catch::Contains(name1));
+    // A sum past 2^64 - 1: 41 entries as large as the bytes allow; the 41st (shard 40) overflows.
+    {
+        const std::uint64_t bytes = ~std::uint64_t(0), records = (bytes - 104) / 40;
+        detail::json list = detail::json::array();
+        for (std::uint64_t k = 0; k < 41; ++k) {
+            detail::json s = detail::json::object();
+            s.set("file", "s" + std::to_string(k));
+            s.set("records", records);
+            s.set("first_record", k * records);
+            s.set("bytes", bytes);
+            list.push(s);
+        }
+        detail::json huge = m;
+        huge.set("shards", list);
+        write_file(dir / "manifest.json", huge.dump());
+        CHECK_THAT(manifest_error(dir.str()),
+                   Catch::Contains("shard 40 (\"s40\"): its " + std::to_string(records) + " records after the " +
+                                   std::to_string(40 * records) + " of the shards before it make more than 2^64 - 1"));
+    }
+    // Names with a NUL or control bytes: refused or named escaped, and the reason still follows.
+    // A NUL after a real shard's name would have opened that shard under another name.
+    with_shard(0, "file", name0 + std::string(1, '\0') + "junk");
+    e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 0 (\"" + name0 + "\\u0000junk\"): not a plain file name"));
+    with_shard(1, "file", "evil\n\x1b[31m/x");
+    e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 1 (\"evil\\n\\u001b[31m/x\"): not a plain file name"));
+    CHECK(e.find('\n') == std::string::npos);
+    // The shard table's members, named under "shard_table".
+    detail::json t = detail::json::object();
+    t.set("file", 5);
+    detail::json only_table = detail::json::object();
+    for (const auto& member : m.as_object())
+        if (member.first != "shards") only_table.set(member.first, member.second);
+    only_table.set("shard_table", t);
+    write_file(dir / "manifest.json", only_table.dump());
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"shard_table\": \"file\": expected a string, not 5"));
+
+    write_file(dir / "manifest.json", manifest);
+    CHECK(manifest_error(dir.str()) == "(opened)");
+}

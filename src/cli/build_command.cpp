@@ -253,6 +253,18 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
 }
 }  // namespace
 
+void refuse_url(const std::string& option, const std::string& path, const std::string& hint) {
+    // RFC 3986's scheme: a letter, then letters, digits, '+', '-' or '.'; then "://".
+    const auto end = path.find("://");
+    if (end == std::string::npos || end == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return;
+    for (std::size_t i = 1; i < end; ++i) {
+        const unsigned char c = static_cast<unsigned char>(path[i]);
+        if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return;
+    }
+    throw usage_error(option + " " + path + ": is a URL, and this writes local files only; " + hint +
+                      " (a local folder of that name: ./" + path + ")");
+}
+
 namespace {
 // --samples - (the Python writer): the samples come from standard input, so the options about
 // a list, its order and its parts do not apply.
@@ -271,6 +283,8 @@ void check_stream_options(const build_command_options& o, build_options& b) {
 
 build_options to_build_options(const build_command_options& o) {
     build_options b;
+    refuse_url("--out", o.out, "build into a local folder, then upload it with `shardpack push DIR " + o.out + "`");
+    refuse_url("--report", o.report, "give a local file");
     b.input.csv_path = o.csv;
     b.input.root = o.root;
     if (!o.samples.empty()) check_stream_options(o, b);

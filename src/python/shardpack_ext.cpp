@@ -283,6 +283,14 @@ const char* dtype_name(nb::dlpack::dtype t) {
 // converted or copied (that would fill a temporary instead of the caller's array).
 any_array caller_array(nb::handle obj, const char* what, const std::vector<std::size_t>& shape,
                        nb::dlpack::dtype dtype) {
+    // Writing into a tensor that requires grad would change values autograd has recorded (or
+    // will record) without it knowing: torch itself refuses in-place writes to such leaves.
+    const int requires_grad = nb::hasattr(obj, "requires_grad") ? PyObject_IsTrue(obj.attr("requires_grad").ptr()) : 0;
+    if (requires_grad < 0) throw nb::python_error();
+    if (requires_grad)
+        throw argument_error(std::string("read_batch: out ") + what +
+                             " is a tensor that requires grad, which read_batch does not write into (autograd would not "
+                             "see the write); give a tensor without it, e.g. created with requires_grad=False or .detach()");
     any_array a;
     if (!nb::try_cast(obj, a, false))
         throw argument_type_error(std::string("read_batch: out ") + what +

@@ -813,7 +813,8 @@ class Dataset:
           classes, ignored pixels are 255). A dtype that cannot hold the classes is an error.
         out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
           shape and dtype that do not overlap (NumPy, buffer protocol or DLPack, such as torch
-          tensors, pinned ones included), filled in place with no allocation and returned.
+          tensors, pinned ones included), filled in place with no allocation and returned. A
+          tensor that requires grad is refused (ArgumentValueError): autograd would not see the write.
         threads: C++ threads to split the batch over (0: all cores this process may use; more
           than 4 x the cores: that many, with a RuntimeWarning, as the CLI). The GIL is released.
 

@@ -569,19 +569,43 @@ _slots_lock = _threading.Lock()
 
 
 class _Ring:
-    """At most prefetch + 3 slots: the one being filled, `prefetch` queued, and two handed out
-    (the loop's current batch, and the previous one, which `for images, labels in loader` still
-    holds when it asks for the next). The producer takes the first free slot, so a plain loop
-    reuses the same few slots forever; when none is free and the ring is full, the slot handed
-    out longest ago (still referenced) is left to whoever holds it and replaced by a new one."""
+    """prefetch + 3 slots for each live iterator: the one being filled, `prefetch` queued, and
+    two handed out (the loop's current batch, and the previous one, which `for images, labels in
+    loader` still holds when it asks for the next). The producer takes the first free slot, so a
+    plain loop reuses the same few slots forever; when none is free and the ring is full, the
+    slot handed out longest ago (still referenced) is left to whoever holds it and replaced by a
+    new one.
 
-    def __init__(self, size: int, allocate):
-        self.size = size
+    Several live iterators over one Loader (zip(loader, loader), an evaluation pass started
+    inside a training pass) share the ring, which serves any number of them, as the Loader
+    without reuse_buffers does: refusing the second would make reuse_buffers=True break loops
+    that work without it. Each live iterator (attach/detach) adds prefetch + 3 places; when
+    every slot is held by producers all the same (none free, none handed out), a slot is added
+    rather than taking one a producer is filling. Free slots beyond the places of the iterators
+    still alive are dropped when one ends."""
+
+    def __init__(self, per_iterator: int, allocate):
+        self._per_iterator = per_iterator
         self._allocate = allocate  # () -> (images, labels) NumPy arrays of a full batch
-        self._slots: list = [None] * size
+        self._slots: list = []
+        self._live = 0  # iterators between attach() and detach()
         self._deliveries = 0
         self._lock = _threading.Lock()
         self.allocations = 0
+
+    def _places(self) -> int:
+        return self._per_iterator * max(1, self._live)
+
+    def attach(self) -> None:
+        with self._lock:
+            self._live += 1
+
+    def detach(self) -> None:
+        with self._lock:
+            self._live -= 1
+            excess = len(self._slots) - self._places()
+            for s in [s for s in self._slots if s.state == "free"][:max(0, excess)]:
+                self._slots.remove(s)
 
     def acquire(self) -> _Slot:
         """A slot the producer may write (waits for its CUDA events first): the first free one,
@@ -589,20 +613,24 @@ class _Ring:
         warm); a new one only when none is free."""
         with self._lock:
             slots = self._slots
-            k = next((j for j, s in enumerate(slots) if s is not None and s.state == "free"), None)
+            k = next((j for j, s in enumerate(slots) if s.state == "free"), None)
             if k is not None:
                 slot = slots[k]
                 slot.state = "producer"
                 events, slot.events = slot.events, []
             else:
-                # None free: an empty place, else the place of the batch handed out longest ago
-                # that is still in use outside the ring (the consumer keeps it); the old memory
-                # stays with whoever holds it.
-                k = next((j for j, s in enumerate(slots) if s is None), None)
+                # None free: a new place while there are fewer than the iterators' places, else
+                # the place of the batch handed out longest ago that is still in use outside the
+                # ring (the consumer keeps it); the old memory stays with whoever holds it.
+                k = None
+                if len(slots) >= self._places():
+                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq,
+                            default=None)
                 if k is None:
-                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq)
+                    k = len(slots)
+                    slots.append(None)
                 slot = _Slot(*self._allocate())
-                self._slots[k] = slot
+                slots[k] = slot
                 self.allocations += 1
                 with _slots_lock:
                     _slots_by_address[slot.images.ctypes.data] = slot
@@ -619,9 +647,10 @@ class _Ring:
                 slot.state = "free"
 
     def delivered(self, slot: _Slot) -> None:
-        self._deliveries += 1
-        slot.seq = self._deliveries
-        slot.state = "delivered"
+        with self._lock:  # iterators in several threads deliver from one ring
+            self._deliveries += 1
+            slot.seq = self._deliveries
+            slot.state = "delivered"
 
     def release_unreferenced(self, record_event) -> None:
         """Consumer side, before it takes the next batch: every handed-out slot that nothing
@@ -629,7 +658,7 @@ class _Ring:
         now on the current stream: a non_blocking copy out of it was enqueued before its last
         reference went away)."""
         with self._lock:
-            done = [s for s in self._slots if s is not None and s.state == "delivered" and not s.referenced()]
+            done = [s for s in self._slots if s.state == "delivered" and not s.referenced()]
             if not done:
                 return
             event = record_event()
@@ -839,6 +868,7 @@ class Loader:
         ring = self._ring
         if ring is not None:  # batches of the last pass the loop has dropped, before the producer starts
             ring.release_unreferenced(_cuda_event_now)
+            ring.attach()
         producer = _threading.Thread(target=self._produce, args=(order, self.sampler.seed, self.sampler.epoch, q, stop),
                                      daemon=True,
                                      name="shardpack.Loader")
@@ -876,6 +906,7 @@ class Loader:
                     if isinstance(left, tuple):
                         ring.release_unused(left[3])
                     del left
+                ring.detach()
             if complete:
                 # The epoch is over: the state says so (position at its end), or, when nobody
                 # called set_epoch for it, the next pass starts the next epoch.
