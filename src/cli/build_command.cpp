@@ -89,8 +89,13 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--task", o.task, "seg (label = mask image), cls (label = class id or name), or auto")
         ->check(CLI::IsMember(words_of(task_words)))->capture_default_str();
     b->add_option("--classes", o.classes, "seg: class_dict.csv (name,r,g,b); cls: optional list of class names");
-    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L) or rgba")
+    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L), rgba, or bands "
+                  "(every sample a pixel has, as stored: as many as the first row's image has, 1 to 255)")
         ->check(CLI::IsMember(words_of(color_words)))->capture_default_str();
+    b->add_option("--depth", o.depth, "Bits a stored image sample: auto (16 when the first row's image has 16, as 16-bit "
+                  "PNG and TIFF may: uint16 images, format 1.4; else 8), 8, or 16 (8-bit images are widened, v * 257). "
+                  "16-bit images in an 8-bit build keep their high byte: the log and report.json count them")
+        ->check(CLI::IsMember({"auto", "8", "16"}))->capture_default_str();
     b->add_option("--size", o.size, "Output size WxH, e.g. 512x512");
     b->add_option("--resize", o.resize, "none (crop or pad), stretch, shorter (cover, then crop) or fit (contain, then pad); default: none, or shorter with --size")
         ->check(CLI::IsMember(words_of(resize_words)));
@@ -309,6 +314,7 @@ build_options to_build_options(const build_command_options& o) {
     }
     b.out_dir = o.out;
     b.color = value_of(color_words, o.color, "--color");
+    b.depth = o.depth == "8" ? 8 : o.depth == "16" ? 16 : 0;
 
     if (!o.size.empty()) parse_wxh(o.size, b.geometry.width, b.geometry.height);
     const std::string resize = o.resize.empty() ? (o.size.empty() ? "none" : "shorter") : o.resize;

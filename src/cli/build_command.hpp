@@ -13,7 +13,7 @@ namespace shardpack {
 struct build_command_options {
     std::string csv, out, root, image_col = "0", label_col = "1", task = "auto", classes;
     bool header = false, no_header = false;
-    std::string color = "rgb", size, resize, crop = "center", filter = "area";
+    std::string color = "rgb", size, resize, crop = "center", filter = "area", depth = "auto";
     std::string label_layout = "onehot", unknown_label = "error";
     std::string compression = "zstd";
     int level = 1;

@@ -595,6 +595,17 @@ public:
         return nb::make_tuple(s.fixed_height, s.fixed_width, s.channels);
     }
     std::size_t channels() const { return ds_.schema().channels; }
+    // "uint8", or "uint16" (format 1.4).
+    std::string image_dtype() const { return ds_.schema().image_value_bytes == 2 ? "uint16" : "uint8"; }
+    // "L", "RGB", "RGBA", or "bands" (format 1.4: the source's samples, no color meaning).
+    std::string channel_order() const {
+        switch (ds_.schema().order) {
+            case shardpack::channel_order::gray: return "L";
+            case shardpack::channel_order::rgb: return "RGB";
+            case shardpack::channel_order::rgba: return "RGBA";
+            default: return "bands";
+        }
+    }
     std::size_t class_count() const { return ds_.schema().class_count; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
@@ -641,7 +652,7 @@ public:
             gil_released unlocked;
             smp = ds_.read(k, ctx);
         }
-        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels;
+        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels * sc.image_value_bytes;
         const std::size_t label_at = (image_bytes + 63) / 64 * 64;  // aligned for uint16 maps
         std::size_t label_bytes = 0;
         const unsigned char* label_src = nullptr;
@@ -660,7 +671,7 @@ public:
         auto* dst = static_cast<std::uint8_t*>(data);
         {
             gil_released unlocked;
-            std::memcpy(dst, smp.image().data(), image_bytes);
+            std::memcpy(dst, image_bytes_of(smp), image_bytes);
             if (label_bytes) std::memcpy(dst + label_at, label_src, label_bytes);
         }
         return arrays(smp, owner, dst, false, label_at);
@@ -687,7 +698,7 @@ public:
                          nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
                          const std::string& crop_position, const std::string& hflip, float hflip_probability,
                          const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes,
+                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16,
                          std::vector<std::uint32_t> background) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
@@ -745,7 +756,7 @@ public:
         const label_mode mode = label == "onehot" ? label_mode::one_hot
                               : label == "index"  ? label_mode::index
                                                   : label_mode::none;
-        const auto image_dtype = as_float ? nb::dtype<float>() : nb::dtype<std::uint8_t>();
+        const auto image_dtype = as_float ? nb::dtype<float>() : as_uint16 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>();
         const std::vector<std::size_t> image_shape =
             channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
         std::vector<std::size_t> label_shape;
@@ -762,7 +773,7 @@ public:
         }
 
         shardpack::normalization norm;
-        for (std::size_t ch = 0; ch < c && ch < mean.size() && ch < stddev.size(); ++ch) {
+        for (std::size_t ch = 0; ch < c && ch < 4 && ch < mean.size() && ch < stddev.size(); ++ch) {
             norm.mean[ch] = mean[ch];
             norm.stddev[ch] = stddev[ch];
         }
@@ -799,6 +810,7 @@ public:
         const std::size_t image_n = h * w * c;
         std::size_t label_n = 0;
         if (as_float) all.image_f32 = static_cast<float*>(images.data());
+        else if (as_uint16) all.image_u16 = static_cast<std::uint16_t*>(images.data());
         else all.image_u8 = static_cast<std::uint8_t*>(images.data());
         // Class ids of a classification batch in a type the reader has no output for (uint8,
         // uint16) are read as int32 and narrowed afterwards.
@@ -985,15 +997,17 @@ private:
     nb::tuple get_fixed(std::size_t k, shardpack::read_context& ctx) const {
         const auto& sc = ds_.schema();
         const std::size_t h = sc.fixed_height, w = sc.fixed_width, c = sc.channels;
-        const std::size_t image_bytes = h * w * c, label_at = (image_bytes + 63) / 64 * 64;
+        const bool wide = sc.image_value_bytes == 2;
+        const std::size_t image_bytes = h * w * c * sc.image_value_bytes, label_at = (image_bytes + 63) / 64 * 64;
         const bool seg = sc.task == shardpack::task::segmentation;
         const bool index = sc.layout == shardpack::label_layout::index, index16 = index && sc.label_value_bytes == 2;
         const std::size_t label_bytes = !seg ? 0 : index16 ? h * w * 2 : index ? h * w : h * w * sc.class_count;
         auto [data, owner] = output_memory(label_at + label_bytes);
         auto* dst = static_cast<std::uint8_t*>(data);
         shardpack::sample_buffers out;
-        out.image_u8 = dst;
-        out.image_capacity = image_bytes;
+        if (wide) out.image_u16 = reinterpret_cast<std::uint16_t*>(dst);
+        else out.image_u8 = dst;
+        out.image_capacity = h * w * c;
         if (seg && index16) out.label_index = reinterpret_cast<std::uint16_t*>(dst + label_at);
         else if (seg && index) out.label_index_u8 = dst + label_at;
         else if (seg) out.label_u8 = dst + label_at;
@@ -1004,7 +1018,7 @@ private:
             gil_released unlocked;
             ds_.read_into(k, out, ctx);
         }
-        nb::object image = view(dst, {h, w, c}, nb::dtype<std::uint8_t>(), owner, false);
+        nb::object image = view(dst, {h, w, c}, wide ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, false);
         if (!seg) return nb::make_tuple(image, nb::int_(class_id));
         nb::object label = index16 ? view(dst + label_at, {h, w}, nb::dtype<std::uint16_t>(), owner, false)
                          : index   ? view(dst + label_at, {h, w}, nb::dtype<std::uint8_t>(), owner, false)
@@ -1019,8 +1033,9 @@ private:
                      std::size_t label_at = 0) const {
         const auto& sc = ds_.schema();
         const std::size_t h = smp.height(), w = smp.width();
-        const void* image_data = copy ? static_cast<const void*>(copy) : smp.image().data();
-        nb::object image = view(image_data, {h, w, sc.channels}, nb::dtype<std::uint8_t>(), owner, read_only);
+        const void* image_data = copy ? static_cast<const void*>(copy) : image_bytes_of(smp);
+        nb::object image = view(image_data, {h, w, sc.channels},
+                                sc.image_value_bytes == 2 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, read_only);
         nb::object label;
         if (sc.task == shardpack::task::classification) {
             label = nb::int_(smp.class_id());
@@ -1037,6 +1052,12 @@ private:
         else
             label = view(label_data, {h, w, std::size_t(sc.class_count)}, nb::dtype<std::uint8_t>(), owner, read_only);
         return nb::make_tuple(image, label);
+    }
+
+    // A sample's image bytes, uint8 or uint16 (little-endian: the wheels are built for little-endian hosts).
+    const void* image_bytes_of(const shardpack::sample& smp) const {
+        if (ds_.schema().image_value_bytes == 2) return smp.image16().data();
+        return smp.image().data();
     }
 
     // A view of a sample's bytes: read-only for raw records (the memory map), writable for
@@ -1139,6 +1160,8 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("image_shape", &reader::image_shape,
                      nb::sig("def image_shape(self) -> tuple[int, int, int] | None"))
         .def_prop_ro("channels", &reader::channels)
+        .def_prop_ro("image_dtype", &reader::image_dtype)
+        .def_prop_ro("channel_order", &reader::channel_order)
         .def_prop_ro("class_count", [](const reader& r) { return r.class_count(); })
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
@@ -1147,7 +1170,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
         .def("get", &reader::get, "i"_a,
-             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16], "
                      "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),
              "(image, label) of record i, in [0, len).")
         .def("prefetch", &reader::prefetch, "indices"_a,
@@ -1156,14 +1179,14 @@ NB_MODULE(_shardpack, m) {
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
              "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
-             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(),
+             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
              "background"_a = std::vector<std::uint32_t>{0},
              nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
                      "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
                      "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
                      "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
                      "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, "
+                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False, "
                      "background: collections.abc.Sequence[int] = [0]) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
              "The batch, from arguments checked by shardpack.Dataset.read_batch.")

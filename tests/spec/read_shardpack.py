@@ -51,9 +51,11 @@ def parse_schema(p):
     s = dict(task=p[0], channels=p[1], order=p[2], layout=p[3], dtype=p[4], image_dtype=p[5],
              fixed_h=u32(p, 8), fixed_w=u32(p, 12), classes=u32(p, 16), ignore=u32(p, 20))
     seg = s["task"] == 1
-    if s["image_dtype"] != 1: raise Refused("image dtype")
+    if s["image_dtype"] not in (1, 2): raise Refused("image dtype")
     if s["task"] not in (1, 2): raise Refused("task")
-    if {1: 1, 2: 3, 3: 4}.get(s["order"]) != s["channels"]: raise Refused("channel order/count")
+    if s["order"] == 4:  # bands (1.4): 1 to 255 channels
+        if s["channels"] == 0: raise Refused("bands without a channel")
+    elif {1: 1, 2: 3, 3: 4}.get(s["order"]) != s["channels"]: raise Refused("channel order/count")
     if not 1 <= s["classes"] <= 65535: raise Refused("class count")
     if s["fixed_h"] > 65536 or s["fixed_w"] > 65536: raise Refused("fixed size")
     if (s["fixed_h"] == 0) != (s["fixed_w"] == 0): raise Refused("one fixed dimension")
@@ -211,7 +213,7 @@ def open_shard(path):
         raise Refused("header length")
     if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
         raise Refused("header/index checksum")
-    if required & ~0x17: raise Refused("unknown required feature")
+    if required & ~0x1f: raise Refused("unknown required feature")
     if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
     at, schema, classes, schema_raw, classes_raw, fields, fields_raw = 64, None, None, b"", b"", None, b""
     for _ in range(count_sections):
@@ -233,6 +235,8 @@ def open_shard(path):
             raise Refused(f"unknown required section type {stype}")
         at = align(at + length, 8)
     if schema is None or classes is None: raise Refused("schema or classes missing")
+    if (schema["image_dtype"] == 2 or schema["order"] == 4) and not required & 8:
+        raise Refused("uint16 images or bands without the feature bit")
     if len(classes) != schema["classes"]: raise Refused("class count mismatch")
     if (fields is not None) != bool(required & 0x10): raise Refused("fields section and feature bit 4 disagree")
     schema["fields"] = fields
@@ -267,7 +271,7 @@ def layout(s, data, decoded):
     """image_offset, image_bytes, label_offset, label_bytes, height of a record (spec 10.2)."""
     h, w, key_length = u32(data, 0), u32(data, 4), u32(data, 12)
     image_offset = align(prefix_end(s, data, key_length), 64)
-    image_bytes = h * w * s["channels"]
+    image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
     return image_offset, image_bytes, label_offset, label_bytes, h
@@ -357,7 +361,7 @@ def decode_record(shard, i):
     if s["task"] == 1 and class_id != -1: raise Refused("segmentation class id")
     end = prefix_end(s, data, key_length)
     image_offset = align(end, 64)
-    image_bytes = h * w * s["channels"]
+    image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
     if label_offset + label_bytes != len(data): raise Refused("record length")

@@ -27,6 +27,13 @@ check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
 check seg-index-raw --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --compression none
 check seg-resized --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --size 16x16 --resize fit
 check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
+# Format 1.4: uint16 images (16-bit PNGs), in band frames and raw, resized and as stored.
+"$tool" --out "$work/seg16" --count 4 --width 40 --height 30 --bits 16 >/dev/null
+"$tool" --out "$work/cls16" --task cls --count 4 --width 48 --height 40 --bits 16 >/dev/null
+check seg-uint16-region-bands --csv "$work/seg16/list.csv" --classes "$work/seg16/class_dict.csv" --label-layout index
+check seg-uint16-resized-band-rows --csv "$work/seg16/list.csv" --classes "$work/seg16/class_dict.csv" --size 16x16 --band-rows 5
+check cls-uint16-gray-raw --csv "$work/cls16/list.csv" --color gray --compression none
+check cls-uint16-record-frames --csv "$work/cls16/list.csv" --compression zstd-record --size 24x24
 # Format 1.5: per-sample fields of every kind, in each stored form (values in the prefix of band
 # records, inside the zstd frame of codec 1 records, in raw records).
 python3 - "$work/seg" <<'PY'
@@ -98,6 +105,7 @@ PY
 check_golden_vector tiny_shard.hex golden shard-00000-d908886912887cfc.spk 1.0 d908886912887cfc a.png
 check_golden_vector band_shard.hex golden11 shard-00000-band.spk 1.1 "" b.png                 # band frames
 check_golden_vector region_band_shard.hex golden13 shard-00000-region.spk 1.3 "" c.png        # a band height per region
+check_golden_vector uint16_bands_shard.hex golden14 shard-00000-wide.spk 1.4 "" d.tif         # uint16 images, 5 bands
 check_golden_vector fields_shard.hex golden15 shard-00000-fields.spk 1.5 "" d.png            # per-sample fields
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming

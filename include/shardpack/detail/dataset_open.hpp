@@ -288,7 +288,9 @@ inline std::uint64_t automatic_cache_bytes() {
     if (available == 0) return std::uint64_t(1) << 30;
     return std::max<std::uint64_t>(available / 2, std::uint64_t(64) << 20);
 }
-inline std::string megabytes(std::uint64_t bytes) { return std::to_string((bytes + 500000) / 1000000) + " MB"; }
+inline std::string megabytes(std::uint64_t bytes) {
+    return bytes < 1000000 ? std::to_string((bytes + 500) / 1000) + " kB" : std::to_string((bytes + 500000) / 1000000) + " MB";
+}
 }  // namespace detail
 
 // io_mode::automatic's choice (reader.hpp, I/O), and the engine for stream and blocks. Asked at
@@ -316,7 +318,7 @@ inline void dataset::plan_io(const std::string& folder, const open_options& opti
         if (mode == io_mode::blocks) {
             const std::string message =
                 folder + ": " + megabytes(total) + " is more than the reader's cache (" + megabytes(budget) +
-                ", half the memory available) and not in the page cache: reading it in blocks of 4 MiB, a block per seek, "
+                (options.cache_bytes ? ", cache_bytes" : ", half the memory available") + ") and not in the page cache: reading it in blocks of 4 MiB, a block per seek, "
                 "in the blocks order (a global shuffle would seek for every record). To choose: order=\"global\", "
                 "io=\"stream\"|\"blocks\"|\"mmap\"|\"pread\", cache_bytes=N (Python); open_options::io, cache_bytes (C++)";
             if (options.log) {

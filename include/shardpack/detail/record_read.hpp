@@ -267,10 +267,16 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     sample_buffers rest = out;
     unsigned char* image_dst = nullptr;
     unsigned char* label_dst = nullptr;
-    if (out.image_u8 && !out.image_f32 && (!out.channels_first || s.channels == 1)) {
+    const bool image_direct = !out.image_f32 && (!out.channels_first || s.channels == 1);
+    if (out.image_u8 && image_direct && s.image_dtype_bytes == 1 && !out.image_u16) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
         image_dst = out.image_u8 + slot * image_n;
         rest.image_u8 = nullptr;
+    }
+    if (out.image_u16 && image_direct && s.image_dtype_bytes == 2 && !out.image_u8 && little_endian_host()) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");  // uint16 images as stored
+        image_dst = reinterpret_cast<unsigned char*>(out.image_u16 + slot * image_n);
+        rest.image_u16 = nullptr;
     }
     if (seg && out.label_u8 && s.label_layout == layout_code::one_hot && !out.channels_first && !out.label_f32 &&
         !out.label_index && !out.label_index_i64 && !out.label_index_u8) {
@@ -285,7 +291,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
         label_dst = out.label_index_u8 + slot * pixels;  // a uint8 index map as stored
         rest.label_index_u8 = nullptr;
     }
-    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_f32);
+    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_u16 || rest.image_f32);
     const bool label_convert = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index ||
                                                      rest.label_index_i64 || rest.label_index_u8);
     try {
@@ -316,6 +322,7 @@ inline sample_buffers sample_buffers::slice(std::size_t begin, std::size_t count
     part.label_index_capacity = count * index_n;
     if (image_u8) part.image_u8 += begin * image_n;
     if (image_f32) part.image_f32 += begin * image_n;
+    if (image_u16) part.image_u16 += begin * image_n;
     if (label_u8) part.label_u8 += begin * label_n;
     if (label_f32) part.label_f32 += begin * label_n;
     if (label_index) part.label_index += begin * index_n;

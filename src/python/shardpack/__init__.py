@@ -51,7 +51,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # names it in the error message, here and in the adapters (shardpack.torch, shardpack._adapt).
 # The Literal aliases below repeat them for type checkers (a Literal cannot be made from a
 # tuple); tests/python/test_api.py checks that the two agree.
-_DTYPES = ("float32", "uint8")                           # DType
+_DTYPES = ("float32", "uint8", "uint16")                 # DType
 _LAYOUTS = ("NCHW", "NHWC")                              # Layout
 _LABELS = ("onehot", "index", "stored")                  # Label
 _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label="onehot"
@@ -65,7 +65,7 @@ _LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
 Indices = Union[Sequence[int], _npt.NDArray[_np.integer[Any]]]
-DType = Union[Literal["float32", "uint8"], type, "_np.dtype[Any]"]
+DType = Union[Literal["float32", "uint8", "uint16"], type, "_np.dtype[Any]"]
 Layout = Literal["NCHW", "NHWC"]
 Label = Literal["onehot", "index", "stored"]
 LabelDType = Union[None, Literal["uint8", "uint16", "int64", "float32"], type, "_np.dtype[Any]"]
@@ -213,12 +213,15 @@ def _threads(threads: Any) -> int:
     return t
 
 
-def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
+def _normalization(norm: Any, channels: int, order: str = "RGB") -> Tuple[List[float], List[float]]:
     """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize` ("auto" resolved)."""
     if norm is None:
         return [0.0] * channels, [1.0] * channels
     if isinstance(norm, str):
         _choice(norm, "read_batch: normalize", _NORMALIZE_WORDS)
+        if order == "bands" and channels != 3:
+            raise ArgumentValueError(f'read_batch: normalize="imagenet" is defined for 3 bands; these images have '
+                                     f"{channels} (give None, or a (mean, std) pair)")
         if channels == 1:  # grey images: the mean of the three channels' statistics
             return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
         mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
@@ -244,6 +247,9 @@ def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
         return [float(x) for x in v]
 
     mean, std = per_channel(mean, "mean"), per_channel(std, "std")
+    if channels > 4 and (len(set(mean)) > 1 or len(set(std)) > 1):
+        raise ArgumentValueError(f"read_batch: normalize per channel is defined for up to 4 channels; these images "
+                                 f"have {channels}: give one mean and one std for all")
     if 0.0 in std:
         raise ArgumentValueError("read_batch: a standard deviation of normalize is 0")
     return mean, std
@@ -269,11 +275,16 @@ class _BatchOptions(NamedTuple):
     label_dtype: str    # "float32", "uint8", "uint16" or "int64"
     crop_height: int
     crop_width: int
+    as_uint16: bool = False  # images as uint16 (stored so, or uint8 values widened)
 
     @staticmethod
     def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
               crop: Any) -> "_BatchOptions":
-        as_float = _dtype_name(dtype, "read_batch: dtype", _DTYPES) == "float32"
+        image_dtype = _dtype_name(dtype, "read_batch: dtype", _DTYPES)
+        as_float = image_dtype == "float32"
+        if image_dtype == "uint8" and getattr(r, "image_dtype", "uint8") == "uint16":  # (a Mix's schema has none)
+            raise ArgumentValueError(f'read_batch: {path} stores uint16 images; read them as dtype="uint16" '
+                                     '(as stored) or "float32" (x / 65535 before normalize)')
         channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
         label = _choice(label, "read_batch: label", _LABELS)
         seg = r.task == "segmentation"
@@ -302,7 +313,8 @@ class _BatchOptions(NamedTuple):
             crop_height = crop_width = 0
         else:
             crop_height, crop_width = _crop_size(crop)
-        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width)
+        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width,
+                             image_dtype == "uint16")
 
 
 # -- orders
@@ -612,6 +624,16 @@ class Dataset:
         return self._reader.image_shape
 
     @property
+    def image_dtype(self) -> Literal["uint8", "uint16"]:
+        """The stored images' dtype: "uint8", or "uint16" (16-bit sources, format 1.4)."""
+        return self._reader.image_dtype  # type: ignore[return-value]
+
+    @property
+    def channel_order(self) -> Literal["L", "RGB", "RGBA", "bands"]:
+        """The stored channels: "L", "RGB", "RGBA", or "bands" (the source's samples as stored, format 1.4)."""
+        return self._reader.channel_order  # type: ignore[return-value]
+
+    @property
     def label_layout(self) -> Literal["onehot", "index", "class_id"]:
         """How labels are stored: "onehot", "index" (segmentation) or "class_id" (classification)."""
         return self._reader.label_layout  # type: ignore[return-value]
@@ -671,15 +693,15 @@ class Dataset:
         return self._reader.data_bytes
 
     # -- records
-    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]:
-        """(image, label) of record i. image: uint8 (H, W, C). label: one-hot uint8 (H, W, K),
+    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]:
+        """(image, label) of record i. image: (H, W, C), uint8, or uint16 where stored so (image_dtype). label: one-hot uint8 (H, W, K),
         an index map (H, W) of uint8 or uint16, or an int class id. Records stored raw
         (--compression none) come as read-only views of the memory map (no copy); zstd records
         as writable arrays of their own."""
         r = self._reader
         return r.get(_checked_index(i, len(r), self._path))
 
-    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]]:
+    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]]:
         r = self._reader
         for i in range(len(r)):
             yield r.get(i)
@@ -761,7 +783,8 @@ class Dataset:
         else:
             h, w, c = fixed
         k = r.class_count
-        images = ((n, c, h, w) if o.channels_first else (n, h, w, c), _np.dtype(_np.float32 if o.as_float else _np.uint8))
+        images = ((n, c, h, w) if o.channels_first else (n, h, w, c),
+                  _np.dtype(_np.float32 if o.as_float else _np.uint16 if o.as_uint16 else _np.uint8))
         seg = r.task == "segmentation"
         shape: Tuple[int, ...]
         if o.label == "onehot":
@@ -786,12 +809,12 @@ class Dataset:
             return resolved
         r = self._reader
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":
-            normalize = "imagenet" if o.as_float else None
+        if normalize == "auto":  # ImageNet's statistics where they mean something: not for bands other than 3
+            normalize = "imagenet" if o.as_float and (r.channel_order != "bands" or r.channels == 3) else None
         elif not o.as_float and normalize is not None:
-            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
-                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
-        mean, std = _normalization(normalize, r.channels)
+            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
+                                     f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
+        mean, std = _normalization(normalize, r.channels, r.channel_order)
         resolved = (o, mean, std)
         if key is not None:
             if len(self._resolved) >= 64:
@@ -809,11 +832,13 @@ class Dataset:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
 
-        dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
-        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8),
-          None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images
-          0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the 0..1 scale, each a number or
-          one value per channel. uint8 batches are as stored: a normalize other than None or
+        dtype: "float32", "uint8" (as stored; refused for uint16 images) or "uint16" (uint16 images as
+          stored; uint8 images' values widened). layout: "NCHW" or "NHWC".
+        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8 and
+          uint16, and for images of bands other than 3), None (x / 255, or x / 65535 for uint16
+          images), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images 0.449 /
+          0.226; alpha x / 255; an ArgumentValueError for bands other than 3) or a (mean, std) pair
+          on the 0..1 scale, each a number or one value per channel (one for all beyond 4 channels). uint8 batches are as stored: a normalize other than None or
           "auto" with dtype="uint8" is an ArgumentValueError, not ignored.
         label: "onehot" (segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
           "index" (class ids: (N, H, W) with ignore_value where ignored, or (N,)), or "stored"
@@ -939,7 +964,7 @@ class Dataset:
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes, **background)
+                                             boxes, as_uint16=o.as_uint16, **background)
         if names is None:
             return (images, labels, boxes) if return_boxes else (images, labels)
         cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,

@@ -54,6 +54,8 @@ __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_de
 
 _TORCH_DTYPES = {_np.dtype(_np.float32): _torch.float32, _np.dtype(_np.uint8): _torch.uint8,
                  _np.dtype(_np.int64): _torch.int64}
+if hasattr(_torch, "uint16"):  # PyTorch 2.3 and later: uint16 images (and index labels) as stored
+    _TORCH_DTYPES[_np.dtype(_np.uint16)] = _torch.uint16
 
 # Argument errors: shardpack.Error and ValueError or TypeError, as read_batch raises them.
 _ValueError, _TypeError = _sp.ArgumentValueError, _sp.ArgumentTypeError
@@ -63,7 +65,8 @@ def _normalize_for(dtype: Any, normalize: Any) -> Any:
     """read_batch's normalize for these options: "auto" (the default) is ImageNet's for float32
     batches and nothing for uint8 ones (which are as stored)."""
     if isinstance(normalize, str) and normalize == "auto":
-        return None if dtype in ("uint8", _np.uint8) else "imagenet"
+        # float32: read_batch resolves "auto" (ImageNet's, None for bands other than 3)
+        return None if dtype in ("uint8", _np.uint8, "uint16", _np.uint16) else "auto"
     return normalize
 
 
