@@ -169,6 +169,12 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
         if isinstance(item, Mapping):
             if "image" not in item or "label" not in item:
                 raise ValueError(f"a mapping sample needs 'image' and 'label' entries, not {sorted(map(str, item))}")
+            # The place for a sample's fields (boxes, tags: "Beyond one 8-bit image and one
+            # label"), once the format has them: until then an entry it would drop is an error.
+            unknown = sorted(str(k) for k in item if k not in ("image", "label", "key"))
+            if unknown:
+                raise ValueError(f"unknown entries {unknown}: a sample has 'image', 'label' and 'key' (fields such as "
+                                 "boxes are not stored yet)")
             key = str(item.get("key", key))
             image, label = item["image"], item["label"]
         elif isinstance(item, tuple) and len(item) == 2:
