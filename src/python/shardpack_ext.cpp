@@ -35,6 +35,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shardpack/mix.hpp"
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 
@@ -469,21 +470,94 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
     return index_array(shardpack::order_blocks(n, block, shard_starts));
 }
 
+// shardpack.mix and the Sampler's resume on another world: include/shardpack/mix.hpp, from checked arguments.
+using index_input = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+shardpack::order_kind order_kind_of(const std::string& kind) {
+    if (kind == "global") return shardpack::order_kind::global;
+    if (kind == "blocks") return shardpack::order_kind::blocks;
+    throw std::invalid_argument("order must be \"global\" or \"blocks\", not \"" + kind + "\"");
+}
+
+nb::object mix_full_order(const std::vector<std::uint64_t>& records, const std::vector<double>& weights,
+                          const std::vector<std::size_t>& blocks, std::vector<std::vector<std::uint64_t>> shard_starts,
+                          std::uint64_t seed, std::uint64_t epoch, bool shuffle, const std::string& kind,
+                          std::size_t window, std::uint64_t epoch_size, bool replacement) {
+    std::vector<shardpack::mix_source> parts(records.size());
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        parts[k].records = records.at(k);
+        parts[k].weight = weights.at(k);
+        parts[k].block = blocks.at(k);
+        parts[k].shard_starts = std::move(shard_starts.at(k));
+    }
+    shardpack::mix_options o;
+    o.epoch_size = epoch_size;
+    o.replacement = replacement;
+    o.shuffle = shuffle;
+    o.kind = order_kind_of(kind);
+    o.window = window;
+    std::vector<std::uint64_t> order;
+    {
+        gil_released unlocked;
+        order = shardpack::mix_full_order(parts, seed, epoch, o);
+    }
+    return index_array(std::move(order));
+}
+
+nb::object resumed_order(index_input order, const std::vector<std::vector<std::uint64_t>>& stages, std::size_t rank,
+                         std::size_t world, bool drop_last, bool contiguous) {
+    std::vector<std::uint64_t> values(order.data(), order.data() + order.shape(0));
+    std::vector<shardpack::resume_stage> resume;
+    for (const auto& consumed : stages) resume.push_back(shardpack::resume_stage{consumed});
+    std::vector<std::uint64_t> mine;
+    {
+        gil_released unlocked;
+        mine = shardpack::resumed_order(std::move(values), resume, rank, world, drop_last, contiguous);
+    }
+    return index_array(std::move(mine));
+}
+
 class reader {
 public:
     // path: the folder as bytes (os.fsencode), so that any name the file system holds opens.
-    // io: "auto", "mmap" or "pread" (checked in Python); max_open_shards: 0 is automatic.
-    reader(nb::bytes path, bool verify_checksums, const std::string& io, std::size_t max_open_shards)
+    // io: "auto", "mmap", "pread", "stream" or "blocks" (checked in Python); max_open_shards,
+    // cache_bytes, io_threads: 0 is automatic.
+    reader(nb::bytes path, bool verify_checksums, const std::string& io, std::size_t max_open_shards,
+           std::uint64_t cache_bytes, unsigned io_threads)
         : path_(path.c_str(), path.size()) {
         shardpack::open_options o;
         o.verify_checksums = verify_checksums;
-        o.io = io == "mmap" ? shardpack::io_mode::mmap : io == "pread" ? shardpack::io_mode::pread : shardpack::io_mode::automatic;
+        o.io = io == "mmap" ? shardpack::io_mode::mmap : io == "pread" ? shardpack::io_mode::pread
+             : io == "stream" ? shardpack::io_mode::stream : io == "blocks" ? shardpack::io_mode::blocks
+             : shardpack::io_mode::automatic;
         o.max_open_shards = max_open_shards;
+        o.cache_bytes = cache_bytes;
+        o.io_threads = io_threads;
+        o.log = [this](const std::string& message) { io_note_ = message; };  // Python logs it
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
     }
     std::size_t open_shards() const { return ds_.open_shard_count(); }
     std::size_t max_open_shards() const { return ds_.max_open_shards(); }
+    std::string io() const { return shardpack::io_mode_name(ds_.io()); }
+    std::string preferred_order() const { return ds_.preferred_order(); }
+    std::uint64_t cache_bytes() const { return ds_.cache_bytes(); }
+    const std::string& io_note() const { return io_note_; }
+    nb::dict io_counters() const {
+        const auto c = ds_.io_counters();
+        nb::dict d;
+        d["extent_reads"] = c.extent_reads;
+        d["extent_bytes"] = c.extent_bytes;
+        d["direct_reads"] = c.direct_reads;
+        d["direct_bytes"] = c.direct_bytes;
+        d["hits"] = c.hits;
+        d["waits"] = c.waits;
+        d["evicted_bytes"] = c.evicted_bytes;
+        d["dropped_hints"] = c.dropped_hints;
+        d["cached_bytes"] = c.cached_bytes;
+        d["peak_cached_bytes"] = c.peak_cached_bytes;
+        return d;
+    }
 
     std::size_t size() const { return ds_.size(); }
     nb::str path() const { return text(path_); }
@@ -770,6 +844,7 @@ public:
 private:
     shardpack::dataset ds_;
     std::string path_;
+    std::string io_note_;  // what open() said about its choice of I/O (open_options::log)
 
     // read_batch's indices as positions in [0, len), checked here as they are copied (the one
     // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
@@ -942,10 +1017,22 @@ NB_MODULE(_shardpack, m) {
           nb::sig("def order_blocks(n: int, block: int, shard_starts: collections.abc.Sequence[int]) "
                   "-> numpy.typing.NDArray[numpy.int64]"));
 
+    m.def("mix_counts", &shardpack::mix_counts, "weights"_a, "epoch_size"_a);
+    m.def("mix_full_order", &mix_full_order, "records"_a, "weights"_a, "blocks"_a, "shard_starts"_a, "seed"_a,
+          "epoch"_a, "shuffle"_a, "order"_a, "window"_a, "epoch_size"_a, "replacement"_a,
+          "shardpack.mix's whole order of an epoch (include/shardpack/mix.hpp), from checked arguments.");
+    m.def("resumed_order", &resumed_order, "order"_a, "stages"_a, "rank"_a, "world"_a, "drop_last"_a, "contiguous"_a,
+          "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
+
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
-        .def(nb::init<nb::bytes, bool, const std::string&, std::size_t>(), "path"_a, "verify_checksums"_a = true,
-             "io"_a = "auto", "max_open_shards"_a = 0)
+        .def(nb::init<nb::bytes, bool, const std::string&, std::size_t, std::uint64_t, unsigned>(), "path"_a,
+             "verify_checksums"_a = true, "io"_a = "auto", "max_open_shards"_a = 0, "cache_bytes"_a = 0, "io_threads"_a = 0)
         .def_prop_ro("open_shards", &reader::open_shards)
+        .def_prop_ro("io", &reader::io)
+        .def_prop_ro("preferred_order", &reader::preferred_order)
+        .def_prop_ro("cache_bytes", &reader::cache_bytes)
+        .def_prop_ro("io_note", &reader::io_note)
+        .def_prop_ro("io_counters", &reader::io_counters, nb::sig("def io_counters(self) -> dict[str, int]"))
         .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)

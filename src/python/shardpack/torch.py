@@ -47,7 +47,8 @@ import torch as _torch
 import torch.utils.data as _data
 
 import shardpack as _sp
-from shardpack._readahead import ReadAhead as _ReadAhead
+from shardpack import _mix
+from shardpack._readahead import ReadAhead as _ReadAhead, records_ahead as _records_ahead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
 
@@ -80,7 +81,7 @@ def _check_torch_dtypes(spec: Any, what: str) -> None:
 
 
 def _open(source: Any, verify_checksums: bool = True) -> "_sp.Dataset":
-    if isinstance(source, _sp.Dataset):
+    if isinstance(source, (_sp.Dataset, _sp.Mix)):
         return source
     if isinstance(source, Dataset):
         return source.dataset
@@ -303,7 +304,7 @@ def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int
 
 
 def _order_source(data_source: Any) -> Any:
-    if isinstance(data_source, _sp.Dataset):
+    if isinstance(data_source, (_sp.Dataset, _sp.Mix)):
         return data_source
     if isinstance(data_source, Dataset):
         return data_source.dataset
@@ -311,7 +312,7 @@ def _order_source(data_source: Any) -> Any:
 
 
 # What a state saved before Sampler had the blocks order means.
-_STATE_DEFAULTS = {"order": "global", "block": None, "window": None}
+_STATE_DEFAULTS = {"order": "global", "block": None, "window": None, "mix": None}
 
 
 class Sampler(_data.Sampler):
@@ -319,7 +320,9 @@ class Sampler(_data.Sampler):
 
     Defaults as every shardpack training iterator: shuffle=True, seed=0, drop_last=False,
     starting at epoch 0. The order is shardpack.epoch_order(data_source, seed, epoch,
-    order=order, block=block, window=window): order="global" (the default) a permutation of all
+    order=order, block=block, window=window): order="auto" (the default) is "blocks" when the
+    dataset's reader reads blocks (data_source.preferred_order: larger than its cache and not in
+    memory), else "global"; order="global" a permutation of all
     records (0..n-1 without shuffle), rank r taking positions r, r + world, ... of it;
     order="blocks" the locality-aware shuffle for cold disks (see shardpack.epoch_order: blocks
     of consecutive records, shuffled within windows of `window` blocks; rank r takes the r-th
@@ -336,20 +339,24 @@ class Sampler(_data.Sampler):
     position is what the iterator has yielded."""
 
     def __init__(self, data_source: Any, *, shuffle: bool = True, seed: int = 0, rank: Optional[int] = None,
-                 world: Optional[int] = None, drop_last: bool = False, order: str = "global",
+                 world: Optional[int] = None, drop_last: bool = False, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
-        self.order = order
+        if isinstance(_order_source(data_source), _sp.Mix):
+            self.n = _order_source(data_source).epoch_size  # an epoch of a mix
         self.block, self.window = block, window
-        # A shardpack Dataset gives the blocks order its shards and record size.
+        # A shardpack Dataset gives the blocks order its shards and record size, and "auto" its choice.
         self._order_source = _order_source(data_source)
-        _sp.epoch_order(0, order=order, block=block, window=window)  # checks the arguments now
+        self._order_asked = _sp._choice(order, "order", _sp._LOADER_ORDERS)
+        self.order = _sp._resolve_order(order, self._order_source)
+        _sp.epoch_order(0, order=self.order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
         self.seed = _nonnegative(seed, "seed")
         self.rank, self.world = _rank_and_world(rank, world)
         self.drop_last = bool(drop_last)
         self.epoch = 0
-        self.num_samples = self.n // self.world if self.drop_last else -(-self.n // self.world)
+        self._stages: list = []  # earlier worlds of this epoch (load_state_dict of another world's state)
+        self._resumed: Any = None  # (key, this rank's order) after such a change
         self._start = 0          # where the next iteration begins (after load_state_dict)
         self._iter_start = 0     # where the current iteration began
         self._yielded = 0        # indices the current iteration has yielded
@@ -358,10 +365,27 @@ class Sampler(_data.Sampler):
         epoch = _nonnegative(epoch, "epoch")
         if epoch != self.epoch:
             self._start = self._iter_start = self._yielded = 0
+            self._stages = []
         self.epoch = epoch
 
+    @property
+    def num_samples(self) -> int:
+        """The indices this rank reads this epoch (after a change of world: of the epoch's rest)."""
+        if self._stages:
+            return len(self.epoch_order())
+        return self.n // self.world if self.drop_last else -(-self.n // self.world)
+
     def epoch_order(self) -> _np.ndarray:
-        """All of this rank's indices for the current epoch (an int64 array)."""
+        """All of this rank's indices for the current epoch (an int64 array); after a change of
+        world, its share of what the earlier worlds left of the epoch."""
+        if self._stages:
+            key = (self.seed, self.epoch, repr(self._stages))
+            if self._resumed is None or self._resumed[0] != key:
+                source = self._order_source if self._order_source is not None else self.n
+                self._resumed = (key, _mix.resumed_order(source, self.seed, self.epoch, self.shuffle, self.rank,
+                                                         self.world, self.drop_last, order=self.order, block=self.block,
+                                                         window=self.window, stages=self._stages))
+            return self._resumed[1]
         return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
                                self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
                                block=self.block, window=self.window)
@@ -373,8 +397,7 @@ class Sampler(_data.Sampler):
             return None
         source = self.n if self._order_source is None else self._order_source
         starts, window = _sp._block_starts(source, self.block, self.window)
-        records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
-        return _ReadAhead(dataset, order, records_per_window, starts)
+        return _ReadAhead(dataset, order, _records_ahead(dataset, starts, window), starts)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -395,17 +418,55 @@ class Sampler(_data.Sampler):
         position = self._iter_start + (self._yielded if consumed is None else int(consumed))
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "world": self.world, "rank": self.rank,
                 "drop_last": self.drop_last, "epoch": self.epoch, "position": position, "order": self.order,
-                "block": self.block, "window": self.window}
+                "block": self.block, "window": self.window, "mix": self._mix_key(),
+                "resumed": [list(c) for c in self._stages]}
 
-    def load_state_dict(self, state: dict) -> None:
-        for k in ("n", "world", "drop_last", "shuffle", "order", "block", "window"):
-            if state.get(k, _STATE_DEFAULTS.get(k)) != getattr(self, k):
-                raise _ValueError(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        position = int(state["position"])
-        if not 0 <= position <= self.num_samples:
-            raise _ValueError(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
+    def _mix_key(self) -> Any:
+        return self._order_source._state_key() if isinstance(self._order_source, _sp.Mix) else None
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resumes the epoch of `state` (one rank's state_dict, or a list of every rank's). On
+        the world it was saved on, this rank goes on where it was. On another world, the rest of
+        the epoch (what no rank of the old world read) is split between the new ranks, each
+        remaining sample read once (formats/orders.md); one state stands for
+        every old rank having read as far (as DDP ranks do), a list gives each rank's own."""
+        states = list(state) if isinstance(state, (list, tuple)) else [state]
+        if not states:
+            raise _ValueError("Sampler.load_state_dict: an empty list of states")
+        first = states[0]
+        if self._order_asked == "auto" and first.get("order") in _sp._ORDERS:
+            # "auto" resumes in the order the state was saved in (the data may be warmer or
+            # colder now than when the epoch began; the rest of the epoch must not change).
+            self.order = first["order"]
+        mine = dict(self.state_dict(), mix=self._mix_key())
+        for k in ("n", "drop_last", "shuffle", "order", "block", "window", "mix"):
+            if first.get(k, _STATE_DEFAULTS.get(k)) != mine[k]:
+                raise _ValueError(f"Sampler.load_state_dict: the state has {k}={first.get(k)}, this sampler {mine[k]}")
+        for s in states[1:]:
+            for k in ("n", "seed", "epoch", "world", "order", "resumed"):
+                if s.get(k) != first.get(k):
+                    raise _ValueError(f"Sampler.load_state_dict: the ranks' states differ in {k}")
+        old_world = int(first["world"])
+        if len(states) > 1 and len(states) != old_world:
+            raise _ValueError(f"Sampler.load_state_dict: {len(states)} states for a world of {old_world}: give one "
+                              "or one per rank")
+        positions = [int(first["position"])] * old_world
+        if len(states) > 1:
+            by_rank = {int(s["rank"]): int(s["position"]) for s in states}
+            if sorted(by_rank) != list(range(old_world)):
+                raise _ValueError(f"Sampler.load_state_dict: the states are not of ranks 0..{old_world - 1}")
+            positions = [by_rank[r] for r in range(old_world)]
+        self.seed = int(first["seed"])
+        self.epoch = int(first["epoch"])
+        self._stages = [list(map(int, c)) for c in first.get("resumed", [])]
+        if old_world == self.world and len(set(positions)) == 1:
+            position = positions[0]
+            if not 0 <= position <= self.num_samples:
+                raise _ValueError(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
+        else:  # another world (or ranks that stopped apart): re-striped from the rest of the epoch
+            self._stages.append(positions)
+            position = 0
+            self.num_samples  # checks the positions (ArgumentValueError)
         self._start = position
         self._iter_start, self._yielded = position, 0
 
@@ -547,12 +608,14 @@ class Loader:
     Loader(ds, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
-           crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None)
+           crop_position="center", hflip=0.0, vflip=0.0, order="auto", block=None, window=None,
+           io=None, cache_bytes=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
-    last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
-    a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    last batch; order, block, window: see Sampler; order="auto" (the default) takes the blocks
+    order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
+    `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened. threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     dtype, layout, normalize, label, label_dtype: as read_batch; normalize="auto" is ImageNet's
     mean and std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU,
@@ -589,9 +652,14 @@ class Loader:
                  prefetch: int = 2, reuse_buffers: bool = False, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  crop: Optional[Tuple[int, int]] = None,
-                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "global",
-                 block: Optional[int] = None, window: Optional[int] = None):
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
+                 block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
+                 cache_bytes: Optional[int] = None):
         self.dataset = _open(ds)
+        if io is not None or cache_bytes is not None:
+            d = self.dataset
+            self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
+                                    cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
         self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
         if self.batch_size < 1:
             raise _ValueError("Loader: batch_size must be at least 1")
@@ -637,8 +705,13 @@ class Loader:
     def state_dict(self) -> dict:
         return {"sampler": self.sampler.state_dict(consumed=self._delivered)}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.sampler.load_state_dict(state["sampler"])
+    def load_state_dict(self, state: Any) -> None:
+        """A state_dict of this loader, or a list of every rank's (see Sampler.load_state_dict:
+        a state saved on another number of ranks resumes the rest of its epoch here)."""
+        if isinstance(state, (list, tuple)):
+            self.sampler.load_state_dict([s["sampler"] for s in state])
+        else:
+            self.sampler.load_state_dict(state["sampler"])
         self._epoch_set = True
 
     def _allocate(self) -> Tuple[_np.ndarray, _np.ndarray]:
