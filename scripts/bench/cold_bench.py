@@ -4,7 +4,7 @@ kernel, of the user's ways and the reader's, side by side in one run.
 
   cold_bench.py prepare --bin BIN --work W [--quick]
   cold_bench.py drive --bin BIN --work W [--quick] [--reps R] [--max-seconds S] [--storage local,hdd,nfs]
-                [--json OUT] [--markdown OUT]
+                [--ways floor,npy,...] [--json OUT] [--markdown OUT]
 
 Storage:
 - hdd: slowfs (../shared/tools/slowfs, built as BIN/slowfs), a FUSE mount that models one hard disk
@@ -523,7 +523,8 @@ def drive(args):
                 for dataset, base, batch, epochs, cache_bytes in datasets:
                     ds_dir, npy_dir = str(root / base / "ds"), str(root / base / "npy")
                     paths = files_of(ds_dir) + files_of(npy_dir)
-                    rows = ROWS[rep % len(ROWS):] + ROWS[:rep % len(ROWS)]  # interleaved, rotated each rep
+                    ways = [w for w in ROWS if w in args.ways.split(",")]
+                    rows = ways[rep % len(ways):] + ways[:rep % len(ways)]  # interleaved, rotated each rep
                     for row in rows:
                         why = unavailable(dataset, row)
                         if why:
@@ -677,6 +678,7 @@ def main():
     a.add_argument("--reps", type=int, default=0, help="interleaved reps (default 3; --quick 1)")
     a.add_argument("--max-seconds", type=float, default=0, help="cut a run after this long (default 20; --quick 6)")
     a.add_argument("--storage", default="local,hdd,nfs")
+    a.add_argument("--ways", default=",".join(ROWS), help="the rows to run (default: all)")
     a.add_argument("--json")
     a.add_argument("--markdown")
     args = p.parse_args()
