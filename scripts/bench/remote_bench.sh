@@ -30,11 +30,12 @@ if ! weed=$(scripts/remote/setup_seaweedfs.sh "$work/weed-venv" 2>"$rw/setup.log
 fi
 weed=$(realpath "$weed")
 # Full: every measurement reads whole epochs (LitData, 10x slower than the others, 8 batches
-# of each epoch), 3 rounds (LitData and io=pread's global shuffle: 1); the datasets are built
-# once per WORK (4 minutes at a load of 30 on 2 cores), the rest took ~10 minutes there.
+# of each epoch), 3 rounds (LitData and io=pread's global shuffle: 1). The datasets are built
+# once per WORK. A run with 3 rounds of io=pread's global shuffle took 23 min at a load of 17-32
+# on 2 cores: 4 building the datasets, 4.5 in that shuffle (now 1 round), ~4 preparing the peers.
 if [ "$quick" = --quick ]; then n=1000 rounds=1 lit_batches=2; else n=8000 rounds=3 lit_batches=8; fi
-# The S3 storage's range buffer (io=pread; 256 MiB by default): 96 MiB, less than a third of the
-# dataset (~312 MB), as a real dataset is larger than any such buffer, and enough for the blocks
+# The S3 storage's range buffer (io=pread; 256 MiB by default): 96 MiB, less than half of the
+# dataset (201 MB), as a real dataset is larger than any such buffer, and enough for the blocks
 # order's read-ahead (two windows of 16 blocks of 2 MiB, see tools/bench_remote). The engine
 # (io auto) reads around it into its own cache (open_options::cache_bytes).
 export SHARDPACK_S3_BUFFER_BYTES=96M
