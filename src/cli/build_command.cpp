@@ -131,6 +131,9 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--partition", o.partition, "K/N: pack only the K-th of N contiguous slices of the output order (0 <= K < N), "
                   "for `shardpack merge`; slurm: K and N from the job array (SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_COUNT)");
     b->add_flag("--full", o.full, "Decode every row again instead of taking unchanged rows back from the previous build");
+    // Not listed in --help: the Python writer's (src/python/shardpack/_writer.py), not for hand use.
+    b->add_option("--samples", o.samples, "Read the samples from the sample stream on standard input (-)")->group("");
+    b->add_flag("--progress", o.progress, "Show the progress line even when standard error is not a terminal")->group("");
     b->add_flag("--force", o.force, "Write into a folder that is not empty and not a shardpack dataset (beside its files: "
                 "none is ever overwritten or removed), or replace a dataset of a newer format version");
     return b;
@@ -232,13 +235,29 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
 }
 }  // namespace
 
+namespace {
+// --samples - (the Python writer): the samples come from standard input, so the options about
+// a list, its order and its parts do not apply.
+void check_stream_options(const build_command_options& o, build_options& b) {
+    if (o.samples != "-") throw usage_error("--samples '" + o.samples + "': only - (standard input) is read");
+    const std::pair<bool, const char*> list_options[] = {
+        {!o.csv.empty(), "--csv"}, {!o.images.empty(), "--images"}, {!o.masks.empty(), "--masks"}, {!o.root.empty(), "--root"},
+        {o.header || o.no_header, "--header/--no-header"}, {o.image_col != "0" || o.label_col != "1", "--image-col/--label-col"},
+        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"}};
+    for (const auto& [given, name] : list_options)
+        if (given) throw usage_error(std::string("--samples: ") + name + " does not apply to a sample stream");
+    b.input.from_stream = true;
+}
+}  // namespace
+
 build_options to_build_options(const build_command_options& o) {
     build_options b;
     b.input.csv_path = o.csv;
     b.input.root = o.root;
+    if (!o.samples.empty()) check_stream_options(o, b);
     if (!o.images.empty() && !o.csv.empty()) throw usage_error("give --csv LIST or --images DIR, not both");
     if (!o.masks.empty() && o.images.empty()) throw usage_error("--masks DIR needs --images DIR");
-    if (o.images.empty() && o.csv.empty())
+    if (o.images.empty() && o.csv.empty() && !b.input.from_stream)
         throw usage_error("no input: give --csv LIST (a CSV of image,label rows), or --images DIR (one subfolder per "
                           "class), or --images DIR --masks DIR (segmentation)");
     if (!o.images.empty() && !o.root.empty()) throw usage_error("--root applies to --csv; --images paths are relative to DIR");
@@ -289,7 +308,7 @@ build_options to_build_options(const build_command_options& o) {
     b.threads = o.threads;
     b.report_path = o.report;
     if (!b.report_path.empty()) check_report_path(b.report_path, o.out);
-    b.full = o.full;
+    b.full = o.full || b.input.from_stream;  // a stream has no files a rebuild could compare
     if (!o.partition.empty()) b.partition = parse_partition(o.partition);
     b.force = o.force;
     return b;
@@ -341,7 +360,7 @@ std::vector<std::string> expand_build_config(const std::vector<std::string>& arg
 
 int run_build_command(const build_command_options& o, bool progress) {
     build_options b = to_build_options(o);
-    b.progress = progress;
+    b.progress = progress || o.progress;
     spdlog::debug("building {} from {}", b.out_dir, b.input.csv_path);
     const build_result r = run_build(b);
     if (r.interrupted_by) {
@@ -358,7 +377,7 @@ int run_build_command(const build_command_options& o, bool progress) {
                                         : std::string(), r.seconds,
                  r.report.at("samples_per_second").as_double());
     for (const auto& row : t.rejected)
-        spdlog::warn("skipped {}: {}", b.input.list_text.empty() ? "line " + std::to_string(row.csv_line)
+        spdlog::warn("skipped {}: {}", b.input.list_text.empty() && !b.input.from_stream ? "line " + std::to_string(row.csv_line)
                                                                  : row_origin(b.input, row.csv_line, row.image), row.reason);
     if (o.json) std::cout << r.report.dump();
     return 0;

@@ -34,6 +34,10 @@ struct build_command_options {
     std::string images, masks;  // --images DIR [--masks DIR] instead of --csv
     std::string mask_suffix, image_suffix;  // how masks pair with images (--mask-suffix _L)
     bool force = false;
+    // Hidden, for the Python writer (shardpack.write): samples from the sample stream on standard
+    // input (pipeline/sample_stream.hpp) instead of a list, and the progress line without a terminal.
+    std::string samples;
+    bool progress = false;
 };
 
 // --ignore-values "255,0": the values, each 0..65535; throws usage_error naming a bad one.

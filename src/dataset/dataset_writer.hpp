@@ -98,6 +98,8 @@ public:
     const std::vector<published_shard>& shards() const { return done_; }
     std::uint64_t bytes() const;  // their total size
 
+    // A streamed build's input digest is known at its end (sample_stream::digest), before publish().
+    void set_input_digest(std::string digest) { opt_.input_digest = std::move(digest); }
     detail::json publish();
     // Removes the shard being written (finished shards stay for a resumed build).
     void discard();

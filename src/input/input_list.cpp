@@ -286,6 +286,7 @@ void input_list::label_path(std::size_t i, std::string& out) const {
 }
 
 std::string row_origin(const input_options& o, std::size_t csv_line, std::string_view key) {
+    if (o.from_stream) return "sample " + std::to_string(csv_line) + " '" + std::string(key) + "'";
     if (!o.list_text.empty()) return o.root + (!o.root.empty() && o.root.back() == '/' ? "" : "/") + std::string(key);
     return std::filesystem::path(o.csv_path).filename().string() + ":" + std::to_string(csv_line);
 }
@@ -298,6 +299,17 @@ void input_list::add_row(std::size_t csv_line, std::string_view key, std::string
     text_.append(key);
     text_.push_back('\0');
     text_.append(label_key);
+}
+
+input_list load_stream_input(const input_options& o) {
+    if (o.task == task_kind::automatic) throw usage_error("--samples needs --task seg or --task cls");
+    if (o.classes_path.empty())
+        throw usage_error("--samples needs --classes: a class_dict.csv (seg) or a list of class names (cls)");
+    input_list list;
+    list.from_stream = true;
+    list.task = o.task;
+    list.classes = o.task == task_kind::segmentation ? load_class_dict(o.classes_path) : load_class_names(o.classes_path);
+    return list;
 }
 
 input_list load_input_list(const input_options& o) {

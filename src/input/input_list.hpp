@@ -25,6 +25,9 @@ struct input_options {
     // names it in messages, and root must be given.
     std::string list_text;
     std::size_t files_left_out = 0;  // with list_text: files in the folders not listed (folder_input.hpp)
+    // The samples come from the sample stream (build --samples -, pipeline/sample_stream.hpp),
+    // not from a list: load_stream_input; rows are then named "sample N 'KEY'" in messages.
+    bool from_stream = false;
     std::string list_source;  // with list_text: the options that made it ("--images A --masks B")  // seg without --classes is allowed (`shardpack colors`): no classes
 };
 
@@ -50,6 +53,10 @@ public:
     std::string base_dir;          // relative paths resolve against it: --root, or the CSV's folder (may be "")
 
     std::size_t size() const { return rows_.size(); }
+    // The rows of the list, or of a stream the samples it gave (stream_rows, set at its end).
+    std::uint64_t row_count() const { return from_stream ? stream_rows : rows_.size(); }
+    bool from_stream = false;
+    std::uint64_t stream_rows = 0;
     bool empty() const { return rows_.empty(); }
     sample_row row(std::size_t i) const;
 
@@ -82,6 +89,11 @@ private:
 // list made from --images folders (list_text), whose lines are no file's, the image file itself
 // ("DIR/a/b.png").
 std::string row_origin(const input_options& opts, std::size_t csv_line, std::string_view key);
+
+// A sample stream's list (opts.from_stream): no rows; the task (seg or cls, which must be
+// given) and the class table from opts.classes_path (required: a class_dict.csv for seg, a
+// names list for cls). Throws usage_error and input_error as load_input_list does.
+input_list load_stream_input(const input_options& opts);
 
 // Reads opts.csv_path and resolves every row (see input_list.cpp for the header, column and
 // task rules). Image and mask files are not opened: the pipeline reports a missing file per

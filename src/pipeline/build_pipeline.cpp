@@ -25,6 +25,7 @@
 #include "pipeline/memory_budget.hpp"
 #include "pipeline/option_names.hpp"
 #include "pipeline/progress_line.hpp"
+#include "pipeline/sample_stream.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
 
@@ -35,8 +36,11 @@ std::atomic<int> build_interrupt_signal{0};
 
 build_result run_build(const build_options& options) {
     const auto started = std::chrono::steady_clock::now();
-    const input_list input = load_input_list(options.input);
-    if (input.empty()) throw input_error(options.input.csv_path + ": the list has no rows");
+    // A sample stream (--samples -, the Python writer) gives its samples as they come: the list
+    // holds the task and the classes only.
+    const bool streamed = options.input.from_stream;
+    input_list input = streamed ? load_stream_input(options.input) : load_input_list(options.input);
+    if (input.empty() && !streamed) throw input_error(options.input.csv_path + ": the list has no rows");
     const mask_value_kind mask_values =
         input.task == task_kind::segmentation ? resolve_mask_values(options, input.classes) : mask_value_kind::color;
     const bool index_masks = mask_values == mask_value_kind::index;
@@ -76,6 +80,8 @@ build_result run_build(const build_options& options) {
         previous = previous_build::load(options.out_dir, wo.options_digest, memory.limit / 8);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }
+    std::unique_ptr<sample_stream> stream;
+    if (streamed) stream = std::make_unique<sample_stream>(input.classes.size());
     std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
     if (options.partition) {
         // A slice of the one global order: the parts of a shuffled build are slices of the
@@ -100,7 +106,7 @@ build_result run_build(const build_options& options) {
 
     build_result result;
     try {
-        progress_line progress(options.progress, order.size());  // a part: its own rows
+        progress_line progress(options.progress, streamed ? stream->announced_total() : order.size());  // a part: its own rows
         std::size_t next = 0;
         // TBB's default allows one thread per core in all; --threads may ask for more (up to 4 x
         // the cores, for slow file systems), which it then really gets.
@@ -112,14 +118,21 @@ build_result run_build(const build_options& options) {
                     tokens,
                     tbb::make_filter<void, sample_job*>(tbb::filter_mode::serial_in_order,
                         [&](tbb::flow_control& fc) -> sample_job* {
-                            if (next == order.size() || build_interrupt_signal.load()) {
+                            if ((!streamed && next == order.size()) || build_interrupt_signal.load()) {
                                 fc.stop();
                                 return nullptr;
                             }
                             // At most `tokens` jobs are in flight and they retire in order, so
                             // the slot next % tokens is free again.
                             sample_job* job = &jobs[next % tokens];
-                            job->reset(next, input, order[next]);
+                            if (streamed) {
+                                if (!stream->next(*job, next, memory.per_row)) {
+                                    fc.stop();
+                                    return nullptr;
+                                }
+                            } else {
+                                job->reset(next, input, order[next]);
+                            }
                             ++next;
                             return job;
                         }) &
@@ -144,7 +157,12 @@ build_result run_build(const build_options& options) {
         }
     } catch (const build_stopped& e) {
         if (options.on_error != error_policy::skip || sink.totals().rejected.empty()) throw;
+        input.stream_rows = sink.totals().rows;
         throw keep_failed_build(options, input, sink.totals(), e.what());
+    }
+    if (streamed) {
+        input.stream_rows = sink.totals().rows;
+        writer.set_input_digest(hex64(stream->digest()));
     }
     result.interrupted_by = build_interrupt_signal.load();
     if (result.interrupted_by) {
@@ -153,10 +171,12 @@ build_result run_build(const build_options& options) {
     }
     // A part may hold no record (fewer rows than parts, or all of its rows rejected); the merge
     // refuses a whole build without one.
-    if (sink.totals().records == 0 && !options.partition)
+    if (sink.totals().records == 0 && !options.partition) {
+        input.stream_rows = sink.totals().rows;
         throw keep_failed_build(options, input, sink.totals(),
                                 "no row could be packed (" + std::to_string(sink.totals().rejected.size()) +
                                     " rejected); nothing was published");
+    }
 
     const auto id_changes = class_id_changes(options.out_dir, input, !options.input.classes_path.empty());
     result.manifest = writer.publish();

@@ -262,7 +262,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
     json r = json::object();
     r.set("dataset", o.out_dir);
     r.set("content_hash", manifest.at("content_hash"));
-    r.set("rows", input.size());
+    r.set("rows", input.row_count());
     r.set("records", t.records);
     r.set("reused_records", t.reused);
     r.set("decoded_records", t.records - t.reused);
@@ -329,7 +329,7 @@ build_stopped keep_failed_build(const build_options& options, const input_list& 
     report.set("dataset", options.out_dir);
     report.set("published", false);
     report.set("error", what);
-    report.set("rows", input.size());
+    report.set("rows", input.row_count());
     report.set("rows_seen", t.rows);
     report.set("records", t.records);
     report.set("skipped", t.rejected.size());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -86,8 +87,50 @@ bool intact(const previous_record& p) {
 }
 }  // namespace
 
+namespace {
+// A part of a streamed sample (pipeline/sample_stream.hpp): file bytes must be a PNG or JPEG,
+// as a file's must. Its stamp, for a later build from files into the same folder: a time no
+// file has (so only a content match takes its record back), and the hash of file bytes (pixels
+// are no file's content: 0, not hashed).
+std::string take_streamed(const std::vector<std::uint8_t>& bytes, const pixel_shape& shape, file_format& format, file_stamp& stamp) {
+    stamp.size = bytes.size();
+    stamp.mtime_ns = INT64_MIN;
+    stamp.hash = 0;
+    if (shape.is_pixels()) return {};
+    stamp.hash = XXH3_64bits(bytes.data(), bytes.size());
+    if (bytes.empty()) return "no image data";
+    format = sniff_format(bytes.data(), bytes.size());
+    if (format == file_format::png || format == file_format::jpeg) return {};
+    try {
+        std::uint32_t w = 0, h = 0;
+        read_image_size(bytes.data(), bytes.size(), w, h);  // throws the decoder's refusal
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+    return "unrecognised image data";
+}
+}  // namespace
+
 void file_loader::operator()(sample_job& job) const {
     const sample_row& row = job.row;
+    if (job.streamed) {
+        record_fingerprint& fp = job.fingerprint;
+        fp.key = row.key;
+        fp.label_key = row.label_key;
+        fp.class_id = row.class_id;
+        fp.image = {};
+        fp.label = {};
+        job.key_hash = XXH3_64bits(row.key.data(), row.key.size());
+        if (!job.ok()) return;
+        if (const std::string why = take_streamed(job.image_file, job.image_pixels, job.image_format, fp.image); !why.empty()) {
+            job.error = job.image_path + ": " + why;
+            return;
+        }
+        if (!job.label_path.empty())
+            if (const std::string why = take_streamed(job.label_file, job.label_pixels, job.label_format, fp.label); !why.empty())
+                job.error = job.label_path + ": " + why;
+        return;
+    }
     record_fingerprint& fp = job.fingerprint;
     fp.key = row.key;
     fp.label_key = row.label_key;

@@ -89,6 +89,11 @@ void mask_mapper::map(const std::uint8_t* data, std::size_t size, file_format fo
                       label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
                       const std::atomic<int>* interrupt) const {
     decode_mask(data, size, format, kind_, plan.y.src_rows_needed(), scratch, interrupt);
+    map_decoded(plan, ignore_value, out, unknown, stats, scratch);
+}
+
+void mask_mapper::map_decoded(const geometry_plan& plan, std::uint16_t ignore_value, label_plane& out, std::uint64_t& unknown,
+                              mask_mapping_stats& stats, const mask_scratch& scratch) const {
     if (values_) {
         try {
             map_index_mask(scratch.values, plan, *values_, policy_, ignore_value, out, &unknown, &stats);

@@ -55,6 +55,10 @@ public:
              label_plane& out, std::uint64_t& unknown, mask_mapping_stats& stats, mask_scratch& scratch,
              const std::atomic<int>* interrupt = nullptr) const;
 
+    // map() of a mask already decoded into scratch (colors or values, as decode_mask leaves them).
+    void map_decoded(const geometry_plan& plan, std::uint16_t ignore_value, label_plane& out, std::uint64_t& unknown,
+                     mask_mapping_stats& stats, const mask_scratch& scratch) const;
+
     // How mask values are matched to classes: a color mask's colors (exactly or within the
     // tolerance), or an index mask's values (through the table's ids, --ignore-values). Null
     // for the other kind.

@@ -10,6 +10,7 @@ namespace shardpack {
 // shown.
 class progress_line {
 public:
+    // total: the rows to come; 0 when not known (then no ETA).
     progress_line(bool enabled, std::size_t total) : enabled_(enabled), total_(total), start_(clock::now()), last_(start_) {}
     void update(std::size_t done) {
         if (!enabled_) return;
@@ -18,8 +19,13 @@ public:
         last_ = now;
         const double secs = std::chrono::duration<double>(now - start_).count();
         const double rate = secs > 0 ? double(done) / secs : 0;
-        const double eta = rate > 0 ? double(total_ - done) / rate : 0;
-        std::fprintf(stderr, "\r%zu/%zu rows  %.1f samples/s  ETA %d:%02d   ", done, total_, rate, int(eta) / 60, int(eta) % 60);
+        if (total_ == 0) {  // a sample stream of unknown length (build --samples -)
+            std::fprintf(stderr, "\r%zu rows  %.1f samples/s   ", done, rate);
+        } else {
+            const double eta = rate > 0 && total_ > done ? double(total_ - done) / rate : 0;
+            std::fprintf(stderr, "\r%zu/%zu rows  %.1f samples/s  ETA %d:%02d   ", done, total_, rate, int(eta) / 60,
+                         int(eta) % 60);
+        }
         std::fflush(stderr);
         shown_ = true;
     }

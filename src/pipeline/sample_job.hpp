@@ -16,6 +16,15 @@ namespace shardpack {
 
 struct previous_record;
 
+// A sample's image or mask given as pixels (the sample stream: pipeline/sample_stream.hpp)
+// instead of a file: its shape. channels 0: the bytes are a file's (PNG or JPEG).
+struct pixel_shape {
+    std::uint32_t width = 0, height = 0;
+    std::uint8_t channels = 0;     // 1, 3 or 4
+    std::uint8_t value_bytes = 1;  // 2: uint16 values (index masks)
+    bool is_pixels() const { return channels != 0; }
+};
+
 struct sample_job {
     std::size_t sequence = 0;                 // position in the output order
     sample_row row;                           // views into the input list
@@ -34,17 +43,28 @@ struct sample_job {
     const previous_record* reuse = nullptr;   // unchanged since the previous build: its bytes are taken back
     record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
+    // A sample of the sample stream (build --samples): no files; row's views point at the key
+    // texts here, image_file/label_file hold what the stream gave (file bytes or pixels).
+    bool streamed = false;
+    std::string key_text, label_key_text;
+    pixel_shape image_pixels, label_pixels;
 
     void reset(std::size_t seq, const input_list& input, std::size_t index) {
-        sequence = seq;
+        clear(seq);
         row = input.row(index);
         input.image_path(index, image_path);
         input.label_path(index, label_path);
+    }
+    // Everything but the row and its paths, for a new sample at position seq.
+    void clear(std::size_t seq) {
+        sequence = seq;
         error.clear();
         image_format = label_format = file_format::unknown;
         unknown_pixels = 0;
         reuse = nullptr;
         key_hash = 0;
+        streamed = false;
+        image_pixels = label_pixels = {};
         fingerprint.class_counts.clear();
         fingerprint.tolerance_counts.clear();
         fingerprint.unknown_values.clear();

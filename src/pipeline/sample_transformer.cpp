@@ -1,7 +1,9 @@
 #include "pipeline/sample_transformer.hpp"
 
 #include <algorithm>
+#include <cstring>
 
+#include "decode/color_convert.hpp"
 #include "decode/image_decoder.hpp"
 #include "decode/jpeg_decoder.hpp"
 #include "decode/sniff.hpp"
@@ -80,6 +82,40 @@ void sample_transformer::operator()(sample_job& job, transform_scratch& scratch)
 }
 
 namespace {
+// A streamed sample's image pixels as decoding a file of them would give them: in the stored
+// channels (convert_layout: what the decoders do). The bytes move into `out` (no copy when the
+// channels already match); `bytes` gets out's old buffer back, to keep both capacities.
+void take_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, pixel_layout layout, image_u8& out) {
+    image_u8 img;
+    img.width = shape.width;
+    img.height = shape.height;
+    img.channels = shape.channels;
+    img.pixels.swap(bytes);
+    bytes.swap(out.pixels);
+    out = convert_layout(std::move(img), layout);
+}
+
+// A streamed mask's pixels as decode_mask would give a file of them: index masks as values (one
+// channel, uint8 or uint16; colors are refused as the PNG value decoder refuses them), color
+// masks as RGB (gray replicated, alpha dropped; uint16 values refused).
+void take_mask_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, bool index_masks, mask_scratch& out) {
+    const std::size_t n = std::size_t(shape.width) * shape.height;
+    if (index_masks) {
+        if (shape.channels != 1)
+            throw input_error("an index mask (--mask-values index) needs one channel of class ids, not " +
+                              std::to_string(unsigned(shape.channels)) + " channels of colors");
+        out.values.width = shape.width;
+        out.values.height = shape.height;
+        out.values.values.resize(n);
+        if (shape.value_bytes == 2) std::memcpy(out.values.values.data(), bytes.data(), n * 2);
+        else std::copy(bytes.begin(), bytes.begin() + std::ptrdiff_t(n), out.values.values.begin());
+        return;
+    }
+    if (shape.value_bytes != 1)
+        throw input_error("a color mask needs uint8 pixels; uint16 values are class ids (--mask-values index)");
+    take_pixels(bytes, shape, pixel_layout::rgb, out.colors);
+}
+
 // Prefixes a decoder's complaint with the file it is about.
 [[noreturn]] void rethrow_for(const std::string& path, const std::exception& e) {
     throw input_error(path + ": " + e.what());
@@ -93,17 +129,30 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
 
     // Each file's header, parsed once here (its format was sniffed when it was read) and used
     // by the plans, the memory estimate and the JPEG scaling choice below.
+    // A streamed sample's pixels (sample_job::image_pixels) need no probe and no decode.
+    const bool image_is_pixels = job.image_pixels.is_pixels(), mask_is_pixels = job.label_pixels.is_pixels();
     image_probe image;
     try {
-        image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_session);
+        if (image_is_pixels) {
+            image.width = job.image_pixels.width;
+            image.height = job.image_pixels.height;
+        } else {
+            image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_session);
+        }
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }
     const std::uint32_t width = image.width, height = image.height;
     image_probe mask;
     if (segmentation) {
+        if (job.streamed && job.label_path.empty()) throw input_error(job.image_path + ": no mask (a segmentation sample needs one)");
         try {
-            mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.session);
+            if (mask_is_pixels) {
+                mask.width = job.label_pixels.width;
+                mask.height = job.label_pixels.height;
+            } else {
+                mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.session);
+            }
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }
@@ -134,10 +183,11 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         const std::uint64_t label_bytes = !segmentation ? 0
                                         : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
         const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len * (schema_.channels + label_bytes);
+        // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
         std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
-                             decode_memory_estimate(image, request);
+                             (image_is_pixels ? std::uint64_t(width) * height * 4 : decode_memory_estimate(image, request));
         if (segmentation)
-            need += decode_memory_estimate(mask, mask_request);
+            need += mask_is_pixels ? std::uint64_t(width) * height * 3 : decode_memory_estimate(mask, mask_request);
         if (need > max_row_bytes_)
             throw input_error(job.image_path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
                               " image needs about " + format_bytes(need) + " to decode and pack, more than a row may take: " +
@@ -148,7 +198,8 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
 
     image_u8& decoded = scratch.decoded;
     try {
-        decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_session);
+        if (image_is_pixels) take_pixels(job.image_file, job.image_pixels, options_.color, decoded);
+        else decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_session);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);
     }
@@ -161,9 +212,15 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     if (segmentation) {
         std::uint64_t unknown = 0;
         try {
-            masks_->map(job.label_file.data(), job.label_file.size(), mask.format, mask_plan,
-                        static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
-                        scratch.mask_values, interrupt_);
+            if (mask_is_pixels) {
+                take_mask_pixels(job.label_file, job.label_pixels, masks_->index_masks(), scratch.mask_values);
+                masks_->map_decoded(mask_plan, static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown,
+                                    scratch.mapping, scratch.mask_values);
+            } else {
+                masks_->map(job.label_file.data(), job.label_file.size(), mask.format, mask_plan,
+                            static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
+                            scratch.mask_values, interrupt_);
+            }
         } catch (const std::exception& e) {
             rethrow_for(job.label_path, e);
         }

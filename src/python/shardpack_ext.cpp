@@ -35,6 +35,7 @@
 #include <mutex>
 #include <thread>
 
+#include "shardpack/mix.hpp"
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
 
@@ -467,6 +468,53 @@ nb::object epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
 
 nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<std::uint64_t>& shard_starts) {
     return index_array(shardpack::order_blocks(n, block, shard_starts));
+}
+
+// shardpack.mix and the Sampler's resume on another world: include/shardpack/mix.hpp, from checked arguments.
+using index_input = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+shardpack::order_kind order_kind_of(const std::string& kind) {
+    if (kind == "global") return shardpack::order_kind::global;
+    if (kind == "blocks") return shardpack::order_kind::blocks;
+    throw std::invalid_argument("order must be \"global\" or \"blocks\", not \"" + kind + "\"");
+}
+
+nb::object mix_full_order(const std::vector<std::uint64_t>& records, const std::vector<double>& weights,
+                          const std::vector<std::size_t>& blocks, std::vector<std::vector<std::uint64_t>> shard_starts,
+                          std::uint64_t seed, std::uint64_t epoch, bool shuffle, const std::string& kind,
+                          std::size_t window, std::uint64_t epoch_size, bool replacement) {
+    std::vector<shardpack::mix_source> parts(records.size());
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+        parts[k].records = records.at(k);
+        parts[k].weight = weights.at(k);
+        parts[k].block = blocks.at(k);
+        parts[k].shard_starts = std::move(shard_starts.at(k));
+    }
+    shardpack::mix_options o;
+    o.epoch_size = epoch_size;
+    o.replacement = replacement;
+    o.shuffle = shuffle;
+    o.kind = order_kind_of(kind);
+    o.window = window;
+    std::vector<std::uint64_t> order;
+    {
+        gil_released unlocked;
+        order = shardpack::mix_full_order(parts, seed, epoch, o);
+    }
+    return index_array(std::move(order));
+}
+
+nb::object resumed_order(index_input order, const std::vector<std::vector<std::uint64_t>>& stages, std::size_t rank,
+                         std::size_t world, bool drop_last, bool contiguous) {
+    std::vector<std::uint64_t> values(order.data(), order.data() + order.shape(0));
+    std::vector<shardpack::resume_stage> resume;
+    for (const auto& consumed : stages) resume.push_back(shardpack::resume_stage{consumed});
+    std::vector<std::uint64_t> mine;
+    {
+        gil_released unlocked;
+        mine = shardpack::resumed_order(std::move(values), resume, rank, world, drop_last, contiguous);
+    }
+    return index_array(std::move(mine));
 }
 
 class reader {
@@ -941,6 +989,13 @@ NB_MODULE(_shardpack, m) {
     m.def("order_blocks", &order_blocks, "n"_a, "block"_a, "shard_starts"_a,
           nb::sig("def order_blocks(n: int, block: int, shard_starts: collections.abc.Sequence[int]) "
                   "-> numpy.typing.NDArray[numpy.int64]"));
+
+    m.def("mix_counts", &shardpack::mix_counts, "weights"_a, "epoch_size"_a);
+    m.def("mix_full_order", &mix_full_order, "records"_a, "weights"_a, "blocks"_a, "shard_starts"_a, "seed"_a,
+          "epoch"_a, "shuffle"_a, "order"_a, "window"_a, "epoch_size"_a, "replacement"_a,
+          "shardpack.mix's whole order of an epoch (include/shardpack/mix.hpp), from checked arguments.");
+    m.def("resumed_order", &resumed_order, "order"_a, "stages"_a, "rank"_a, "world"_a, "drop_last"_a, "contiguous"_a,
+          "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
 
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
         .def(nb::init<nb::bytes, bool, const std::string&, std::size_t>(), "path"_a, "verify_checksums"_a = true,

@@ -143,8 +143,14 @@ def test_sampler_resumes_mid_epoch_exactly(built):
     again.load_state_dict(state)
     rest = [b[2] for b in DataLoader(tds, batch_size=2, sampler=again, collate_fn=spt.collate)]
     assert torch.cat(consumed + rest).tolist() == shardpack.epoch_order(len(tds), seed=5).tolist()
-    with pytest.raises(shardpack.Error, match="world"):
-        spt.Sampler(n, rank=0, world=3).load_state_dict(state)
+    # On another world the rest of the epoch is split between the new ranks (more in test_mix.py).
+    thirds = [spt.Sampler(tds, shuffle=True, seed=5, rank=r, world=3) for r in range(3)]
+    for t in thirds:
+        t.load_state_dict(state)
+    assert [len(t) for t in thirds] == [2, 2, 2]
+    assert sorted(sum((list(t) for t in thirds), [])) == sorted(shardpack.epoch_order(len(tds), seed=5)[4:].tolist())
+    with pytest.raises(shardpack.Error, match="n=10"):
+        spt.Sampler(n + 1, rank=0, world=3).load_state_dict(state)  # another dataset
 
 
 def test_loader_batches_equal_read_batch(built):

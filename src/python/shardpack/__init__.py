@@ -40,7 +40,7 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "IMAGENET_MEAN", "IMAGENET_STD", "__version__"]
+           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -76,6 +76,8 @@ Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
     _cls.__module__ = "shardpack"
+
+from ._writer import write  # noqa: E402  (shardpack.write: a dataset from any iterable; README "Writing a dataset")
 
 
 def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0) -> "Dataset":
@@ -293,7 +295,7 @@ WINDOW_BLOCKS = 16
 BLOCK_BYTES = 4 << 20
 
 
-def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
+def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
                 world: int = 1, drop_last: bool = False, order: Order = "global",
                 block: Optional[int] = None, window: Optional[int] = None,
                 shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:
@@ -324,6 +326,8 @@ def epoch_order(n: Union[int, "Dataset"], seed: int = 0, epoch: int = 0, shuffle
     any number of DataLoader workers and in C++ (include/shardpack/order.hpp, which computes
     them). drop_last=False pads by wrapping around to the epoch's start so that every rank gets
     ceil(n / world) indices; drop_last=True leaves out the tail (n // world each)."""
+    if isinstance(n, Mix):  # the mixed order (shardpack.mix)
+        return n.epoch_order(seed, epoch, shuffle, rank, world, drop_last, order=order, block=block, window=window)
     count, block, window, starts = _block_parameters(n, block, window, shard_starts)
     seed, epoch = _integer(seed, "epoch_order: seed"), _integer(epoch, "epoch_order: epoch")
     rank, world = _integer(rank, "epoch_order: rank"), _integer(world, "epoch_order: world")
@@ -360,6 +364,8 @@ def _block_starts(n: Union[int, "Dataset"], block: Optional[int] = None, window:
                   shard_starts: Optional[Indices] = None) -> Tuple[_npt.NDArray[_np.int64], int]:
     """The first record of every block of the blocks order (then n), and the window: an int64 array
     and an int."""
+    if isinstance(n, Mix):
+        return n._block_starts(block, window)
     count, block, window, starts = _block_parameters(n, block, window, shard_starts)
     return _order_blocks(count, block, starts), window
 
@@ -702,3 +708,6 @@ class Dataset:
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
                                              boxes)
         return (images, labels, boxes) if return_boxes else (images, labels)
+
+
+from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)

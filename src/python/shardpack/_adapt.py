@@ -11,7 +11,7 @@ import numpy as np
 
 import shardpack as _sp
 
-Source = Union[str, "os.PathLike[str]", _sp.Dataset]
+Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
 Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
 DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
 
@@ -29,8 +29,8 @@ ValueError_ = _error_class("ArgumentValueError", ValueError)
 TypeError_ = _error_class("ArgumentTypeError", TypeError)
 
 
-def open_source(source: Source, verify_checksums: bool) -> _sp.Dataset:
-    if isinstance(source, _sp.Dataset):
+def open_source(source: Source, verify_checksums: bool) -> Union[_sp.Dataset, _sp.Mix]:
+    if isinstance(source, (_sp.Dataset, _sp.Mix)):
         return source
     if not isinstance(source, (str, bytes, os.PathLike)):
         raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
@@ -70,7 +70,7 @@ class Options:
     uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
     index labels, read_batch's) is passed on only when given."""
 
-    def __init__(self, dataset: _sp.Dataset, *, dtype: DType, layout: str, normalize: Normalize, label: str,
+    def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
                  threads: int, label_dtype: Optional[str] = None) -> None:
         # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
@@ -112,11 +112,11 @@ class Order:
     the blocks its shards and record size), the last two epochs kept (a pipeline that reads ahead
     is in at most two at once)."""
 
-    def __init__(self, dataset: _sp.Dataset, *, batch_size: int, shuffle: bool, seed: int, drop_last: bool,
+    def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, batch_size: int, shuffle: bool, seed: int, drop_last: bool,
                  rank: int, world: int, order: str = "global", block: Optional[int] = None,
                  window: Optional[int] = None) -> None:
         self.dataset = dataset
-        n = self.n = len(dataset)
+        n = self.n = _sp._mix.epoch_size_of(dataset)  # a Mix's epoch_size
         self.batch_size = integer(batch_size, "batch_size", 1)
         self.shuffle = boolean(shuffle, "shuffle")
         self.drop_last = boolean(drop_last, "drop_last")

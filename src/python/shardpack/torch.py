@@ -47,6 +47,7 @@ import torch as _torch
 import torch.utils.data as _data
 
 import shardpack as _sp
+from shardpack import _mix
 from shardpack._readahead import ReadAhead as _ReadAhead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
@@ -80,7 +81,7 @@ def _check_torch_dtypes(spec: Any, what: str) -> None:
 
 
 def _open(source: Any, verify_checksums: bool = True) -> "_sp.Dataset":
-    if isinstance(source, _sp.Dataset):
+    if isinstance(source, (_sp.Dataset, _sp.Mix)):
         return source
     if isinstance(source, Dataset):
         return source.dataset
@@ -303,7 +304,7 @@ def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int
 
 
 def _order_source(data_source: Any) -> Any:
-    if isinstance(data_source, _sp.Dataset):
+    if isinstance(data_source, (_sp.Dataset, _sp.Mix)):
         return data_source
     if isinstance(data_source, Dataset):
         return data_source.dataset
@@ -311,7 +312,7 @@ def _order_source(data_source: Any) -> Any:
 
 
 # What a state saved before Sampler had the blocks order means.
-_STATE_DEFAULTS = {"order": "global", "block": None, "window": None}
+_STATE_DEFAULTS = {"order": "global", "block": None, "window": None, "mix": None}
 
 
 class Sampler(_data.Sampler):
@@ -339,6 +340,8 @@ class Sampler(_data.Sampler):
                  world: Optional[int] = None, drop_last: bool = False, order: str = "global",
                  block: Optional[int] = None, window: Optional[int] = None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
+        if isinstance(_order_source(data_source), _sp.Mix):
+            self.n = _order_source(data_source).epoch_size  # an epoch of a mix
         self.order = order
         self.block, self.window = block, window
         # A shardpack Dataset gives the blocks order its shards and record size.
@@ -349,7 +352,8 @@ class Sampler(_data.Sampler):
         self.rank, self.world = _rank_and_world(rank, world)
         self.drop_last = bool(drop_last)
         self.epoch = 0
-        self.num_samples = self.n // self.world if self.drop_last else -(-self.n // self.world)
+        self._stages: list = []  # earlier worlds of this epoch (load_state_dict of another world's state)
+        self._resumed: Any = None  # (key, this rank's order) after such a change
         self._start = 0          # where the next iteration begins (after load_state_dict)
         self._iter_start = 0     # where the current iteration began
         self._yielded = 0        # indices the current iteration has yielded
@@ -358,10 +362,27 @@ class Sampler(_data.Sampler):
         epoch = _nonnegative(epoch, "epoch")
         if epoch != self.epoch:
             self._start = self._iter_start = self._yielded = 0
+            self._stages = []
         self.epoch = epoch
 
+    @property
+    def num_samples(self) -> int:
+        """The indices this rank reads this epoch (after a change of world: of the epoch's rest)."""
+        if self._stages:
+            return len(self.epoch_order())
+        return self.n // self.world if self.drop_last else -(-self.n // self.world)
+
     def epoch_order(self) -> _np.ndarray:
-        """All of this rank's indices for the current epoch (an int64 array)."""
+        """All of this rank's indices for the current epoch (an int64 array); after a change of
+        world, its share of what the earlier worlds left of the epoch."""
+        if self._stages:
+            key = (self.seed, self.epoch, repr(self._stages))
+            if self._resumed is None or self._resumed[0] != key:
+                source = self._order_source if self._order_source is not None else self.n
+                self._resumed = (key, _mix.resumed_order(source, self.seed, self.epoch, self.shuffle, self.rank,
+                                                         self.world, self.drop_last, order=self.order, block=self.block,
+                                                         window=self.window, stages=self._stages))
+            return self._resumed[1]
         return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
                                self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
                                block=self.block, window=self.window)
@@ -395,17 +416,51 @@ class Sampler(_data.Sampler):
         position = self._iter_start + (self._yielded if consumed is None else int(consumed))
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "world": self.world, "rank": self.rank,
                 "drop_last": self.drop_last, "epoch": self.epoch, "position": position, "order": self.order,
-                "block": self.block, "window": self.window}
+                "block": self.block, "window": self.window, "mix": self._mix_key(),
+                "resumed": [list(c) for c in self._stages]}
 
-    def load_state_dict(self, state: dict) -> None:
-        for k in ("n", "world", "drop_last", "shuffle", "order", "block", "window"):
-            if state.get(k, _STATE_DEFAULTS.get(k)) != getattr(self, k):
-                raise _ValueError(f"Sampler.load_state_dict: the state has {k}={state[k]}, this sampler {getattr(self, k)}")
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        position = int(state["position"])
-        if not 0 <= position <= self.num_samples:
-            raise _ValueError(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
+    def _mix_key(self) -> Any:
+        return self._order_source._state_key() if isinstance(self._order_source, _sp.Mix) else None
+
+    def load_state_dict(self, state: Any) -> None:
+        """Resumes the epoch of `state` (one rank's state_dict, or a list of every rank's). On
+        the world it was saved on, this rank goes on where it was. On another world, the rest of
+        the epoch (what no rank of the old world read) is split between the new ranks, each
+        remaining sample read once (formats/orders.md); one state stands for
+        every old rank having read as far (as DDP ranks do), a list gives each rank's own."""
+        states = list(state) if isinstance(state, (list, tuple)) else [state]
+        if not states:
+            raise _ValueError("Sampler.load_state_dict: an empty list of states")
+        first = states[0]
+        mine = dict(self.state_dict(), mix=self._mix_key())
+        for k in ("n", "drop_last", "shuffle", "order", "block", "window", "mix"):
+            if first.get(k, _STATE_DEFAULTS.get(k)) != mine[k]:
+                raise _ValueError(f"Sampler.load_state_dict: the state has {k}={first.get(k)}, this sampler {mine[k]}")
+        for s in states[1:]:
+            for k in ("n", "seed", "epoch", "world", "order", "resumed"):
+                if s.get(k) != first.get(k):
+                    raise _ValueError(f"Sampler.load_state_dict: the ranks' states differ in {k}")
+        old_world = int(first["world"])
+        if len(states) > 1 and len(states) != old_world:
+            raise _ValueError(f"Sampler.load_state_dict: {len(states)} states for a world of {old_world}: give one "
+                              "or one per rank")
+        positions = [int(first["position"])] * old_world
+        if len(states) > 1:
+            by_rank = {int(s["rank"]): int(s["position"]) for s in states}
+            if sorted(by_rank) != list(range(old_world)):
+                raise _ValueError(f"Sampler.load_state_dict: the states are not of ranks 0..{old_world - 1}")
+            positions = [by_rank[r] for r in range(old_world)]
+        self.seed = int(first["seed"])
+        self.epoch = int(first["epoch"])
+        self._stages = [list(map(int, c)) for c in first.get("resumed", [])]
+        if old_world == self.world and len(set(positions)) == 1:
+            position = positions[0]
+            if not 0 <= position <= self.num_samples:
+                raise _ValueError(f"Sampler.load_state_dict: position {position} is not in [0, {self.num_samples}]")
+        else:  # another world (or ranks that stopped apart): re-striped from the rest of the epoch
+            self._stages.append(positions)
+            position = 0
+            self.num_samples  # checks the positions (ArgumentValueError)
         self._start = position
         self._iter_start, self._yielded = position, 0
 
@@ -637,8 +692,13 @@ class Loader:
     def state_dict(self) -> dict:
         return {"sampler": self.sampler.state_dict(consumed=self._delivered)}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.sampler.load_state_dict(state["sampler"])
+    def load_state_dict(self, state: Any) -> None:
+        """A state_dict of this loader, or a list of every rank's (see Sampler.load_state_dict:
+        a state saved on another number of ranks resumes the rest of its epoch here)."""
+        if isinstance(state, (list, tuple)):
+            self.sampler.load_state_dict([s["sampler"] for s in state])
+        else:
+            self.sampler.load_state_dict(state["sampler"])
         self._epoch_set = True
 
     def _allocate(self) -> Tuple[_np.ndarray, _np.ndarray]:

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""The Python writer's benchmark (issue 32): shardpack.write from in-memory arrays against
+`shardpack build` of the same pixels as PNG files minus their decode, and the writer's peak
+memory over a long generator.
+
+    writer_bench.py --bin BUILD_DIR --work DIR [--task seg|cls] [--count N] [--width W] [--height H]
+                    [--threads T] [--reps R] [--memory-samples M]
+
+Per repetition, in this order:
+  build    shardpack build --csv (the PNGs make_sample_data wrote) --threads T: wall and CPU
+  floor    bench_decode --png fast --threads T on the same list: the packer's decoders, every
+           row, every image and mask: what a build from arrays does not have to do (median pass)
+  writer   shardpack.write of the same samples, decoded once beforehand into NumPy arrays, the
+           same options: wall, and CPU of this process and the build it runs
+The figure: (build - floor) / writer, in wall time and in CPU time; >= 0.9 is the target.
+Then the memory: a generator of M samples (64x64 RGB, cls) written in a fresh process, and one
+of M/10; the peak RSS of the Python process and of its build process, each.
+Prints a table (Markdown) and writes WORK/writer.json. Needs this package installed (the
+interpreter running this script) with its CLI.
+"""
+import argparse
+import json
+import os
+import pathlib
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "python"))
+
+
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def cpu_self():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+MEMORY_SCRIPT = """
+import resource, sys, numpy as np, shardpack
+n = int(sys.argv[2])
+rng = np.random.default_rng(0)
+pool = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(16)]
+def samples():
+    for i in range(n):
+        yield f"s{i:07d}", pool[i % 16], i % 10
+shardpack.write(sys.argv[1], samples(), task="cls", classes=[str(c) for c in range(10)], quiet=True,
+                memory_limit="512MiB")
+me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(me, child)
+"""
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bin", required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--task", choices=("seg", "cls"), default="seg")
+    p.add_argument("--count", type=int, default=200)
+    p.add_argument("--width", type=int, default=512)
+    p.add_argument("--height", type=int, default=384)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--memory-samples", type=int, default=100000)
+    a = p.parse_args()
+    import numpy as np
+    import shardpack
+    from pngread import read_png
+
+    binary = pathlib.Path(a.bin)
+    work = pathlib.Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"src-{a.task}-{a.count}-{a.width}x{a.height}"
+    if not (src / "list.csv").exists():
+        args = [binary / "make_sample_data", "--out", src, "--count", a.count, "--width", a.width, "--height", a.height]
+        if a.task == "cls":
+            args += ["--task", "cls"]
+        subprocess.run([str(x) for x in args], check=True, stdout=subprocess.DEVNULL)
+    rows = [line.split(",") for line in (src / "list.csv").read_text().splitlines()]
+    if rows and not (src / rows[0][0]).exists():
+        rows = rows[1:]
+    if a.task == "seg":
+        classes_file = src / "class_dict.csv"
+        head = [h.strip() for h in classes_file.read_text().splitlines()[0].split(",")]
+        classes = [(r[head.index("name")], tuple(int(r[head.index(c)]) for c in "rgb"))
+                   for r in (line.split(",") for line in classes_file.read_text().splitlines()[1:])]
+        samples = [(img, read_png(src / img), read_png(src / mask)) for img, mask in rows]
+    else:
+        names = sorted({label for _, label in rows})
+        classes_file = work / "names.txt"
+        classes_file.write_text("".join(n + "\n" for n in names))
+        classes = names
+        samples = [(img, read_png(src / img), label) for img, label in rows]
+    print(f"{len(samples)} samples of {a.width}x{a.height} ({a.task}) in memory, {a.threads} threads", file=sys.stderr)
+
+    results = []
+    for rep in range(a.reps):
+        out = work / "build.ds"
+        c0, t0 = cpu_children(), time.perf_counter()
+        subprocess.run([str(binary / "shardpack"), "-q", "build", "--csv", str(src / "list.csv"), "--classes",
+                        str(classes_file), "--out", str(out), "--threads", str(a.threads), "--full"], check=True)
+        build = (time.perf_counter() - t0, cpu_children() - c0)
+        floor_json = json.loads(subprocess.run([str(binary / "bench_decode"), "--csv", str(src / "list.csv"), "--png", "fast",
+                                                "--threads", str(a.threads), "--passes", "3"],
+                                               check=True, capture_output=True, text=True).stdout)
+        floor = (floor_json["seconds_median"], floor_json["cpu_seconds_median"])
+        out = work / "writer.ds"
+        c0, s0, t0 = cpu_children(), cpu_self(), time.perf_counter()
+        shardpack.write(out, iter(samples), task=a.task, classes=classes, threads=a.threads, quiet=True)
+        writer = (time.perf_counter() - t0, cpu_children() - c0 + cpu_self() - s0)
+        r = {"build_s": build[0], "build_cpu_s": build[1], "floor_s": floor[0], "floor_cpu_s": floor[1],
+             "writer_s": writer[0], "writer_cpu_s": writer[1],
+             "wall_ratio": (build[0] - floor[0]) / writer[0], "cpu_ratio": (build[1] - floor[1]) / writer[1]}
+        results.append(r)
+        print(json.dumps(r), file=sys.stderr)
+
+    memory = {}
+    for n in (a.memory_samples // 10, a.memory_samples):
+        out = work / f"memory-{n}.ds"
+        t0 = time.perf_counter()
+        me, child = map(int, subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(out), str(n)], check=True,
+                                            capture_output=True, text=True).stdout.split())
+        memory[n] = {"python_peak_mib": me / 1024, "build_peak_mib": child / 1024, "seconds": time.perf_counter() - t0}
+        print(json.dumps({n: memory[n]}), file=sys.stderr)
+
+    med = {k: statistics.median(r[k] for r in results) for k in results[0]}
+    summary = {"task": a.task, "count": len(samples), "size": f"{a.width}x{a.height}", "threads": a.threads,
+               "reps": results, "median": med, "memory": memory}
+    (work / "writer.json").write_text(json.dumps(summary, indent=1))
+    print(f"| {a.task} {len(samples)} x {a.width}x{a.height}, {a.threads} threads (median of {a.reps}) | wall s | CPU s |")
+    print("| --- | --- | --- |")
+    print(f"| shardpack build from PNGs | {med['build_s']:.3f} | {med['build_cpu_s']:.3f} |")
+    print(f"| their decode (bench_decode --png fast) | {med['floor_s']:.3f} | {med['floor_cpu_s']:.3f} |")
+    print(f"| shardpack.write from arrays | {med['writer_s']:.3f} | {med['writer_cpu_s']:.3f} |")
+    print(f"| (build - decode) / write (target >= 0.9) | {med['wall_ratio']:.3f} | {med['cpu_ratio']:.3f} |")
+    print()
+    print("| generator of 64x64 cls samples | Python peak RSS MiB | build peak RSS MiB | s |")
+    print("| --- | --- | --- | --- |")
+    for n, m in memory.items():
+        print(f"| {n} | {m['python_peak_mib']:.1f} | {m['build_peak_mib']:.1f} | {m['seconds']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+#include "pipeline/sample_stream.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "errors.hpp"
+#include "pipeline/memory_budget.hpp"
+
+namespace shardpack {
+
+namespace {
+constexpr std::uint32_t max_key_bytes = 1u << 20;  // keys and reasons are names, not data
+
+template <class T>
+T take(const unsigned char*& p) {
+    T v;
+    std::memcpy(&v, p, sizeof v);  // the stream is little-endian, as every machine shardpack builds on
+    p += sizeof v;
+    return v;
+}
+
+std::string shape_text(const pixel_shape& s) {
+    return std::to_string(s.width) + "x" + std::to_string(s.height) + "x" + std::to_string(unsigned(s.channels)) +
+           (s.value_bytes == 2 ? " uint16" : " uint8");
+}
+}  // namespace
+
+sample_stream::sample_stream(std::size_t classes) : classes_(classes) {
+    XXH3_64bits_reset(&digest_);
+    unsigned char head[16];
+    if (in_.read(head, sizeof head) != sizeof head || std::memcmp(head, sample_stream_magic, sizeof sample_stream_magic) != 0)
+        throw input_error("standard input: not a shardpack sample stream (--samples - reads what shardpack.write sends)");
+    std::memcpy(&total_, head + 8, sizeof total_);
+}
+
+std::uint64_t sample_stream::digest() const { return XXH3_64bits_digest(&digest_); }
+
+void sample_stream::read_exact(void* buf, std::size_t n, const char* what) {
+    if (in_.read(buf, n) != n)
+        throw input_error("standard input: the sample stream ended inside " + std::string(what) + " of sample " +
+                          std::to_string(count_) + ": the writer stopped before it finished; nothing was published");
+}
+
+bool sample_stream::next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes) {
+    unsigned char head[frame_head_bytes];
+    const std::size_t got = in_.read(head, sizeof head);
+    if (got == 0)
+        throw input_error("standard input: the sample stream ended after " + std::to_string(count_) +
+                          " samples without its end mark: the writer stopped before it finished; nothing was published");
+    if (got != sizeof head)
+        throw input_error("standard input: the sample stream ended inside the frame head of sample " + std::to_string(count_) +
+                          ": the writer stopped before it finished; nothing was published");
+    XXH3_64bits_update(&digest_, head, sizeof head);
+    const unsigned char* p = head;
+    const char tag = static_cast<char>(take<std::uint8_t>(p));
+    const auto image_kind = static_cast<part_kind>(take<std::uint8_t>(p));
+    pixel_shape image, label;
+    image.channels = take<std::uint8_t>(p);
+    const auto label_kind = static_cast<part_kind>(take<std::uint8_t>(p));
+    label.channels = take<std::uint8_t>(p);
+    label.value_bytes = take<std::uint8_t>(p);
+    take<std::uint16_t>(p);
+    image.width = take<std::uint32_t>(p);
+    image.height = take<std::uint32_t>(p);
+    label.width = take<std::uint32_t>(p);
+    label.height = take<std::uint32_t>(p);
+    const auto class_id = take<std::int32_t>(p);
+    const auto key_bytes = take<std::uint32_t>(p);
+    const auto label_key_bytes = take<std::uint32_t>(p);
+    const auto reason_bytes = take<std::uint32_t>(p);
+    const auto image_bytes = take<std::uint64_t>(p);
+    const auto label_bytes = take<std::uint64_t>(p);
+
+    const std::string where = "standard input: sample " + std::to_string(count_) + ": ";
+    if (tag == 'E') {
+        if (image_bytes != count_)
+            throw input_error("standard input: the sample stream's end mark counts " + std::to_string(image_bytes) +
+                              " samples, but " + std::to_string(count_) + " came");
+        return false;
+    }
+    if (tag != 'S' && tag != 'R') throw input_error(where + "not a frame of the sample stream (tag " + std::to_string(int(tag)) + ")");
+    if (key_bytes > max_key_bytes || label_key_bytes > max_key_bytes || reason_bytes > max_key_bytes)
+        throw input_error(where + "a key or reason longer than " + std::to_string(max_key_bytes) + " bytes");
+    if (image_kind > part_kind::pixels || label_kind > part_kind::pixels)
+        throw input_error(where + "an unknown kind of image or label");
+
+    job.clear(seq);
+    job.streamed = true;
+    job.key_text.resize(key_bytes);
+    job.label_key_text.resize(label_key_bytes);
+    read_exact(job.key_text.data(), key_bytes, "the key");
+    read_exact(job.label_key_text.data(), label_key_bytes, "the label key");
+    XXH3_64bits_update(&digest_, job.key_text.data(), key_bytes);
+    XXH3_64bits_update(&digest_, job.label_key_text.data(), label_key_bytes);
+    std::string reason(reason_bytes, '\0');
+    read_exact(reason.data(), reason_bytes, "the reason");
+    if (job.key_text.find('\0') != std::string::npos) throw input_error(where + "a key with a NUL byte");
+    job.row = {};
+    job.row.csv_line = seq;  // the sample's position in the stream, for messages and rejected.csv
+    job.row.key = job.key_text;
+    job.row.label_key = job.label_key_text;
+    job.row.class_id = class_id;
+    // What the build's messages name a file by; the sample itself is named by row_origin.
+    job.image_path = "image";
+    job.label_path = label_kind == part_kind::none ? std::string() : "mask";
+    ++count_;
+
+    // The bytes are read whatever happens to the sample, so that the next frame is found.
+    const bool too_large = image_bytes > max_row_bytes || label_bytes > max_row_bytes - image_bytes;
+    auto read_part = [&](std::vector<std::uint8_t>& out, std::uint64_t n, const char* what) {
+        if (too_large) {
+            unsigned char sink[1 << 16];
+            for (std::uint64_t left = n; left;) {
+                const std::size_t k = std::size_t(std::min<std::uint64_t>(left, sizeof sink));
+                read_exact(sink, k, what);
+                left -= k;
+            }
+            out.clear();
+            return;
+        }
+        out.resize(std::size_t(n));
+        read_exact(out.data(), out.size(), what);
+    };
+    read_part(job.image_file, image_bytes, "the image");
+    read_part(job.label_file, label_bytes, "the label");
+
+    if (tag == 'R') {
+        job.error = reason.empty() ? "rejected by the writer" : reason;
+        return true;
+    }
+    if (too_large) {
+        job.error = "the image and label take " + format_bytes(image_bytes + label_bytes) + ", more than a row may take: " +
+                    format_bytes(max_row_bytes) + " (from --memory-limit)";
+        return true;
+    }
+    if (image_kind == part_kind::none) {
+        job.error = "no image";
+        return true;
+    }
+    auto check_pixels = [&](const pixel_shape& s, std::uint64_t bytes, bool is_label) -> std::string {
+        const char* what = is_label ? "label" : "image";
+        const bool channels_ok = is_label ? (s.channels == 1 || ((s.channels == 3 || s.channels == 4) && s.value_bytes == 1))
+                                          : (s.channels == 1 || s.channels == 3 || s.channels == 4) && s.value_bytes == 1;
+        if (!channels_ok || (s.value_bytes != 1 && s.value_bytes != 2))
+            return std::string("the ") + what + "'s pixels are " + shape_text(s) + ": expected 1, 3 or 4 uint8 channels" +
+                   (is_label ? " or one uint16 channel" : "");
+        if (s.width == 0 || s.height == 0) return std::string("the ") + what + " is empty (" + shape_text(s) + ")";
+        if (std::uint64_t(s.width) * s.height * s.channels * s.value_bytes != bytes)
+            return std::string("the ") + what + "'s " + std::to_string(bytes) + " bytes do not make " + shape_text(s);
+        return {};
+    };
+    if (image_kind == part_kind::pixels) {
+        job.image_pixels = image;
+        job.error = check_pixels(image, image_bytes, false);
+        if (!job.ok()) return true;
+    }
+    if (label_kind == part_kind::pixels) {
+        job.label_pixels = label;
+        job.error = check_pixels(label, label_bytes, true);
+        if (!job.ok()) return true;
+    }
+    if (label_kind == part_kind::none && (class_id < 0 || std::size_t(class_id) >= classes_))
+        job.error = "class id " + std::to_string(class_id) + " is not in the class table (ids 0.." +
+                    std::to_string(classes_ ? classes_ - 1 : 0) + ")";
+    return true;
+}
+
+}  // namespace shardpack

@@ -1,0 +1,65 @@
+// The sample stream: samples handed to `shardpack build --samples -` on standard input, one
+// frame each, by the Python writer (shardpack.write, src/python/shardpack/_writer.py) instead
+// of a list of files. A frame carries a sample's key and its image and label as the build's
+// files would (encoded PNG/JPEG bytes) or as pixels (what decoding them would give), so the
+// rest of the pipeline is the same as for files; pixels skip the decode.
+//
+// Layout (little-endian). The stream starts with a header:
+//   8 bytes "SPSAMPv1", u64 total samples to come (0: not known; for the progress line)
+// then frames, each a fixed head of frame_head_bytes:
+//   u8 tag              'S' a sample, 'R' a sample the writer could not convert (reason below:
+//                       rejected as a bad row is, by --on-error), 'E' the end (count: samples sent)
+//   u8 image_kind       part_kind below (none only for 'R')
+//   u8 image_channels   pixels: 1, 3 or 4 (uint8)
+//   u8 label_kind       none (classification: class_id), encoded or pixels (segmentation)
+//   u8 label_channels   pixels: 1 (values) or 3, 4 (colors)
+//   u8 label_value_bytes pixels: 1 or 2 (uint16 values of one channel)
+//   u16 zero
+//   u32 image_width, image_height, label_width, label_height   (pixels)
+//   i32 class_id        classification: an id of the class table
+//   u32 key_bytes, label_key_bytes, reason_bytes
+//   u64 image_bytes, label_bytes   ('E': image_bytes is the count of samples sent)
+// then the key, the label key, the reason and the image and label bytes.
+// A stream that ends without its 'E' frame (the writer was killed) publishes nothing.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "io/input_stream.hpp"
+#include "pipeline/sample_job.hpp"
+#include "shardpack/detail/xxhash.hpp"
+
+namespace shardpack {
+
+inline constexpr char sample_stream_magic[8] = {'S', 'P', 'S', 'A', 'M', 'P', 'v', '1'};
+inline constexpr std::size_t frame_head_bytes = 56;
+enum class part_kind : std::uint8_t { none = 0, encoded = 1, pixels = 2 };
+
+class sample_stream {
+public:
+    // Reads the stream's header. Throws input_error for a stream that is not one.
+    // classes: the class table's size (a classification sample's id must be below it).
+    explicit sample_stream(std::size_t classes);
+    std::uint64_t announced_total() const { return total_; }
+
+    // The next sample into `job` (reset for position `seq`): true, or false after the end
+    // frame. Throws input_error when the stream ends early or a frame is malformed (which
+    // stops the build: what follows cannot be trusted). A frame's content that is merely bad
+    // (a wrong size, a reason from the writer) becomes job.error, under --on-error.
+    // max_row_bytes: a sample's image and label together may take at most this much.
+    bool next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
+
+    // XXH3-64 of every frame head and key read: the manifest's input_digest of a streamed build.
+    std::uint64_t digest() const;
+
+private:
+    input_stream in_;
+    std::size_t classes_;
+    std::uint64_t total_ = 0;
+    std::uint64_t count_ = 0;
+    XXH3_state_t digest_;
+    void read_exact(void* buf, std::size_t n, const char* what);
+};
+
+}  // namespace shardpack

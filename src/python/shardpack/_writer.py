@@ -1,0 +1,447 @@
+"""shardpack.write: a dataset from any iterable of samples, packed by the same C++ build as
+`shardpack build`.
+
+The samples go to the CLI binary the wheel carries (`shardpack build --samples -`) as a sample
+stream on its standard input (src/pipeline/sample_stream.hpp): each sample's key, and its image
+and label as pixels (NumPy arrays, PIL images) or as the encoded PNG/JPEG bytes the build's
+decoders take. Everything else is the build's own: geometry and label options, record encoding,
+sharding, checksums, manifest and report, the atomic publish into a folder it owns, the lock,
+--on-error, the memory budget and the thread-count-independent output. The C++ works in its own
+process, so the GIL is never held for it; this process only iterates and sends.
+
+A separate process rather than an extension module: the wheel already builds the packer once (for
+its CLI), so the writer adds no compile time; and a writer killed mid-write (kill -9) closes the
+stream without its end mark, which the build takes as "stop, publish nothing".
+"""
+from __future__ import annotations
+
+import json as _json
+import os as _os
+import queue as _queue
+import shutil as _shutil
+import struct as _struct
+import subprocess as _subprocess
+import sys as _sys
+import tempfile as _tempfile
+import threading as _threading
+from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as _np
+
+from ._cli import cli_path as _cli_path
+from ._shardpack import ArgumentTypeError, ArgumentValueError, Error
+
+__all__ = ["write"]
+
+PathLike = Union[str, "_os.PathLike[str]"]
+ClassEntry = Union[str, Tuple[str, Tuple[int, int, int]], Tuple[str, int]]
+
+# The stream's layout: src/pipeline/sample_stream.hpp (one fact, one place: this mirrors it).
+_MAGIC = b"SPSAMPv1"
+_HEAD = _struct.Struct("<BBBBBBHIIIIiIIIQQ")
+_NONE, _ENCODED, _PIXELS = 0, 1, 2
+
+# How much of the iterable is held ahead of the build, besides the pipe and the build's own rows
+# in flight: samples converted and waiting to be sent.
+_READAHEAD_BYTES = 64 << 20
+_READAHEAD_ITEMS = 16
+
+
+def _word(value: Any, what: str, allowed: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"write: {what} must be one of {', '.join(map(repr, allowed))}, not {type(value).__name__}")
+    if value not in allowed:
+        raise ArgumentValueError(f"write: {what} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
+    return value
+
+
+def _count(value: Any, what: str, low: int = 0, high: int = 2**63 - 1) -> int:
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ArgumentTypeError(f"write: {what} must be an integer, not {type(value).__name__}")
+    v = int(value.__index__())
+    if not low <= v <= high:
+        raise ArgumentValueError(f"write: {what} must be in [{low}, {high}], not {v}")
+    return v
+
+
+def _byte_size(value: Any, what: str) -> str:
+    """A size as the CLI takes it: an integer (bytes) or a string like "256MiB" (the CLI checks it)."""
+    if isinstance(value, str):
+        return value
+    return str(_count(value, what, 1))
+
+
+def _class_table(task: str, classes: Any, mask_values: str) -> Tuple[str, List[str], bool]:
+    """The class table file's text, the class names, and whether masks hold class ids."""
+    if isinstance(classes, (str, bytes)) or not isinstance(classes, Sequence):
+        raise ArgumentTypeError("write: classes must be a sequence: class names (cls), or (name, (r, g, b)) or "
+                                f"(name, id) pairs (seg), not {type(classes).__name__}")
+    if not classes:
+        raise ArgumentValueError("write: classes is empty")
+    names: List[str] = []
+    if task == "cls":
+        for c in classes:
+            if not isinstance(c, str):
+                raise ArgumentTypeError(f"write: cls classes are names (str), not {type(c).__name__}")
+            if not c.strip() or any(ch in c for ch in "\r\n\",") or c != c.strip():
+                raise ArgumentValueError(f"write: class name {c!r}: names must be non-empty, without commas, quotes, "
+                                         "line breaks or outer spaces")
+            names.append(c)
+        return "name\n" + "".join(n + "\n" for n in names), names, False
+    colors = ids = 0
+    rows = []
+    for c in classes:
+        if not (isinstance(c, tuple) and len(c) == 2 and isinstance(c[0], str)):
+            raise ArgumentTypeError(f"write: seg classes are (name, (r, g, b)) or (name, id) pairs, not {c!r}")
+        name, v = c
+        if not name.strip() or any(ch in name for ch in "\r\n\",") or name != name.strip():
+            raise ArgumentValueError(f"write: class name {name!r}: names must be non-empty, without commas, quotes, "
+                                     "line breaks or outer spaces")
+        names.append(name)
+        if isinstance(v, tuple):
+            rgb = [_count(x, f"the color of class {name!r}", 0, 255) for x in v]
+            if len(rgb) != 3:
+                raise ArgumentValueError(f"write: the color of class {name!r} must be (r, g, b), not {v!r}")
+            rows.append(f"{name},{rgb[0]},{rgb[1]},{rgb[2]}\n")
+            colors += 1
+        else:
+            rows.append(f"{name},{_count(v, f'the id of class {name!r}', 0, 65535)}\n")
+            ids += 1
+    if colors and ids:
+        raise ArgumentValueError("write: seg classes must all be (name, (r, g, b)) or all (name, id)")
+    header = "name,r,g,b\n" if colors else "name,id\n"
+    index_masks = mask_values == "index" or (mask_values == "auto" and ids > 0)
+    return header + "".join(rows), names, index_masks
+
+
+def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, Any]:
+    """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels. Raises ValueError
+    or TypeError with the reason for one that cannot be."""
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return _ENCODED, memoryview(x).cast("B")
+    if type(x).__module__.startswith("PIL.") and hasattr(x, "mode") and hasattr(x, "convert"):
+        mode = x.mode
+        if mask and mode in ("P", "L", "I;16", "I;16L", "I;16B", "1") and index_masks:
+            a = _np.asarray(x.convert("L") if mode == "1" else x)
+            if a.dtype not in (_np.uint8, _np.uint16):
+                a = a.astype(_np.uint16)
+        elif mode in ("L", "RGB", "RGBA"):
+            a = _np.asarray(x)
+        elif mode == "1":
+            a = _np.asarray(x.convert("L"))
+        elif mode in ("P", "PA", "LA", "RGBX", "CMYK", "YCbCr"):
+            # What the build's decoders give a file of this mode: its colors (palettes
+            # expanded), alpha kept where the file has it.
+            has_alpha = mode in ("PA", "LA") or (mode == "P" and "transparency" in x.info)
+            a = _np.asarray(x.convert("RGBA" if has_alpha else "RGB"))
+        else:
+            raise TypeError(f"the {what} is a PIL image of mode {mode}, which the build does not take "
+                            "(8-bit L, RGB, RGBA, P; 16-bit masks as I;16)")
+    elif isinstance(x, _np.ndarray) or hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
+        a = _np.asarray(x)
+    else:
+        raise TypeError(f"the {what} is a {type(x).__name__}: expected a NumPy array, a PIL image or PNG/JPEG bytes")
+    if a.ndim == 3 and a.shape[2] == 1:
+        a = a[:, :, 0]
+    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
+        raise ValueError(f"the {what} has shape {a.shape}: expected HxW, HxWx1, HxWx3 or HxWx4")
+    if a.dtype == _np.uint16 and mask and a.ndim == 2:
+        pass
+    elif a.dtype != _np.uint8:
+        raise TypeError(f"the {what} is {a.dtype}: expected uint8" + (" (or uint16 class ids)" if mask else ""))
+    if a.shape[0] == 0 or a.shape[1] == 0:
+        raise ValueError(f"the {what} is empty ({a.shape})")
+    return _PIXELS, _np.ascontiguousarray(a)
+
+
+class _Frame:
+    """One sample, ready to send: its head, key texts and payloads."""
+    __slots__ = ("parts", "nbytes")
+
+    def __init__(self, parts: List[Any]):
+        self.parts = parts
+        self.nbytes = sum(memoryview(p).nbytes for p in parts)
+
+
+def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_masks: bool) -> _Frame:
+    key = str(index)
+    try:
+        if isinstance(item, Mapping):
+            if "image" not in item or "label" not in item:
+                raise ValueError(f"a mapping sample needs 'image' and 'label' entries, not {sorted(map(str, item))}")
+            key = str(item.get("key", key))
+            image, label = item["image"], item["label"]
+        elif isinstance(item, tuple) and len(item) == 2:
+            image, label = item
+        elif isinstance(item, tuple) and len(item) == 3:
+            key = str(item[0])
+            image, label = item[1], item[2]
+        else:
+            raise TypeError(f"a sample is a mapping with 'image' and 'label' (and 'key'), or an (image, label) or "
+                            f"(key, image, label) tuple, not {type(item).__name__}")
+        if "\0" in key:
+            raise ValueError("the key has a NUL character")
+        ik, img = _as_array(image, "image", False, index_masks)
+        class_id = -1
+        label_kind, lab, label_key = _NONE, None, ""
+        if task == "cls":
+            if isinstance(label, str):
+                if label not in class_ids:
+                    raise ValueError(f"class {label!r} is not among the classes")
+                class_id, label_key = class_ids[label], label
+            elif isinstance(label, bool) or not hasattr(label, "__index__"):
+                raise TypeError(f"a cls label is a class id (int) or name (str), not {type(label).__name__}")
+            else:
+                class_id = int(label.__index__())
+                if not 0 <= class_id < len(class_ids):
+                    raise ValueError(f"class id {class_id} is not in [0, {len(class_ids)})")
+                label_key = str(class_id)
+        else:
+            label_kind, lab = _as_array(label, "mask", True, index_masks)
+            label_key = "mask"
+    except (TypeError, ValueError) as e:
+        k = key.encode("utf-8", "surrogateescape")
+        reason = str(e).encode("utf-8", "replace")
+        head = _HEAD.pack(ord("R"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, len(k), 0, len(reason), 0, 0)
+        return _Frame([head, k, reason])
+    k = key.encode("utf-8", "surrogateescape")
+    lk = label_key.encode("utf-8", "surrogateescape")
+    parts: List[Any] = []
+
+    def shape(kind: int, a: Any) -> Tuple[int, int, int, int, int]:
+        if kind != _PIXELS:
+            return 0, 0, 0, 1, memoryview(a).nbytes
+        return a.shape[1], a.shape[0], (a.shape[2] if a.ndim == 3 else 1), a.dtype.itemsize, a.nbytes
+
+    iw, ih, ic, _, ib = shape(ik, img)
+    lw, lh, lc, lv, lb = shape(label_kind, lab) if lab is not None else (0, 0, 0, 1, 0)
+    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0, ib, lb))
+    parts += [k, lk, img if ik == _ENCODED else memoryview(img).cast("B")]
+    if lab is not None:
+        parts.append(lab if label_kind == _ENCODED else memoryview(lab).cast("B"))
+    return _Frame(parts)
+
+
+class _Sender(_threading.Thread):
+    """Writes frames to the build's standard input, off the iterating thread: the iterable makes
+    the next sample while the last one is sent (os.writev releases the GIL). Bounded by count
+    and bytes."""
+
+    def __init__(self, fd: int):
+        super().__init__(name="shardpack.write sender", daemon=True)
+        self.fd = fd
+        self.q: "_queue.Queue[Optional[_Frame]]" = _queue.Queue(maxsize=_READAHEAD_ITEMS)
+        self.room = _threading.Condition()
+        self.held = 0
+        self.error: Optional[BaseException] = None
+
+    def put(self, frame: Optional[_Frame]) -> None:
+        if frame is not None:
+            with self.room:
+                while self.held and self.held + frame.nbytes > _READAHEAD_BYTES and self.error is None:
+                    self.room.wait()
+                self.held += frame.nbytes
+        while self.error is None:
+            try:
+                self.q.put(frame, timeout=0.5)
+                return
+            except _queue.Full:
+                continue
+
+    def run(self) -> None:
+        try:
+            while True:
+                frame = self.q.get()
+                if frame is None:
+                    return
+                views = [memoryview(p).cast("B") for p in frame.parts]
+                while views:
+                    n = _os.writev(self.fd, views[:64])
+                    while n and views:
+                        if n >= views[0].nbytes:
+                            n -= views[0].nbytes
+                            views.pop(0)
+                        else:
+                            views[0] = views[0][n:]
+                            n = 0
+                    while views and views[0].nbytes == 0:
+                        views.pop(0)
+                with self.room:
+                    self.held -= frame.nbytes
+                    self.room.notify_all()
+        except BaseException as e:  # BrokenPipeError when the build stopped: its stderr says why
+            self.error = e
+            with self.room:
+                self.room.notify_all()
+
+
+def _relay(stream: Any, keep: List[bytes], out: Any) -> None:
+    """Copies the build's log to this process's sys.stderr as it comes, keeping it for errors."""
+    while True:
+        chunk = _os.read(stream.fileno(), 65536)
+        if not chunk:
+            return
+        keep.append(chunk)
+        try:
+            out.write(chunk.decode("utf-8", "replace"))
+            out.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"], classes: Sequence[ClassEntry],
+          color: Literal["rgb", "gray", "rgba"] = "rgb", size: Optional[Tuple[int, int]] = None,
+          resize: Optional[Literal["none", "stretch", "shorter", "fit"]] = None,
+          crop: Literal["center", "topleft", "none"] = "center", filter: Literal["area", "bilinear", "lanczos"] = "area",
+          label_layout: Literal["onehot", "index"] = "onehot", unknown_label: Literal["error", "ignore"] = "error",
+          color_tolerance: int = 0, mask_values: Literal["auto", "color", "index"] = "auto",
+          ignore_values: Sequence[int] = (), compression: Literal["zstd", "auto", "zstd-record", "none"] = "zstd",
+          level: int = 1, band_rows: int = 0, shard_size: Union[int, str] = "256MiB",
+          on_error: Literal["fail", "skip"] = "fail", max_errors: int = 0, threads: int = 0,
+          memory_limit: Union[int, str, None] = None, report: Optional[PathLike] = None, force: bool = False,
+          progress: Optional[bool] = None, quiet: bool = False) -> Dict[str, Any]:
+    """Packs `samples` into the dataset folder `path` and returns the build's report (a dict, as
+    report.json). See src/python/README.md, "Writing a dataset", and `shardpack build --help`:
+    each option is the build's option of the same name (size as (width, height)).
+
+    A sample is a mapping {"image": ..., "label": ..., "key": str} or a tuple (image, label) or
+    (key, image, label); the key defaults to the sample's index. An image is a uint8 NumPy array
+    (HxW, HxWx1, HxWx3, HxWx4), a PIL image, or PNG/JPEG bytes. A label is, for task="seg", a
+    mask in the same forms (uint8/uint16 HxW class ids for index masks, HxWx3 colors for color
+    masks), for task="cls" a class id or name. `classes`: class names (cls), or (name, (r, g, b))
+    or (name, id) pairs (seg). A sample that cannot be packed fails the write, or with
+    on_error="skip" is listed in rejected.csv; either way the message names its index and key.
+    Samples are sent while the next ones are made: do not change an array after yielding it.
+
+    Raises shardpack.Error when the build fails (nothing is published; a previous dataset in
+    `path` stays as it was), ArgumentTypeError/ArgumentValueError (TypeError/ValueError) for
+    bad arguments.
+    """
+    if not isinstance(path, (str, _os.PathLike)):
+        raise ArgumentTypeError(f"write: path must be a str or os.PathLike, not {type(path).__name__}")
+    out = _os.fspath(path)
+    if not isinstance(out, str) or not out:
+        raise ArgumentValueError("write: path is empty")
+    task = _word(task, "task", ("seg", "cls"))
+    if not hasattr(samples, "__iter__"):
+        raise ArgumentTypeError(f"write: samples must be iterable, not {type(samples).__name__}")
+    mask_values = _word(mask_values, "mask_values", ("auto", "color", "index"))
+    table, names, index_masks = _class_table(task, classes, mask_values)
+    args = ["build", "--samples", "-", "--task", task, "--out", out, "--json",
+            "--color", _word(color, "color", ("rgb", "gray", "rgba")),
+            "--crop", _word(crop, "crop", ("center", "topleft", "none")),
+            "--filter", _word(filter, "filter", ("area", "bilinear", "lanczos")),
+            "--compression", _word(compression, "compression", ("zstd", "auto", "zstd-record", "none")),
+            "--level", str(_count(level, "level", -7, 22)),
+            "--shard-size", _byte_size(shard_size, "shard_size"),
+            "--on-error", _word(on_error, "on_error", ("fail", "skip")),
+            "--threads", str(_count(threads, "threads", 0, 1 << 20))]
+    if size is not None:
+        if isinstance(size, (str, bytes)) or not isinstance(size, Sequence) or len(size) != 2:
+            raise ArgumentTypeError(f"write: size must be None or (width, height), not {size!r}")
+        w, h = (_count(v, "size", 1, 65536) for v in size)
+        args += ["--size", f"{w}x{h}"]
+    if resize is not None:
+        args += ["--resize", _word(resize, "resize", ("none", "stretch", "shorter", "fit"))]
+    if task == "seg":
+        args += ["--label-layout", _word(label_layout, "label_layout", ("onehot", "index")),
+                 "--unknown-label", _word(unknown_label, "unknown_label", ("error", "ignore")),
+                 "--mask-values", mask_values]
+        if color_tolerance:
+            args += ["--color-tolerance", str(_count(color_tolerance, "color_tolerance", 0, 255))]
+        if isinstance(ignore_values, (str, bytes)) or not isinstance(ignore_values, Sequence):
+            raise ArgumentTypeError(f"write: ignore_values must be a sequence of integers, not {type(ignore_values).__name__}")
+        if ignore_values:
+            args += ["--ignore-values", ",".join(str(_count(v, "ignore_values", 0, 65535)) for v in ignore_values)]
+    if band_rows:
+        args += ["--band-rows", str(_count(band_rows, "band_rows", 0, 65536))]
+    if max_errors:
+        args += ["--max-errors", str(_count(max_errors, "max_errors"))]
+    if memory_limit is not None:
+        args += ["--memory-limit", _byte_size(memory_limit, "memory_limit")]
+    if report is not None:
+        if not isinstance(report, (str, _os.PathLike)):
+            raise ArgumentTypeError(f"write: report must be a path, not {type(report).__name__}")
+        args += ["--report", _os.fspath(report)]
+    if not isinstance(force, bool) or not isinstance(quiet, bool) or not (progress is None or isinstance(progress, bool)):
+        raise ArgumentTypeError("write: force and quiet must be bool, progress None or bool")
+    if force:
+        args.append("--force")
+    if progress if progress is not None else (not quiet and _isatty(_sys.stderr)):
+        args.append("--progress")
+    if quiet:
+        args.insert(0, "--quiet")
+
+    binary = _cli_path()
+    if binary is None:
+        raise Error("shardpack.write runs the shardpack CLI, which this installation lacks (a reader-only wheel: "
+                    "the packer's dependencies were missing when it was built); run `shardpack` for the reason")
+    try:
+        total = len(samples)  # type: ignore[arg-type]
+    except TypeError:
+        total = 0
+
+    tmp = _tempfile.mkdtemp(prefix="shardpack-write-")
+    try:
+        classes_file = _os.path.join(tmp, "classes.csv")
+        with open(classes_file, "w", encoding="utf-8") as f:
+            f.write(table)
+        args += ["--classes", classes_file]
+        return _run(binary, args, samples, total, task, {n: i for i, n in enumerate(names)}, index_masks)
+    finally:
+        _shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
+         index_masks: bool) -> Dict[str, Any]:
+    proc = _subprocess.Popen([binary] + args, stdin=_subprocess.PIPE, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        import fcntl
+        fcntl.fcntl(proc.stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer, larger writes
+    except (ImportError, OSError):
+        pass
+    log: List[bytes] = []
+    report: List[bytes] = []
+    relay = _threading.Thread(target=_relay, args=(proc.stderr, log, _sys.stderr), daemon=True)
+    reader = _threading.Thread(target=lambda: report.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
+    relay.start()
+    reader.start()
+    sender = _Sender(proc.stdin.fileno())
+    sender.start()
+    failure: Optional[BaseException] = None
+    sent = 0
+    try:
+        sender.put(_Frame([_MAGIC + _struct.pack("<Q", total)]))
+        for index, item in enumerate(samples):
+            if sender.error is not None:
+                break
+            sender.put(_frame(index, item, task, class_ids, index_masks))
+            sent += 1
+        else:
+            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0)]))
+    except BaseException as e:  # the iterable failed, or KeyboardInterrupt: the build publishes nothing
+        failure = e
+    sender.put(None)
+    sender.join()
+    proc.stdin.close()  # without the end mark (failure): the build stops and publishes nothing
+    rc = proc.wait()
+    relay.join()
+    reader.join()
+    if failure is not None:
+        raise failure
+    text = b"".join(log).decode("utf-8", "replace")
+    if rc != 0:
+        errors = [line[len("error: "):] for line in text.splitlines() if line.startswith("error: ")]
+        message = "; ".join(errors) if errors else (text.strip().splitlines() or [f"exit status {rc}"])[-1]
+        if rc == 2:
+            raise ArgumentValueError(f"write: {message}")
+        raise Error(message)
+    return _json.loads(b"".join(report).decode("utf-8"))
