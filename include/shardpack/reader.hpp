@@ -33,22 +33,29 @@
 //
 // I/O
 //   Every byte is read through a storage (the folder) and its byte sources (the shards), see
-//   detail/storage.hpp. Locally, open_options::io picks how:
-//     io_mode::mmap   shards are memory-mapped (MADV_RANDOM: no read-around of each record);
-//                     a raw record is a zero-copy view into the page cache;
-//     io_mode::pread  records are read with one pread each into the reader's buffers (at()
-//                     copies); the file stays open;
-//     io_mode::automatic (the default): mmap. Measured with tools/bench_cold_io (cold = every
-//                     file evicted with posix_fadvise DONTNEED, then one epoch of read_batch):
-//                     warm, mmap is as fast or faster (no copy of raw records); cold, on this
-//                     project's virtual disk neither mode won consistently. Use pread where
-//                     page faults are costly (network file systems), or to keep RSS free of
-//                     mapped pages.
-//   read_batch first gathers the byte ranges its records need, per shard, merges neighbours
-//   (gaps under 128 KiB) and announces them (posix_fadvise / madvise WILLNEED), so a cold disk
-//   serves them as large requests in the order it prefers; dataset::prefetch does the same for
-//   a batch to come. open_options::storage takes any other storage (object storage, ...): it
-//   implements shardpack::storage and shardpack::byte_source outside this header.
+//   detail/storage.hpp. open_options::io says how:
+//     io_mode::mmap   shards are memory-mapped; a raw record is a zero-copy view into the page
+//                     cache. Wins when the data is resident.
+//     io_mode::pread  one pread per record into the reader's buffers (at() copies); a batch's
+//                     ranges are announced to the kernel first (posix_fadvise WILLNEED).
+//     io_mode::stream the reader's I/O engine (detail/io_engine.hpp) reads every shard whole,
+//                     in file order, in 4 MiB reads, in the background, into its own memory,
+//                     and serves any order from what has arrived (a read of bytes not there
+//                     yet waits for them); later epochs read from memory.
+//     io_mode::blocks the engine reads the ranges prefetch() and read_batch ask for, sorted by
+//                     position, in large reads, into a cache of cache_bytes (LRU).
+//     io_mode::automatic (the default) chooses at open: mmap when the shards are in the page
+//                     cache (mincore of up to 64 shards), else stream when the dataset fits
+//                     open_options::cache_bytes (default: half the available memory), else
+//                     blocks, and then preferred_order() is "blocks" and a line is logged once.
+//   Why an engine: Linux carries out WILLNEED hints and read-ahead only up to max(read_ahead_kb,
+//   the device's largest request) per call, 128 KiB on most disks and NFS, so a cold shuffled
+//   epoch through hints or page faults seeks for every record. The engine asks for what it needs
+//   itself, ahead, in large sorted reads, whatever read_ahead_kb is. open_options::storage takes
+//   any other storage (object storage, ...): it implements shardpack::storage and
+//   shardpack::byte_source outside this header, and stream/blocks run the engine over it.
+//   A mapped shard truncated under the reader is an error naming it, not a SIGBUS
+//   (detail/mapped_guard.hpp), except in a zero-copy view the caller reads later.
 //
 // MANY SHARDS
 //   A dataset of at most open_options::max_open_shards shards (automatic: 4096, or with pread
@@ -125,6 +132,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -172,9 +180,19 @@ struct schema_info {
 
 struct open_options {
     bool verify_checksums = true;  // XXH3-64 of every record's stored bytes, at every read
-    // How local shards are read: io_mode::mmap, io_mode::pread, or io_mode::automatic (see
-    // "I/O" above). Ignored when `storage` is set (the storage decides).
+    // How shards are read: io_mode::automatic (the default), mmap, pread, stream or blocks (see
+    // "I/O" above). With a `storage` set, mmap and pread mean "as the storage reads".
     io_mode io = io_mode::automatic;
+    // The I/O engine's cache (stream, blocks), in bytes; 0: automatic, half the memory
+    // available at open. io_mode::automatic streams a dataset no larger than this.
+    std::uint64_t cache_bytes = 0;
+    // The engine's I/O threads; 0: automatic (1 for a local folder: one disk head, whose
+    // requests a second thread would interleave; 4 for remote storage, where requests wait
+    // on the network, not on a head).
+    unsigned io_threads = 0;
+    // Where open() says what it chose when that is not what a user would guess (the blocks
+    // order for a dataset larger than cache_bytes). Null: one line on stderr, once a process.
+    std::function<void(const std::string&)> log;
     // Where the dataset is: null for the local folder given to open(); or any implementation
     // of shardpack::storage (detail/storage.hpp), such as an object-storage client. The
     // folder argument of open() then only names the dataset in messages.
@@ -456,6 +474,15 @@ public:
     // How many shards are open now, and at most (open_options::max_open_shards, resolved).
     std::size_t open_shard_count() const { return s_->shards.open_count(); }
     std::size_t max_open_shards() const { return s_->shards.limit(); }
+    // How this dataset's shards are read: open_options::io, or what io_mode::automatic chose.
+    io_mode io() const { return s_->io; }
+    // The epoch order that suits io(): "blocks" when the engine reads blocks (the dataset is
+    // larger than its cache and not in memory: a global shuffle would seek for every record),
+    // else "global". order.hpp's and Python's order "auto" take it.
+    const char* preferred_order() const { return s_->io == io_mode::blocks ? "blocks" : "global"; }
+    // The I/O engine's cache size (0 without the engine) and its counters (all zero without it).
+    std::uint64_t cache_bytes() const { return s_->engine ? s_->engine->config().cache_bytes : 0; }
+    detail::io_engine::counters io_counters() const { return s_->engine ? s_->engine->stats() : detail::io_engine::counters{}; }
 
     // O(1) random access; the sample owns its bytes (or, for a raw record of a mapped shard,
     // keeps the mapping alive and points into it). Thread-safe.
@@ -498,6 +525,7 @@ private:
     // `options` with its storage set: the s3 opener's for an s3:// URL, else the local folder.
     static open_options with_storage(const std::string& folder, const open_options& options);
     static std::size_t resolve_max_open_shards(const open_options& options);
+    static void plan_io(const std::string& folder, const open_options& options, detail::dataset_state& st);
     std::size_t checked_shard(std::size_t k) const {
         if (k >= s_->shard_count())
             throw error(s_->path + ": shard " + std::to_string(k) + " is out of range (" +
@@ -523,6 +551,13 @@ private:
     // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
     // buffers where the layout allows, and augmented reads only the bands their window needs.
     void read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    // The bodies of load and read_slot, for shard k, pinned (and, when mapped, guarded against
+    // a file truncated under the mapping: detail/mapped_guard.hpp).
+    const unsigned char* load_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local, ZSTD_DCtx* dctx,
+                                     std::vector<unsigned char>& buffer, std::vector<unsigned char>& stored,
+                                     detail::record_layout& layout) const;
+    void read_slot_pinned(std::size_t i, std::size_t k, std::size_t local, const detail::shard_file& shard,
+                          const sample_buffers& out, read_context& ctx, std::size_t slot) const;
     // The window `b` of `full`, flipped, as a compact record in ctx's window buffer.
     sample window(const sample& full, const crop_box& b, read_context& ctx) const;
 };

@@ -12,6 +12,7 @@ struct merge_command_options {
     std::string link = "hard";
     bool json = false;
     bool check = false;
+    std::string fetch_dir;  // s3:// parts are fetched here first (default: OUT.fetched-parts)
 };
 
 CLI::App* add_merge_command(CLI::App& app, merge_command_options& options);

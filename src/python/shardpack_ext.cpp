@@ -520,18 +520,44 @@ nb::object resumed_order(index_input order, const std::vector<std::vector<std::u
 class reader {
 public:
     // path: the folder as bytes (os.fsencode), so that any name the file system holds opens.
-    // io: "auto", "mmap" or "pread" (checked in Python); max_open_shards: 0 is automatic.
-    reader(nb::bytes path, bool verify_checksums, const std::string& io, std::size_t max_open_shards)
+    // io: "auto", "mmap", "pread", "stream" or "blocks" (checked in Python); max_open_shards,
+    // cache_bytes, io_threads: 0 is automatic.
+    reader(nb::bytes path, bool verify_checksums, const std::string& io, std::size_t max_open_shards,
+           std::uint64_t cache_bytes, unsigned io_threads)
         : path_(path.c_str(), path.size()) {
         shardpack::open_options o;
         o.verify_checksums = verify_checksums;
-        o.io = io == "mmap" ? shardpack::io_mode::mmap : io == "pread" ? shardpack::io_mode::pread : shardpack::io_mode::automatic;
+        o.io = io == "mmap" ? shardpack::io_mode::mmap : io == "pread" ? shardpack::io_mode::pread
+             : io == "stream" ? shardpack::io_mode::stream : io == "blocks" ? shardpack::io_mode::blocks
+             : shardpack::io_mode::automatic;
         o.max_open_shards = max_open_shards;
+        o.cache_bytes = cache_bytes;
+        o.io_threads = io_threads;
+        o.log = [this](const std::string& message) { io_note_ = message; };  // Python logs it
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
     }
     std::size_t open_shards() const { return ds_.open_shard_count(); }
     std::size_t max_open_shards() const { return ds_.max_open_shards(); }
+    std::string io() const { return shardpack::io_mode_name(ds_.io()); }
+    std::string preferred_order() const { return ds_.preferred_order(); }
+    std::uint64_t cache_bytes() const { return ds_.cache_bytes(); }
+    const std::string& io_note() const { return io_note_; }
+    nb::dict io_counters() const {
+        const auto c = ds_.io_counters();
+        nb::dict d;
+        d["extent_reads"] = c.extent_reads;
+        d["extent_bytes"] = c.extent_bytes;
+        d["direct_reads"] = c.direct_reads;
+        d["direct_bytes"] = c.direct_bytes;
+        d["hits"] = c.hits;
+        d["waits"] = c.waits;
+        d["evicted_bytes"] = c.evicted_bytes;
+        d["dropped_hints"] = c.dropped_hints;
+        d["cached_bytes"] = c.cached_bytes;
+        d["peak_cached_bytes"] = c.peak_cached_bytes;
+        return d;
+    }
 
     std::size_t size() const { return ds_.size(); }
     nb::str path() const { return text(path_); }
@@ -818,6 +844,7 @@ public:
 private:
     shardpack::dataset ds_;
     std::string path_;
+    std::string io_note_;  // what open() said about its choice of I/O (open_options::log)
 
     // read_batch's indices as positions in [0, len), checked here as they are copied (the one
     // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
@@ -998,9 +1025,14 @@ NB_MODULE(_shardpack, m) {
           "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
 
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
-        .def(nb::init<nb::bytes, bool, const std::string&, std::size_t>(), "path"_a, "verify_checksums"_a = true,
-             "io"_a = "auto", "max_open_shards"_a = 0)
+        .def(nb::init<nb::bytes, bool, const std::string&, std::size_t, std::uint64_t, unsigned>(), "path"_a,
+             "verify_checksums"_a = true, "io"_a = "auto", "max_open_shards"_a = 0, "cache_bytes"_a = 0, "io_threads"_a = 0)
         .def_prop_ro("open_shards", &reader::open_shards)
+        .def_prop_ro("io", &reader::io)
+        .def_prop_ro("preferred_order", &reader::preferred_order)
+        .def_prop_ro("cache_bytes", &reader::cache_bytes)
+        .def_prop_ro("io_note", &reader::io_note)
+        .def_prop_ro("io_counters", &reader::io_counters, nb::sig("def io_counters(self) -> dict[str, int]"))
         .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)

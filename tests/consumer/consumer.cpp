@@ -1,6 +1,8 @@
 // Reads a dataset through the installed header: every record by at(), a float batch through
-// read_batch, a rank share, and an epoch in the blocks order (shardpack/order.hpp). Prints "ok N"
-// and exits 0 when everything agrees.
+// read_batch, a rank share, an epoch in the blocks order (shardpack/order.hpp), and a weighted
+// mix of the dataset with itself (shardpack/mix.hpp). Prints "ok N" and exits 0 when everything
+// agrees.
+#include <shardpack/mix.hpp>
 #include <shardpack/order.hpp>
 #include <shardpack/reader.hpp>
 
@@ -46,6 +48,20 @@ int main(int argc, char** argv) {
         for (const auto i : epoch) seen.at(i) = 1;
         for (const char s : seen)
             if (!s) return 1;
+        // The dataset mixed with itself 3:1, an epoch of 8 samples: 6 of the first, 2 of the second.
+        std::vector<shardpack::mix_source> parts(2);
+        for (auto& p : parts) p.records = ds.size();
+        parts[0].weight = 3;
+        shardpack::mix_options mo;
+        mo.epoch_size = 8;
+        const auto offsets = shardpack::mix_offsets(parts);
+        std::size_t from_first = 0;
+        for (const auto g : shardpack::mix_epoch_order(parts, 1, 0, 0, 1, false, mo)) {
+            const auto where = shardpack::mix_locate(offsets, g);
+            if (where.first == 0) ++from_first;
+            if (ds.at(static_cast<std::size_t>(where.second)).key().empty()) return 1;
+        }
+        if (from_first != 6) return 1;
         std::printf("ok %zu records, %zu pixels, %zu classes\n", ds.size(), pixels, ds.classes().size());
         return 0;
     } catch (const shardpack::error& e) {

@@ -1,6 +1,11 @@
-"""shardpack.open(io=...): mmap and pread read the same bytes; raw records are zero-copy views only
-where the shard is mapped; bad values are refused; the choice survives pickling. Runs in a few
-seconds."""
+"""shardpack.open(io=...): mmap, pread, stream and blocks read the same bytes; raw records are
+zero-copy views only where the shard is mapped; io="auto" chooses mmap for data in the page cache,
+stream for cold data that fits cache_bytes and blocks (logged once, and the loaders' order="auto"
+then takes the blocks order) for cold data that does not; bad values are refused; the choice
+survives pickling. Runs in a few seconds."""
+import glob
+import logging
+import os
 import pickle
 
 import numpy as np
@@ -14,9 +19,12 @@ def test_pread_reads_what_mmap_reads(built, name):
     m = shardpack.open(built[name], io="mmap")
     p = shardpack.open(built[name], io="pread")
     a = shardpack.open(built[name])
-    assert (m.io, p.io, a.io) == ("mmap", "pread", "auto")
+    s = shardpack.open(built[name], io="stream")
+    b = shardpack.open(built[name], io="blocks", cache_bytes=64 << 10)
+    assert (m.io, p.io, a.io, s.io, b.io) == ("mmap", "pread", "mmap", "stream", "blocks")  # a: just built, resident
+    assert (m.preferred_order, s.preferred_order, b.preferred_order) == ("global", "global", "blocks")
     order = np.arange(len(m))[::-1].copy()
-    for ds in (p, a):
+    for ds in (p, a, s, b):
         for i in range(len(m)):
             x, y = m[i], ds[i]
             assert np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
@@ -39,12 +47,81 @@ def test_bad_io_is_refused(built):
         shardpack.open(built["raw"], io="direct")
     with pytest.raises(TypeError):
         shardpack.open(built["raw"], io=1)
+    for bad in (0, -5):
+        with pytest.raises(ValueError, match="cache_bytes"):
+            shardpack.open(built["raw"], cache_bytes=bad)
+    with pytest.raises(TypeError):
+        shardpack.open(built["raw"], cache_bytes=1.5)
+    with pytest.raises(ValueError, match="io_threads"):
+        shardpack.open(built["raw"], io="stream", io_threads=0)
+
+
+def _evict(folder):
+    """Drops the folder's shards from the page cache (fsynced first: dirty pages stay). False
+    where the file system keeps them (tmpfs)."""
+    for path in glob.glob(os.path.join(folder, "shard-*.spk")):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    probe = shardpack.open(folder, io="auto", cache_bytes=1 << 40)
+    cold = probe.io == "stream"
+    del probe
+    return cold
+
+
+def test_auto_streams_cold_data_that_fits_and_reads_blocks_of_the_rest(built, tmp_path, caplog):
+    import shardpack.torch as spt
+
+    folder = built.copy("onehot", tmp_path / "cold")
+    if not _evict(folder):
+        pytest.skip("the file system keeps evicted pages (tmpfs?): no cold data to test with here")
+    warm = shardpack.open(built["onehot"], io="pread")
+    size = warm.data_bytes
+    assert _evict(folder)
+    ds = shardpack.open(folder, cache_bytes=2 * size)
+    assert (ds.io, ds.preferred_order, ds.cache_bytes) == ("stream", "global", 2 * size)
+    for i in range(len(ds)):
+        assert np.array_equal(ds[i][0], warm[i][0]) and np.array_equal(ds[i][1], warm[i][1])
+    counters = ds.io_counters()
+    assert counters["extent_bytes"] == size and counters["peak_cached_bytes"] <= 2 * size
+    loader = spt.Loader(ds, 4, seed=1)
+    assert loader.sampler.order == "global"
+    del ds, loader
+    assert _evict(folder)
+    with caplog.at_level(logging.WARNING, logger="shardpack"):
+        big = shardpack.open(folder, cache_bytes=size // 2)
+        again = shardpack.open(folder, cache_bytes=size // 2)
+    assert (big.io, big.preferred_order, again.io) == ("blocks", "blocks", "blocks")
+    said = [r.getMessage() for r in caplog.records if r.name == "shardpack"]
+    assert len(said) == 1 and "blocks order" in said[0] and "cache_bytes" in said[0]  # once a process
+    # The loaders' order="auto" takes the blocks order, and the batches are right.
+    loader = spt.Loader(big, 4, seed=1, dtype="uint8", label="index", label_dtype="uint8")
+    assert loader.sampler.order == "blocks"
+    forced = spt.Loader(big, 4, seed=1, order="global", dtype="uint8", label="index", label_dtype="uint8")
+    assert forced.sampler.order == "global"
+    seen = []
+    for images, labels in loader:
+        seen.append((images.numpy().copy(), labels.numpy().copy()))
+    order = shardpack.epoch_order(big, 1, 0, order="blocks")
+    expect = warm.read_batch(order, dtype="uint8", label="index", label_dtype="uint8")
+    assert np.array_equal(np.concatenate([b[0] for b in seen]), expect[0])
+    assert np.array_equal(np.concatenate([b[1] for b in seen]), expect[1])
+    assert big.io_counters()["peak_cached_bytes"] <= size // 2
+    # Every choice can be forced on the Loader too.
+    reopened = spt.Loader(big, 4, io="stream", cache_bytes=4 * size)
+    assert (reopened.dataset.io, reopened.dataset.cache_bytes, reopened.sampler.order) == ("stream", 4 * size, "global")
 
 
 def test_io_survives_pickling(built):
     p = shardpack.open(built["onehot"], io="pread")
     q = pickle.loads(pickle.dumps(p))
     assert q.io == "pread"
+    s = shardpack.open(built["onehot"], io="blocks", cache_bytes=1 << 20)
+    t = pickle.loads(pickle.dumps(s))
+    assert (t.io, t.cache_bytes) == ("blocks", 1 << 20)
     assert np.array_equal(q[3][0], p[3][0])
 
 

@@ -267,6 +267,12 @@ def test_different_image_sizes_read_with_a_crop(sets):
     out = (np.zeros((2, 3, 16, 16), np.float32), np.zeros((2, len(m.classes)), np.float32))
     got = m.read_batch([n, 1], crop=(16, 16), out=out)
     assert got[0] is out[0] and np.array_equal(out[0], m.read_batch([n, 1], crop=(16, 16))[0])
+    # The adapters crop to a common size the same way; without a crop they refuse at once.
+    spt = pytest.importorskip("shardpack.torch", reason="PyTorch is not importable")
+    images, _ = next(iter(spt.Loader(m, batch_size=4, crop=(16, 16), dtype="uint8")))
+    assert tuple(images.shape) == (4, 3, 16, 16)
+    with pytest.raises(shardpack.ArgumentValueError, match="not all of one size"):
+        spt.Loader(m, batch_size=4)
 
 
 def test_the_torch_dataset_and_dataloader_read_a_mix(sets):
@@ -276,11 +282,12 @@ def test_the_torch_dataset_and_dataloader_read_a_mix(sets):
     ds = spt.Dataset(m, dtype="uint8", label="index")
     sampler = spt.Sampler(m, seed=2)
     assert len(sampler) == 30
-    batches = list(DataLoader(ds, batch_size=8, sampler=sampler, collate_fn=spt.collate, num_workers=0))
     order = m.full_order(2, 0)
     expected = m.read_batch(order, dtype="uint8", label="index")
-    assert np.array_equal(np.concatenate([b[0].numpy() for b in batches]), expected[0])
-    assert np.array_equal(np.concatenate([b[1].numpy() for b in batches]), expected[1])
+    for workers in (0, 2):  # the same batches in worker processes (the mix pickles by its datasets' paths)
+        batches = list(DataLoader(ds, batch_size=8, sampler=sampler, collate_fn=spt.collate, num_workers=workers))
+        assert np.array_equal(np.concatenate([b[0].numpy() for b in batches]), expected[0])
+        assert np.array_equal(np.concatenate([b[1].numpy() for b in batches]), expected[1])
 
 
 def test_keras_tf_and_grain_read_a_mix(sets):

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -86,9 +88,9 @@ inline open_options dataset::with_storage(const std::string& folder, const open_
                                  "call shardpack::remote::enable_s3_urls(), or pass open_options::storage");
         resolved.storage = detail::s3_storage_opener()(folder);
     }
-    if (!resolved.storage)
+    if (!resolved.storage)  // automatic starts mapped; plan_io reopens the folder with pread when cold
         resolved.storage = std::make_shared<detail::local_storage>(
-            folder, options.io == io_mode::pread ? io_mode::pread : io_mode::mmap);
+            folder, options.io == io_mode::automatic || options.io == io_mode::mmap ? io_mode::mmap : io_mode::pread);
     return resolved;
 }
 
@@ -139,7 +141,7 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
     st->path = folder;
     st->store = options.storage;
     st->verify = options.verify_checksums;
-    const storage& store = *st->store;
+    const storage& given = *st->store;  // plan_io below may reopen a local folder with another mode
     st->manifest_version = manifest_version;
     st->manifest = std::move(manifest);
     const json& m = st->manifest;
@@ -169,7 +171,7 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
                             std::to_string(shard_table_max_bytes) + ")");
             std::string bytes_read;
             try {
-                bytes_read = store.read_small_file(file, shard_table_max_bytes);
+                bytes_read = given.read_small_file(file, shard_table_max_bytes);
             } catch (const error& e) {
                 throw error(std::string(e.what()) + " (the manifest's shard table)");
             }
@@ -246,12 +248,16 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
                 if (member.first != "shards") kept.set(member.first, member.second);
             st->manifest = std::move(kept);
         }
+        plan_io(folder, options, *st);
         // Shard 0 gives the schema; with no more shards than may be open at once, every shard
         // is opened and checked now (a damaged dataset is refused at open); else, or when the
         // storage's opens cost requests (object storage) and max_open_shards is automatic,
         // each is opened and checked when first read.
         const std::size_t count = st->shard_count();
-        const std::size_t limit = resolve_max_open_shards(options);
+        open_options planned = options;
+        planned.storage = st->store;
+        const std::size_t limit = resolve_max_open_shards(planned);
+        const storage& store = *st->store;  // plan_io may have reopened the folder with pread
         st->shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
         auto first = st->open_shard(0);
         st->schema_bytes = first->schema_bytes();
@@ -279,6 +285,67 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
     dataset ds;
     ds.s_ = std::move(st);
     return ds;
+}
+
+namespace detail {
+// The automatic cache budget: half the memory available at open (the other half is for the
+// page cache, the model and the batches), at least 64 MiB; 1 GiB where it cannot be read.
+inline std::uint64_t automatic_cache_bytes() {
+    const std::uint64_t available = available_memory();
+    if (available == 0) return std::uint64_t(1) << 30;
+    return std::max<std::uint64_t>(available / 2, std::uint64_t(64) << 20);
+}
+inline std::string megabytes(std::uint64_t bytes) { return std::to_string((bytes + 500000) / 1000000) + " MB"; }
+}  // namespace detail
+
+// io_mode::automatic's choice (reader.hpp, I/O), and the engine for stream and blocks. Asked at
+// open, of what open can see: whether the shards are in the page cache (a sample of up to 64
+// shards, mincore), and the dataset's size against cache_bytes.
+inline void dataset::plan_io(const std::string& folder, const open_options& options, detail::dataset_state& st) {
+    using namespace detail;
+    const auto* local = dynamic_cast<const local_storage*>(st.store.get());
+    std::uint64_t total = 0;
+    for (const std::uint64_t b : st.shard_bytes) total += b;
+    const std::uint64_t budget = options.cache_bytes ? options.cache_bytes : automatic_cache_bytes();
+    io_mode mode = options.io;
+    if (mode == io_mode::automatic) {
+        if (local) {
+            constexpr std::size_t sample = 64;
+            const std::size_t count = st.shard_count();
+            std::vector<std::string> names;
+            for (std::size_t j = 0; j < std::min(sample, count); ++j) names.push_back(st.name(j * count / std::min(sample, count)));
+            // Resident: the page cache serves mapped reads at memory speed, with no copy.
+            constexpr double resident = 0.9;
+            mode = local->resident_share(names) >= resident ? io_mode::mmap : total <= budget ? io_mode::stream : io_mode::blocks;
+        } else {
+            mode = total <= budget ? io_mode::stream : io_mode::blocks;
+        }
+        if (mode == io_mode::blocks) {
+            const std::string message =
+                folder + ": " + megabytes(total) + " is more than the reader's cache (" + megabytes(budget) +
+                ", half the memory available) and not in the page cache: reading it in blocks of 4 MiB, a block per seek, "
+                "in the blocks order (a global shuffle would seek for every record). To choose: order=\"global\", "
+                "io=\"stream\"|\"blocks\"|\"mmap\"|\"pread\", cache_bytes=N (Python); open_options::io, cache_bytes (C++)";
+            if (options.log) {
+                options.log(message);
+            } else {
+                static std::atomic<bool> said{false};
+                if (!said.exchange(true)) std::fprintf(stderr, "shardpack: %s\n", message.c_str());
+            }
+        }
+    }
+    st.io = mode;
+    if (local && (mode == io_mode::mmap || mode == io_mode::pread) && local->mode() != mode)
+        st.store = std::make_shared<local_storage>(local->folder(), mode);
+    if (mode != io_mode::stream && mode != io_mode::blocks) {
+        if (!local) st.io = io_mode::pread;  // remote storage read as the storage reads
+        return;
+    }
+    if (local && local->mode() != io_mode::pread) st.store = std::make_shared<local_storage>(local->folder(), io_mode::pread);
+    io_engine::settings s;
+    s.cache_bytes = budget;
+    s.threads = options.io_threads ? options.io_threads : local ? 1u : 4u;
+    st.engine = std::make_shared<io_engine>(s);
 }
 
 inline shard_ref dataset::shard(std::size_t k) const {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "format.hpp"
+#include "io_engine.hpp"
 #include "json.hpp"
 #include "regular_file.hpp"
 #include "shard_cache.hpp"
@@ -50,6 +51,10 @@ struct dataset_state {
     std::vector<class_info> classes;
     json manifest;  // manifest.json without its "shards" list (the table above holds it)
     bool verify = true;
+    io_mode io = io_mode::mmap;         // as chosen at open (never automatic)
+    // The reader's I/O engine (io stream or blocks), shared by the shards' sources (each keeps
+    // it alive: the last one closed stops its threads).
+    std::shared_ptr<io_engine> engine;
 
     std::size_t shard_count() const { return shard_bytes.size(); }
     std::string name(std::size_t k) const {
@@ -66,7 +71,10 @@ struct dataset_state {
     // the shard (not the folder: the caller adds it).
     std::shared_ptr<const shard_file> open_shard(std::size_t k) const {
         const std::string n = name(k);
-        auto shard = std::make_shared<shard_file>(store->open(n), n);
+        std::shared_ptr<byte_source> source = store->open(n);
+        std::shared_ptr<engine_source> through_engine;
+        if (engine) source = through_engine = std::make_shared<engine_source>(engine, std::move(source));
+        auto shard = std::make_shared<shard_file>(std::move(source), n);
         if (shard->size() != shard_bytes[k])
             throw error(n + ": is " + std::to_string(shard->size()) + " bytes, the manifest says " +
                         std::to_string(shard_bytes[k]));
@@ -83,6 +91,7 @@ struct dataset_state {
         // Training reads records in a random order: no read-ahead around each one (the reader
         // asks for what a batch needs itself, see read_batch).
         shard->source()->advise(access_pattern::random);
+        if (through_engine && io == io_mode::stream) through_engine->stream();
         return shard;
     }
 

@@ -20,6 +20,7 @@
 #include "dataset_state.hpp"
 #include "error.hpp"
 #include "format.hpp"
+#include "mapped_guard.hpp"
 #include "shard_file.hpp"
 #include "storage.hpp"
 #include "xxhash.hpp"
@@ -30,13 +31,24 @@ namespace shardpack {
 inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
                                           std::vector<unsigned char>& stored_copy, detail::record_layout& layout,
                                           detail::shard_pin& pinned) const {
-    using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     pinned = s_->pin(k);
-    const shard_file& shard = *pinned;
+    const detail::shard_file& shard = *pinned;
+    return detail::guarded(
+        shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+        [&] { return load_pinned(shard, k, local, dctx, buffer, stored_copy, layout); });
+}
+
+inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local,
+                                                 ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
+                                                 std::vector<unsigned char>& stored_copy,
+                                                 detail::record_layout& layout) const {
+    using namespace detail;
     const index_entry e = shard.entry(local);
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
     if (!shard.bytes()) {
         // Not mapped: one read of the stored bytes, straight into the record buffer for a raw
         // record, else into the stored-bytes buffer.
@@ -103,7 +115,10 @@ inline sample dataset::at(std::size_t i) const {
     s.index_ = i;
     detail::shard_pin pinned = s_->pin(k);
     const detail::shard_file& shard = *pinned;
-    if (shard.bytes() && shard.entry(local).codec == detail::codec_raw) {
+    const bool view = detail::guarded(
+        shard.bytes(), shard.size(), [&] { return s_->where(k, local); },
+        [&] { return shard.bytes() && shard.entry(local).codec == detail::codec_raw; });
+    if (view) {
         // A raw record of a mapped shard: a view into the mapping, which the sample keeps.
         std::vector<unsigned char> unused;
         s.rec_ = load(i, dctx.get(), unused, stored_copy, s.layout_, pinned);
@@ -120,7 +135,9 @@ inline bool dataset::zero_copy(std::size_t i) const {
     std::size_t k = 0, local = 0;
     locate(i, k, local);
     const detail::shard_pin pinned = s_->pin(k);
-    return pinned->bytes() && pinned->entry(local).codec == detail::codec_raw;
+    return detail::guarded(
+        pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
+        [&] { return pinned->bytes() && pinned->entry(local).codec == detail::codec_raw; });
 }
 
 inline sample dataset::read(std::size_t i, read_context& ctx) const {
@@ -144,11 +161,17 @@ inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_co
     read_slot(i, out, ctx, 0);
 }
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
-    using namespace detail;
     std::size_t k = 0, local = 0;
     locate(i, k, local);
-    const shard_pin pinned = s_->pin(k);
-    const shard_file& shard = *pinned;
+    const detail::shard_pin pinned = s_->pin(k);
+    detail::guarded(
+        pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
+        [&] { read_slot_pinned(i, k, local, *pinned, out, ctx, slot); });
+}
+
+inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t local, const detail::shard_file& shard,
+                                      const sample_buffers& out, read_context& ctx, std::size_t slot) const {
+    using namespace detail;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
     if (!is_band_codec(e.codec)) {
@@ -159,6 +182,8 @@ inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_co
         return fill(window(full, b, ctx), out, slot);
     }
     const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
     if (!shard.bytes()) {
         ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
         try {
@@ -315,10 +340,14 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count, rea
         const detail::shard_pin shard = s_->pin(wants[a].shard);
         std::size_t b = a;
         ranges.clear();
-        for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
-            const detail::index_entry e = shard->entry(wants[b].local);
-            ranges.push_back({e.offset, e.stored_size});
-        }
+        detail::guarded(
+            shard->bytes(), shard->size(), [&] { return s_->path + ": " + s_->name(wants[a].shard); },
+            [&] {
+                for (; b < wants.size() && wants[b].shard == wants[a].shard; ++b) {
+                    const detail::index_entry e = shard->entry(wants[b].local);
+                    ranges.push_back({e.offset, e.stored_size});
+                }
+            });
         detail::merge_ranges(ranges, merge_gap);
         shard->source()->prefetch(ranges.data(), ranges.size());
         a = b;

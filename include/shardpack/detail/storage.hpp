@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -95,13 +96,29 @@ public:
     }
 };
 
-// How local shards are read (open_options::io):
-//   mmap:  each shard is memory-mapped; raw records are zero-copy views into the page cache;
-//   pread: each shard is an open file; records are read with one pread each into the reader's
-//          buffers, and a batch's ranges are announced to the kernel (posix_fadvise WILLNEED)
-//          first, so a cold disk serves large merged requests instead of 4 KiB page faults;
-//   auto:  the default; see dataset::open in reader.hpp for what it picks and why.
-enum class io_mode { automatic, mmap, pread };
+// How shards are read (open_options::io; reader.hpp's I/O says when each wins):
+//   mmap:   each local shard is memory-mapped; raw records are zero-copy views into the page cache;
+//   pread:  each local shard is an open file; each record is one pread, and a batch's ranges are
+//           announced to the kernel (posix_fadvise WILLNEED) first;
+//   stream: the reader's I/O engine (io_engine.hpp) reads every shard whole, in file order, in
+//           the background, into its cache, and serves any order from what has arrived;
+//   blocks: the engine reads the extents dataset::prefetch and read_batch ask for, in the
+//           storage's order, into a cache bounded by open_options::cache_bytes;
+//   automatic: the default: mmap where the data is in the page cache already, else stream
+//           when the dataset fits cache_bytes, else blocks.
+enum class io_mode { automatic, mmap, pread, stream, blocks };
+
+// The name of an io_mode ("auto", "mmap", "pread", "stream", "blocks"), as Python spells it.
+inline const char* io_mode_name(io_mode m) {
+    switch (m) {
+        case io_mode::mmap: return "mmap";
+        case io_mode::pread: return "pread";
+        case io_mode::stream: return "stream";
+        case io_mode::blocks: return "blocks";
+        case io_mode::automatic: break;
+    }
+    return "auto";
+}
 
 namespace detail {
 
@@ -271,7 +288,8 @@ private:
 
 // Opens a local file as `mode` says (automatic means mmap here; the dataset decides).
 inline std::shared_ptr<byte_source> open_local_source(const std::string& path, io_mode mode) {
-    if (mode == io_mode::pread) return std::make_shared<pread_source>(path);
+    if (mode == io_mode::pread || mode == io_mode::stream || mode == io_mode::blocks)
+        return std::make_shared<pread_source>(path);
     return std::make_shared<mmap_source>(path);
 }
 
@@ -281,6 +299,56 @@ inline std::string local_file_version(const std::string& path) {
     if (::stat(path.c_str(), &st) != 0) return {};
     return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
            std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+}
+
+// The share of a local file's pages in the page cache now (0 when it cannot tell): one
+// mapping and one mincore() of the whole file, then unmapped. ~10 us plus 1 us per 4 MiB.
+inline double resident_share(const std::string& path, std::uint64_t& bytes) {
+    struct stat st {};
+    std::string why;
+    bytes = 0;
+    const int fd = open_regular_file(path, st, why);
+    if (fd < 0) return 0;
+    bytes = static_cast<std::uint64_t>(st.st_size);
+    double share = 0;
+    if (st.st_size > 0) {
+        const std::size_t size = static_cast<std::size_t>(st.st_size);
+        void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p != MAP_FAILED) {
+            const std::uint64_t page = mmap_source::page_size();
+            std::vector<unsigned char> pages(static_cast<std::size_t>((size + page - 1) / page));
+            if (::mincore(p, size, pages.data()) == 0) {
+                const auto in = std::count_if(pages.begin(), pages.end(), [](unsigned char v) { return (v & 1) != 0; });
+                share = double(in) / double(pages.size());
+            }
+            ::munmap(p, size);
+        }
+    }
+    ::close(fd);
+    return share;
+}
+
+// Memory the system could give this process now without swapping: MemAvailable (Linux), else
+// the free pages; 0 when neither can be read.
+inline std::uint64_t available_memory() {
+    struct stat st {};
+    std::string why;
+    const int fd = open_regular_file("/proc/meminfo", st, why);  // st_size is 0: read what comes
+    if (fd >= 0) {
+        char text[4096];
+        const long long got = read_fully(fd, text, sizeof text - 1);
+        ::close(fd);
+        if (got > 0) {
+            text[got] = 0;
+            const char* at = std::strstr(text, "MemAvailable:");
+            if (at) return std::strtoull(at + 13, nullptr, 10) * 1024;
+        }
+    }
+#ifdef _SC_AVPHYS_PAGES
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+    if (pages > 0) return std::uint64_t(pages) * mmap_source::page_size();
+#endif
+    return 0;
 }
 
 // A dataset folder on a local (or network-mounted) file system.
@@ -293,9 +361,21 @@ public:
     std::shared_ptr<byte_source> open(const std::string& name) const override {
         return open_local_source(folder_ + "/" + name, mode_);
     }
+    // The share of these files' bytes in the page cache (io_mode::automatic's first question).
+    double resident_share(const std::vector<std::string>& names) const {
+        std::uint64_t in = 0, all = 0;
+        for (const auto& n : names) {
+            std::uint64_t bytes = 0;
+            const double share = detail::resident_share(folder_ + "/" + n, bytes);
+            in += static_cast<std::uint64_t>(share * double(bytes));
+            all += bytes;
+        }
+        return all ? double(in) / double(all) : 1.0;
+    }
     std::string version_of(const std::string& name) const override { return local_file_version(folder_ + "/" + name); }
     std::string describe() const override { return folder_; }
     io_mode mode() const { return mode_; }
+    const std::string& folder() const { return folder_; }
 
 private:
     std::string folder_;

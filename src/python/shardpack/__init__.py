@@ -26,6 +26,7 @@ shardpack.grain (a Grain data source).
 from __future__ import annotations
 
 import atexit as _atexit
+import logging as _logging
 import operator as _operator
 import os as _os
 import warnings as _warnings
@@ -56,8 +57,9 @@ _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label
 _INDEX_LABEL_DTYPES = ("uint8", "uint16", "int64")       # LabelDType with label="index"
 _NORMALIZE_WORDS = ("auto", "imagenet")                  # Normalize
 _CROP_POSITIONS = ("center", "random")                   # CropPosition
-_IOS = ("auto", "mmap", "pread")                         # IO
+_IOS = ("auto", "mmap", "pread", "stream", "blocks")     # IO
 _ORDERS = ("global", "blocks")                           # Order
+_LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
 
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
@@ -70,8 +72,9 @@ Normalize = Union[None, Literal["auto", "imagenet"],
                   Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
 CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
-IO = Literal["auto", "mmap", "pread"]
+IO = Literal["auto", "mmap", "pread", "stream", "blocks"]
 Order = Literal["global", "blocks"]
+LoaderOrder = Literal["auto", "global", "blocks"]
 Spec = Tuple[Tuple[Tuple[int, ...], "_np.dtype[Any]"], Tuple[Tuple[int, ...], "_np.dtype[Any]"]]
 
 for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
@@ -80,16 +83,25 @@ for _cls in (Error, ArgumentValueError, ArgumentTypeError, IndexOutOfRange):
 from ._writer import write  # noqa: E402  (shardpack.write: a dataset from any iterable; README "Writing a dataset")
 
 
-def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0) -> "Dataset":
-    """Opens the dataset folder `path` (the one holding manifest.json); see Dataset.
+def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_open_shards: int = 0,
+         cache_bytes: Optional[int] = None, io_threads: Optional[int] = None) -> "Dataset":
+    """Opens the dataset folder (or s3:// URL) `path` (the one holding manifest.json); see Dataset.
 
-    io: how shards are read: "mmap" (memory-mapped; raw records are zero-copy views), "pread"
-    (one read per record into the reader's buffers, with read-ahead of each batch's byte ranges;
-    ds[i] copies), or "auto" (the default: mmap; see "Many shards, cold storage" in
-    include/shardpack/README.md).
-    max_open_shards: at most this many shards open at once (0: automatic, 4096, or with pread half
+    io: how shards are read. "auto" (the default) chooses at open from what it sees: "mmap"
+    when the shards are in the page cache already; else "stream" when the dataset fits
+    cache_bytes; else "blocks" (and the loaders then use the blocks order; a log line says so).
+    "mmap": memory-mapped, raw records are zero-copy views. "pread": one read per record.
+    "stream": the reader reads every shard whole, in file order, in the background, into its own
+    cache, and serves any order from what has arrived (later epochs read from memory).
+    "blocks": the reader reads the byte ranges that batches and read-ahead ask for (whole
+    blocks of ~4 MiB with the blocks order) in disk order, into a cache of cache_bytes.
+    ds.io says what was chosen; include/shardpack/README.md, "Cold storage", says why.
+    cache_bytes: the reader's cache for "stream" and "blocks" (None: half the available memory).
+    io_threads: its I/O threads (None: 1 for a local folder, 4 for object storage).
+    max_open_shards: at most this many shards open at once (0: automatic, 4096, or without mmap half
     the open-file limit if lower); a dataset of more shards opens each when first read."""
-    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards)
+    return Dataset(path, verify_checksums=verify_checksums, io=io, max_open_shards=max_open_shards,
+                   cache_bytes=cache_bytes, io_threads=io_threads)
 
 
 # -- argument checks: the one place (the extension trusts what these return)
@@ -103,6 +115,20 @@ def _integer(value: Any, what: str) -> int:
     except TypeError:
         raise ArgumentTypeError(f"{what} must be an integer, not {type(value).__name__}") from None
 
+
+
+def _optional_count(value: Any, what: str, limit: int) -> int:
+    """None (automatic, 0 for the extension) or a positive integer below limit."""
+    if value is None:
+        return 0
+    count = _integer(value, what)
+    if not 0 < count < limit:
+        raise ArgumentValueError(f"{what} must be None (automatic) or a positive integer below {limit}, not {count}")
+    return count
+
+
+# What the reader said at open about its choice of I/O, logged once a process.
+_io_notes_said: set = set()
 
 def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
@@ -295,14 +321,28 @@ WINDOW_BLOCKS = 16
 BLOCK_BYTES = 4 << 20
 
 
+def _resolve_order(order: Any, source: Any, what: str = "order") -> Order:
+    """"global" or "blocks" for an order argument: "auto" is what the dataset's reader prefers
+    (Dataset.preferred_order: "blocks" when it reads blocks because the dataset is larger than its
+    cache and not in memory), "global" without a Dataset."""
+    order = _choice(order, what, _LOADER_ORDERS)
+    if order == "auto":
+        return source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
+    return order  # type: ignore[return-value]
+
+
 def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
-                world: int = 1, drop_last: bool = False, order: Order = "global",
+                world: int = 1, drop_last: bool = False, order: LoaderOrder = "global",
                 block: Optional[int] = None, window: Optional[int] = None,
                 shard_starts: Optional[Indices] = None) -> _npt.NDArray[_np.int64]:
     """The indices rank `rank` of `world` reads in epoch `epoch`: an int64 array.
 
     n: the number of records, or a shardpack.Dataset (then shard_starts and the default block
-    come from it). shuffle=False: 0..n-1 in order (order does not matter then).
+    come from it), or a shardpack.Mix (its mixed order: see shardpack.mix). shuffle=False: 0..n-1
+    in order (order does not matter then).
+
+    order="auto": "blocks" when n is a Dataset whose reader reads blocks (Dataset.preferred_order),
+    else "global"; the loaders' default.
 
     order="global" (the default): a uniformly random permutation of range(n) for (seed, epoch);
     rank r reads its positions r, r + world, ... The best shuffle; on a cold disk every record is
@@ -335,7 +375,7 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
         raise ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
     if world < 1 or not 0 <= rank < world:
         raise ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
-    order = _choice(order, "epoch_order: order", _ORDERS)  # type: ignore[assignment]
+    order = _resolve_order(order, n, "epoch_order: order")
     return _epoch_order(count, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
 
 
@@ -397,7 +437,8 @@ class Dataset:
     """
 
     def __init__(self, path: PathLike, *, verify_checksums: bool = True, io: IO = "auto",
-                 max_open_shards: int = 0) -> None:
+                 max_open_shards: int = 0, cache_bytes: Optional[int] = None,
+                 io_threads: Optional[int] = None) -> None:
         path = _os.fspath(path)
         self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
@@ -405,6 +446,8 @@ class Dataset:
         self._max_open = _integer(max_open_shards, "max_open_shards")
         if self._max_open < 0:
             raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
+        self._cache_bytes = _optional_count(cache_bytes, "cache_bytes", 2**63)
+        self._io_threads = _optional_count(io_threads, "io_threads", 256)
         self._content_hash: Optional[str] = None
         self._reader_: Optional[_Reader] = None
         self._resolved: Dict[Any, Tuple[_BatchOptions, List[float], List[float]]] = {}
@@ -415,7 +458,11 @@ class Dataset:
     def _reader(self) -> _Reader:
         r = self._reader_
         if r is None:
-            r = _Reader(_os.fsencode(self._path), self._verify, self._io, self._max_open)
+            r = _Reader(_os.fsencode(self._path), self._verify, self._io, self._max_open, self._cache_bytes,
+                        self._io_threads)
+            if r.io_note and r.io_note not in _io_notes_said:  # once a process (DataLoader workers reopen)
+                _io_notes_said.add(r.io_note)
+                _logging.getLogger("shardpack").warning("%s", r.io_note)
             if self._content_hash is not None and r.content_hash != self._content_hash:
                 raise Error(f"{self._path}: the dataset changed since it was opened in the parent process "
                             f"(content hash {r.content_hash}, was {self._content_hash})")
@@ -426,13 +473,16 @@ class Dataset:
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"path": self._path, "verify_checksums": self._verify, "io": self._io,
-                "max_open_shards": self._max_open, "content_hash": self._content_hash}
+                "max_open_shards": self._max_open, "cache_bytes": self._cache_bytes,
+                "io_threads": self._io_threads, "content_hash": self._content_hash}
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self._path = state["path"]
         self._verify = state["verify_checksums"]
         self._io = state.get("io", "auto")
         self._max_open = state.get("max_open_shards", 0)
+        self._cache_bytes = state.get("cache_bytes", 0)
+        self._io_threads = state.get("io_threads", 0)
         self._content_hash = state["content_hash"]
         self._reader_ = None  # reopened lazily
         self._resolved = {}
@@ -452,8 +502,29 @@ class Dataset:
 
     @property
     def io(self) -> str:
-        """How shards are read: "auto", "mmap" or "pread" (as given to open)."""
-        return self._io
+        """How shards are read: "mmap", "pread", "stream" or "blocks"; with io="auto" (the
+        default), what the reader chose at open (see shardpack.open). A copy unpickled in
+        another process (a DataLoader worker) chooses again for itself."""
+        return self._reader.io
+
+    @property
+    def preferred_order(self) -> Order:
+        """The epoch order that suits how the shards are read: "blocks" when io is "blocks" (the
+        dataset is larger than the reader's cache and not in memory), else "global". The
+        loaders' order="auto" (their default) takes it."""
+        return self._reader.preferred_order  # type: ignore[return-value]
+
+    @property
+    def cache_bytes(self) -> int:
+        """The reader's cache for io "stream" and "blocks", in bytes (0 for mmap and pread)."""
+        return int(self._reader.cache_bytes)
+
+    def io_counters(self) -> Dict[str, int]:
+        """The reader's I/O engine's counters (all 0 for mmap and pread): extent_reads and
+        extent_bytes (read by its I/O threads), direct_reads/direct_bytes (reads no extent held),
+        hits, waits (reads that waited for an extent), evicted_bytes, dropped_hints,
+        cached_bytes and peak_cached_bytes."""
+        return dict(self._reader.io_counters)
 
     @property
     def open_shards(self) -> int:

@@ -10,6 +10,7 @@ from typing import Any, Dict, Optional, Tuple, Union, cast
 import numpy as np
 
 import shardpack as _sp
+from shardpack._readahead import ReadAhead, records_ahead
 
 Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
 Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
@@ -108,12 +109,12 @@ class Options:
 
 class Order:
     """The record order of one rank, epoch by epoch: shardpack.epoch_order over the dataset
-    (order="global" or the locality-aware "blocks" with its block and window; the dataset gives
+    (order="auto": what the reader prefers; "global"; or the locality-aware "blocks" with its block and window; the dataset gives
     the blocks its shards and record size), the last two epochs kept (a pipeline that reads ahead
     is in at most two at once)."""
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, batch_size: int, shuffle: bool, seed: int, drop_last: bool,
-                 rank: int, world: int, order: str = "global", block: Optional[int] = None,
+                 rank: int, world: int, order: str = "auto", block: Optional[int] = None,
                  window: Optional[int] = None) -> None:
         self.dataset = dataset
         n = self.n = _sp._mix.epoch_size_of(dataset)  # a Mix's epoch_size
@@ -124,23 +125,25 @@ class Order:
         self.rank, self.world = integer(rank, "rank", 0), integer(world, "world", 1)
         if self.rank >= self.world:
             raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
-        self.order = cast(_sp.Order, _sp._choice(order, "order", _sp._ORDERS))
+        self.order = _sp._resolve_order(order, dataset)
         self.block = None if block is None else integer(block, "block", 1)
         self.window = None if window is None else integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)
         self.per_rank = per_rank
         self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)
         self._cache: Dict[int, np.ndarray] = {}
+        self._ahead: Dict[int, ReadAhead] = {}  # the blocks order's read-ahead, per epoch
         self._lock = threading.Lock()
 
     def __getstate__(self) -> Dict[str, Any]:  # pickles (Grain's worker processes) without the lock and cache
         state = self.__dict__.copy()
-        del state["_lock"], state["_cache"]
+        del state["_lock"], state["_cache"], state["_ahead"]
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._cache = {}
+        self._ahead = {}
         self._lock = threading.Lock()
 
     def epoch(self, epoch: int) -> np.ndarray:
@@ -150,10 +153,22 @@ class Order:
                 order = _sp.epoch_order(self.dataset, self.seed, epoch, self.shuffle, self.rank, self.world,
                                         self.drop_last, order=self.order, block=self.block, window=self.window)
                 if len(self._cache) >= 2:
-                    self._cache.pop(min(self._cache))
+                    oldest = min(self._cache)
+                    self._cache.pop(oldest)
+                    self._ahead.pop(oldest, None)
                 self._cache[epoch] = order
+                if self.shuffle and self.order == "blocks":
+                    # Every block a window touches is fetched whole before its first record is
+                    # read (as the torch Loader does): the disk then serves a block per seek.
+                    starts, window = _sp._block_starts(self.dataset, self.block, self.window)
+                    self._ahead[epoch] = ReadAhead(self.dataset, order, records_ahead(self.dataset, starts, window), starts)
             return order
 
     def batch(self, epoch: int, index: int) -> np.ndarray:
         """The record indices of batch `index` (0 <= index < self.batches) of `epoch`."""
-        return self.epoch(epoch)[index * self.batch_size:(index + 1) * self.batch_size]
+        order = self.epoch(epoch)
+        ahead = self._ahead.get(epoch)
+        if ahead is not None:
+            with self._lock:
+                ahead.before(index * self.batch_size)
+        return order[index * self.batch_size:(index + 1) * self.batch_size]

@@ -13,6 +13,19 @@ warm epoch of 8x8 records, measured.)
 import numpy as _np
 
 
+def records_ahead(dataset, block_starts, window):
+    """How many positions ahead to fetch: one window of blocks, or less when the reader's cache
+    (io "blocks") could not hold two windows' worth (what is fetched must still be there when
+    it is read)."""
+    per_window = int(block_starts[-1]) * window // max(1, len(block_starts) - 1)
+    cache = getattr(dataset, "cache_bytes", 0)
+    n = len(dataset)
+    if cache and n:
+        per_record = max(1, dataset.data_bytes // n)
+        per_window = min(per_window, max(1, cache // (3 * per_record)))
+    return per_window
+
+
 class ReadAhead:
     """Calls dataset.prefetch so that, before position p of `order` is read, every block that
     positions [p, p + ahead) touch is on its way, whole, each block once. block_starts: the

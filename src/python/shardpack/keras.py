@@ -27,7 +27,7 @@ __all__ = ["PyDataset"]
 
 class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no type information
     """PyDataset(source, batch_size, *, shuffle=True, seed=0, epoch=0, drop_last=False, rank=0,
-    world=1, order="global", block=None, window=None, dtype="float32", layout="NHWC",
+    world=1, order="auto", block=None, window=None, dtype="float32", layout="NHWC",
     normalize="auto", label="onehot", label_dtype=None, crop=None, crop_position="center", hflip=0.0,
     vflip=0.0, threads=0, verify_checksums=True, workers=1, use_multiprocessing=False,
     max_queue_size=10)
@@ -41,7 +41,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
     the C++ threads busy)."""
 
     def __init__(self, source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+                 epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
                  layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
                  label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,

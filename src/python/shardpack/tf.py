@@ -37,7 +37,7 @@ _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uin
 
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
-            drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "global",
+            drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "auto",
             block: Optional[int] = None, window: Optional[int] = None, dtype: _adapt.DType = "float32",
             layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,

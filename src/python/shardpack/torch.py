@@ -48,7 +48,7 @@ import torch.utils.data as _data
 
 import shardpack as _sp
 from shardpack import _mix
-from shardpack._readahead import ReadAhead as _ReadAhead
+from shardpack._readahead import ReadAhead as _ReadAhead, records_ahead as _records_ahead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
 
@@ -320,7 +320,9 @@ class Sampler(_data.Sampler):
 
     Defaults as every shardpack training iterator: shuffle=True, seed=0, drop_last=False,
     starting at epoch 0. The order is shardpack.epoch_order(data_source, seed, epoch,
-    order=order, block=block, window=window): order="global" (the default) a permutation of all
+    order=order, block=block, window=window): order="auto" (the default) is "blocks" when the
+    dataset's reader reads blocks (data_source.preferred_order: larger than its cache and not in
+    memory), else "global"; order="global" a permutation of all
     records (0..n-1 without shuffle), rank r taking positions r, r + world, ... of it;
     order="blocks" the locality-aware shuffle for cold disks (see shardpack.epoch_order: blocks
     of consecutive records, shuffled within windows of `window` blocks; rank r takes the r-th
@@ -337,16 +339,17 @@ class Sampler(_data.Sampler):
     position is what the iterator has yielded."""
 
     def __init__(self, data_source: Any, *, shuffle: bool = True, seed: int = 0, rank: Optional[int] = None,
-                 world: Optional[int] = None, drop_last: bool = False, order: str = "global",
+                 world: Optional[int] = None, drop_last: bool = False, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None):
         self.n = data_source if isinstance(data_source, int) else len(data_source)
         if isinstance(_order_source(data_source), _sp.Mix):
             self.n = _order_source(data_source).epoch_size  # an epoch of a mix
-        self.order = order
         self.block, self.window = block, window
-        # A shardpack Dataset gives the blocks order its shards and record size.
+        # A shardpack Dataset gives the blocks order its shards and record size, and "auto" its choice.
         self._order_source = _order_source(data_source)
-        _sp.epoch_order(0, order=order, block=block, window=window)  # checks the arguments now
+        self._order_asked = _sp._choice(order, "order", _sp._LOADER_ORDERS)
+        self.order = _sp._resolve_order(order, self._order_source)
+        _sp.epoch_order(0, order=self.order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
         self.seed = _nonnegative(seed, "seed")
         self.rank, self.world = _rank_and_world(rank, world)
@@ -394,8 +397,7 @@ class Sampler(_data.Sampler):
             return None
         source = self.n if self._order_source is None else self._order_source
         starts, window = _sp._block_starts(source, self.block, self.window)
-        records_per_window = int(starts[-1]) * window // max(1, len(starts) - 1)
-        return _ReadAhead(dataset, order, records_per_window, starts)
+        return _ReadAhead(dataset, order, _records_ahead(dataset, starts, window), starts)
 
     def take(self) -> _np.ndarray:
         """The indices the next iteration yields (the rest of the epoch after load_state_dict),
@@ -432,6 +434,10 @@ class Sampler(_data.Sampler):
         if not states:
             raise _ValueError("Sampler.load_state_dict: an empty list of states")
         first = states[0]
+        if self._order_asked == "auto" and first.get("order") in _sp._ORDERS:
+            # "auto" resumes in the order the state was saved in (the data may be warmer or
+            # colder now than when the epoch began; the rest of the epoch must not change).
+            self.order = first["order"]
         mine = dict(self.state_dict(), mix=self._mix_key())
         for k in ("n", "drop_last", "shuffle", "order", "block", "window", "mix"):
             if first.get(k, _STATE_DEFAULTS.get(k)) != mine[k]:
@@ -602,12 +608,14 @@ class Loader:
     Loader(ds, batch_size, *, shuffle=True, seed=0, drop_last=False, rank=None, world=None,
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
-           crop_position="center", hflip=0.0, vflip=0.0, order="global", block=None, window=None)
+           crop_position="center", hflip=0.0, vflip=0.0, order="auto", block=None, window=None,
+           io=None, cache_bytes=None)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
-    last batch; order, block, window: order="blocks" is the locality-aware shuffle for data on
-    a cold disk, see shardpack.epoch_order). threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    last batch; order, block, window: see Sampler; order="auto" (the default) takes the blocks
+    order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
+    `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened. threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     dtype, layout, normalize, label, label_dtype: as read_batch; normalize="auto" is ImageNet's
     mean and std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU,
@@ -644,9 +652,14 @@ class Loader:
                  prefetch: int = 2, reuse_buffers: bool = False, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  crop: Optional[Tuple[int, int]] = None,
-                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "global",
-                 block: Optional[int] = None, window: Optional[int] = None):
+                 crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
+                 block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
+                 cache_bytes: Optional[int] = None):
         self.dataset = _open(ds)
+        if io is not None or cache_bytes is not None:
+            d = self.dataset
+            self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
+                                    cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
         self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
         if self.batch_size < 1:
             raise _ValueError("Loader: batch_size must be at least 1")

@@ -1,0 +1,291 @@
+// The reader's own I/O engine (detail/io_engine.hpp) and io_mode::automatic's choice: stream and
+// blocks deliver the bytes mmap delivers through every read path, from many threads; the engine
+// reads each byte of a streamed dataset once and stays within its cache; automatic picks mmap
+// for resident data, stream for cold data that fits the cache and blocks (saying so once) for
+// cold data that does not; a shard truncated under a streaming reader is an error naming it.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shardpack/order.hpp"
+#include "shardpack/reader.hpp"
+#include "test_skip.hpp"
+#include "test_support.hpp"
+
+using namespace shardpack;
+using namespace shardpack::test;
+
+namespace {
+
+open_options with(io_mode mode, std::uint64_t cache_bytes = 0) {
+    open_options o;
+    o.io = mode;
+    o.cache_bytes = cache_bytes;
+    return o;
+}
+
+// Record i as every path delivers it: at(), read(), read_into() with a random crop and flips.
+std::string everything(const dataset& ds, std::size_t i, read_context& ctx) {
+    std::string out;
+    const sample a = ds.at(i);
+    out += std::string(a.key());
+    out.append(reinterpret_cast<const char*>(a.image().data()), a.image().bytes());
+    if (ds.schema().task == task::segmentation) {
+        const auto l = a.label();
+        out.append(reinterpret_cast<const char*>(l.data()), l.bytes());
+    }
+    out += std::to_string(a.class_id());
+    const sample r = ds.read(i, ctx);
+    out.append(reinterpret_cast<const char*>(r.image().data()), r.image().bytes());
+    augmentation aug;
+    aug.height = 8;
+    aug.width = 12;
+    aug.position = crop_position::random;
+    aug.hflip = flip_mode::random;
+    aug.seed = 3;
+    std::vector<std::uint8_t> img(std::size_t(8) * 12 * ds.schema().channels);
+    sample_buffers b;
+    b.image_u8 = img.data();
+    b.image_capacity = img.size();
+    b.augment = &aug;
+    ds.read_into(i, b, ctx);
+    out.append(reinterpret_cast<const char*>(img.data()), img.size());
+    return out;
+}
+
+std::uint64_t data_bytes(const dataset& ds) {
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) total += ds.shard_bytes(k);
+    return total;
+}
+
+std::vector<std::string> shard_paths(const dataset& ds, const std::string& dir) {
+    std::vector<std::string> paths;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) paths.push_back(dir + "/" + ds.shard_name(k));
+    return paths;
+}
+
+// Drops these files from the page cache (written and fsynced: clean pages go; no mapping of
+// them may be open). False when the file system keeps them (tmpfs).
+bool evict(const std::vector<std::string>& paths) {
+    for (const auto& p : paths) {
+        const int fd = ::open(p.c_str(), O_RDONLY);
+        if (fd < 0) return false;
+        ::fdatasync(fd);
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+    }
+    std::uint64_t bytes = 0;
+    double resident = 0;
+    for (const auto& p : paths) resident = std::max(resident, detail::resident_share(p, bytes));
+    return resident < 0.5;
+}
+
+}  // namespace
+
+TEST_CASE("stream and blocks deliver what mmap delivers, through every read path and codec", "[engine]") {
+    struct variant {
+        bool seg;
+        record_codec codec;
+    };
+    for (const variant v : {variant{true, record_codec::zstd}, variant{true, record_codec::zstd_record},
+                            variant{true, record_codec::none}, variant{false, record_codec::zstd_record}}) {
+        temp_dir dir("engine");
+        synthetic_options o;
+        o.records = 60;
+        o.width = 24;
+        o.height = 16;
+        o.segmentation = v.seg;
+        o.codec = v.codec;
+        o.shard_size = 8 * 1024;  // several shards
+        write_synthetic(dir.str(), o);
+        const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
+        const dataset streamed = dataset::open(dir.str(), with(io_mode::stream));
+        // A cache of a few KiB: blocks evicts all the time and drops hints it cannot hold.
+        const dataset blocks = dataset::open(dir.str(), with(io_mode::blocks, 6 * 1024));
+        REQUIRE(streamed.io() == io_mode::stream);
+        REQUIRE(blocks.io() == io_mode::blocks);
+        REQUIRE(std::string(blocks.preferred_order()) == "blocks");
+        REQUIRE(std::string(streamed.preferred_order()) == "global");
+        REQUIRE(mapped.shard_count() > 2);
+        read_context c1, c2, c3;
+        const auto order = permutation(mapped.size(), 7, 0);
+        for (const auto i : order) {
+            const std::string want = everything(mapped, i, c1);
+            REQUIRE(everything(streamed, i, c2) == want);
+            REQUIRE(everything(blocks, i, c3) == want);
+        }
+        // Blocks: a batch's read-ahead, then the batch, from the cache.
+        std::vector<std::size_t> batch(order.begin(), order.begin() + 20);
+        blocks.prefetch(batch.data(), batch.size());
+        for (const auto i : batch) REQUIRE(everything(blocks, i, c3) == everything(mapped, i, c1));
+        const auto s = streamed.io_counters();
+        CHECK(s.extent_bytes == data_bytes(streamed));  // every byte once, in extents
+        CHECK(s.peak_cached_bytes <= streamed.cache_bytes());
+        const auto b = blocks.io_counters();
+        CHECK(b.peak_cached_bytes <= 6 * 1024);
+    }
+}
+
+TEST_CASE("the engine serves many threads at once, each byte read once", "[engine][threads]") {
+    temp_dir dir("engine-mt");
+    synthetic_options o;
+    o.records = 400;
+    o.width = 32;
+    o.height = 24;
+    o.shard_size = 64 * 1024;
+    write_synthetic(dir.str(), o);
+    const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
+    open_options so = with(io_mode::stream);
+    so.io_threads = 3;  // more than one reader thread of the engine, sweeping in turn
+    const dataset streamed = dataset::open(dir.str(), so);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            read_context a, b;
+            const auto order = permutation(mapped.size(), 100 + t, 0);
+            for (const auto i : order)
+                if (everything(streamed, i, a) != everything(mapped, i, b)) ++wrong;
+        });
+    for (auto& t : threads) t.join();
+    REQUIRE(wrong == 0);
+    CHECK(streamed.io_counters().extent_bytes == data_bytes(streamed));
+}
+
+TEST_CASE("automatic: mmap when resident, stream when cold and it fits, blocks (said once) when not", "[engine][auto]") {
+    temp_dir dir("engine-auto");
+    synthetic_options o;
+    o.records = 300;
+    o.width = 32;
+    o.height = 24;
+    o.shard_size = 48 * 1024;
+    write_synthetic(dir.str(), o);
+    std::vector<std::string> paths;
+    std::uint64_t total = 0;
+    {
+        // Just written: in the page cache.
+        const dataset warm = dataset::open(dir.str());
+        REQUIRE(warm.io() == io_mode::mmap);
+        REQUIRE(warm.shard(0).bytes() != nullptr);
+        REQUIRE(std::string(warm.preferred_order()) == "global");
+        paths = shard_paths(warm, dir.str());
+        total = data_bytes(warm);
+    }
+    if (!evict(paths)) SHARDPACK_SKIP("the file system keeps evicted pages (tmpfs?): no cold reads to test here");
+    {
+        const dataset cold = dataset::open(dir.str(), with(io_mode::automatic, total * 2));
+        REQUIRE(cold.io() == io_mode::stream);
+        REQUIRE(cold.shard(0).bytes() == nullptr);
+        REQUIRE(std::string(cold.preferred_order()) == "global");
+        read_context ctx;
+        for (std::size_t i = 0; i < cold.size(); ++i) (void)cold.read(i, ctx);
+        CHECK(cold.io_counters().extent_bytes == total);
+    }
+    REQUIRE(evict(paths));
+    std::vector<std::string> said;
+    open_options small = with(io_mode::automatic, total / 2);
+    small.log = [&said](const std::string& m) { said.push_back(m); };
+    const dataset big = dataset::open(dir.str(), small);
+    REQUIRE(big.io() == io_mode::blocks);
+    REQUIRE(std::string(big.preferred_order()) == "blocks");
+    REQUIRE(said.size() == 1);
+    CHECK(said[0].find("blocks order") != std::string::npos);
+    CHECK(said[0].find("cache_bytes") != std::string::npos);
+    // An epoch in the blocks order, each window's blocks fetched ahead as the loaders do.
+    order_options oo;
+    oo.kind = order_kind::blocks;
+    oo.block = 40;
+    oo.window = 2;
+    oo.shard_starts = shard_starts_of(big);
+    const auto order = epoch_order(big.size(), 1, 0, 0, 1, false, oo);
+    const dataset warm = dataset::open(dir.str(), with(io_mode::pread));  // what is right, to compare
+    read_context ctx, mctx;
+    for (std::size_t p = 0; p < order.size(); p += 40) {
+        std::vector<std::size_t> next(order.begin() + p, order.begin() + std::min(order.size(), p + 40));
+        big.prefetch(next.data(), next.size());
+        for (const auto i : next) REQUIRE(everything(big, i, ctx) == everything(warm, i, mctx));
+    }
+    const auto c = big.io_counters();
+    CHECK(c.peak_cached_bytes <= total / 2);
+    CHECK(c.extent_reads > 0);
+}
+
+TEST_CASE("a shard truncated under a streaming reader is an error naming it, never a hang", "[engine][damage]") {
+    temp_dir dir("engine-trunc");
+    synthetic_options o;
+    o.records = 200;
+    o.width = 32;
+    o.height = 24;
+    o.codec = record_codec::none;
+    o.shard_size = 1 << 30;  // one shard
+    write_synthetic(dir.str(), o);
+    const dataset ds = dataset::open(dir.str(), with(io_mode::stream));
+    const std::string shard = dir / ds.shard_name(0);
+    // Truncated in place (cp over it, rsync --inplace): the open descriptor sees the new size.
+    REQUIRE(::truncate(shard.c_str(), static_cast<off_t>(ds.shard_bytes(0) / 2)) == 0);
+    read_context ctx;
+    std::string message;
+    try {
+        for (std::size_t i = 0; i < ds.size(); ++i) (void)ds.read(ds.size() - 1 - i, ctx);
+    } catch (const error& e) {
+        message = e.what();
+    }
+    REQUIRE(message.find(ds.shard_name(0)) != std::string::npos);
+    CHECK(message.find("truncated") != std::string::npos);
+}
+
+TEST_CASE("a mapped shard truncated under the reader is an error naming it, not a SIGBUS", "[engine][damage][mmap]") {
+    // Catch installs a SIGBUS handler of its own at each test case; the reader puts its own back
+    // at the first guarded read more than 100 ms after it last looked (mapped_guard.hpp).
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    for (const record_codec codec : {record_codec::none, record_codec::zstd, record_codec::zstd_record}) {
+        temp_dir dir("mmap-trunc");
+        synthetic_options o;
+        o.records = 200;
+        o.width = 64;
+        o.height = 48;
+        o.codec = codec;
+        o.shard_size = 1 << 30;  // one shard
+        write_synthetic(dir.str(), o);
+        const dataset ds = dataset::open(dir.str(), with(io_mode::mmap));
+        REQUIRE(ds.shard(0).bytes() != nullptr);
+        const std::string shard = dir / ds.shard_name(0);
+        // Truncated in place, as cp over it or rsync --inplace do: the mapping's tail pages go.
+        REQUIRE(::truncate(shard.c_str(), static_cast<off_t>(ds.shard_bytes(0) / 3)) == 0);
+        read_context ctx;
+        const std::size_t last = ds.size() - 1;
+        const auto names_it = [&](const std::string& what, const std::function<void()>& read) {
+            INFO(what);
+            std::string message;
+            try {
+                read();
+            } catch (const error& e) {
+                message = e.what();
+            }
+            CHECK(message.find(ds.shard_name(0)) != std::string::npos);
+            CHECK(message.find("truncated") != std::string::npos);
+        };
+        names_it("read", [&] { (void)ds.read(last, ctx); });
+        names_it("at", [&] { (void)ds.at(last); });
+        std::vector<std::uint8_t> img(std::size_t(64) * 48 * 3);
+        sample_buffers b;
+        b.image_u8 = img.data();
+        b.image_capacity = img.size();
+        names_it("read_into", [&] { ds.read_into(last, b, ctx); });
+        const std::size_t idx[1] = {last};
+        names_it("read_batch", [&] { ds.read_batch(idx, 1, b, ctx); });
+        // And the process goes on: a second truncation fault is caught as well.
+        names_it("read again", [&] { (void)ds.read(last - 1, ctx); });
+    }
+}
