@@ -3,11 +3,12 @@
 // with an extra column, and the CSV list. Used by the demo, the tests and the benchmark.
 //
 //   make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H]
-//                    [--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors]
+//                    [--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors] [--bits 16]
 //
 // --off-colors: the masks of four classes hold colors 1-2 levels off their dictionary entry,
 // as in public sets whose class_dict.csv was typed by hand. --stray-colors: every 10th mask
-// also holds a few pixels of two colors no class has.
+// also holds a few pixels of two colors no class has. --bits 16: 16-bit PNG images (each
+// value the scene's byte, then a random low byte: every bit used).
 #include <png.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "decode/color_convert.hpp"
 #include "decode/jpeg_encoder.hpp"
 #include "decode/png_encoder.hpp"
 #include "image.hpp"
@@ -47,6 +49,7 @@ struct options {
     int count = 24, width = 320, height = 240;
     unsigned seed = 1;
     bool palette_masks = false, jpeg = false, spaces = false, off_colors = false, stray_colors = false;
+    int bits = 8;  // 16: 16-bit PNG images (the scene's values * 257 plus noise in the low byte)
 };
 
 // The color a mask holds for class c: its dictionary color, or with --off-colors 1-2 levels off
@@ -170,7 +173,15 @@ int run(const options& o) {
         make_scene(rng, w, h, image, ids);
         const std::string ext = o.jpeg ? ".jpg" : ".png";
         const std::string image_rel = std::string("images/") + stem + ext;
-        write_bytes(o.out + "/" + image_rel, o.jpeg ? shardpack::encode_jpeg(image, 90) : shardpack::encode_png(image));
+        if (o.bits == 16) {  // every bit used: the scene's high byte, a random low byte
+            image_u8 wide = image;
+            shardpack::convert_depth(wide, 2);
+            for (std::size_t k = 0; k < wide.pixels.size() / 2; ++k)
+                wide.samples16()[k] = static_cast<std::uint16_t>((wide.samples16()[k] & 0xff00) | (rng() & 0xff));
+            write_bytes(o.out + "/" + image_rel, shardpack::encode_png(wide));
+        } else {
+            write_bytes(o.out + "/" + image_rel, o.jpeg ? shardpack::encode_jpeg(image, 90) : shardpack::encode_png(image));
+        }
         if (o.task == "seg") {
             const std::string mask_rel = std::string("masks/") + stem + ".png";
             if (o.palette_masks) {
@@ -226,6 +237,7 @@ int main(int argc, char** argv) {
             else if (a == "--spaces") o.spaces = true;
             else if (a == "--off-colors") o.off_colors = true;
             else if (a == "--stray-colors") o.stray_colors = true;
+            else if (a == "--bits") o.bits = std::stoi(value());
             else throw std::runtime_error("unknown option " + a);
         } catch (const std::exception& e) {
             std::fprintf(stderr, "make_sample_data: %s\n", e.what());
@@ -234,7 +246,7 @@ int main(int argc, char** argv) {
     }
     if (o.out.empty() || (o.task != "seg" && o.task != "cls") || o.count < 1 || o.width < 16 || o.height < 16) {
         std::fprintf(stderr, "usage: make_sample_data --out DIR [--task seg|cls] [--count N] [--width W] [--height H] "
-                             "[--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors]\n");
+                             "[--seed S] [--palette-masks] [--jpeg] [--spaces] [--off-colors] [--stray-colors] [--bits 16]\n");
         return 2;
     }
     try {

@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.2).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.5).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -7,6 +7,7 @@
 //     for (std::size_t i = 0; i < ds.size(); ++i) {
 //         shardpack::sample s = ds.at(i);                       // owns its bytes
 //         auto img = s.image();                                 // uint8, shape {height, width, channels}
+//         // (uint16 datasets, format 1.4: s.image16(); read_into's image_u16; float is x / 65535)
 //         auto lab = s.label();                                 // segmentation: as stored (one-hot or index)
 //         std::int32_t cls = s.class_id();                      // classification (-1 for segmentation)
 //         std::string_view key = s.key();                       // the source path as the CSV wrote it
@@ -136,6 +137,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "detail/error.hpp"
@@ -150,7 +152,7 @@ inline constexpr const char* manifest_file_name = "manifest.json";
 
 enum class task { segmentation, classification };
 enum class label_layout { one_hot, index, class_id };
-enum class channel_order { gray, rgb, rgba };
+enum class channel_order { gray, rgb, rgba, bands };  // bands: 1-255 channels as the source stored them (format 1.4)
 // How dataset::rank_share splits the records among the ranks of distributed training.
 enum class rank_share_policy {
     pad,     // every rank gets ceil(n / world) indices; the last ranks wrap around to index 0
@@ -170,6 +172,7 @@ struct schema_info {
     shardpack::task task = task::segmentation;
     channel_order order = channel_order::rgb;
     std::size_t channels = 3;
+    std::size_t image_value_bytes = 1;  // 1: uint8 images; 2: uint16 images (format 1.4)
     label_layout layout = label_layout::one_hot;
     std::size_t label_value_bytes = 1;  // index layout: 1 (uint8) or 2 (uint16)
     std::size_t fixed_height = 0;       // 0 when records differ in size
@@ -225,7 +228,9 @@ private:
     std::array<std::size_t, 3> shape_{0, 0, 0};
 };
 
-// Per-channel normalisation for float output: value = (u8 / 255 - mean[c]) / stddev[c].
+// Per-channel normalisation for float output: value = (u8 / 255 - mean[c]) / stddev[c], or
+// (u16 / 65535 - mean[c]) / stddev[c] for uint16 images. Images of more than 4 channels take one
+// mean and stddev for all: mean[0..3] and stddev[0..3] must then be equal (read_into refuses others).
 struct normalization {
     float mean[4] = {0, 0, 0, 0};
     float stddev[4] = {1, 1, 1, 1};
@@ -277,11 +282,23 @@ struct augmentation {
 crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t record_height, std::size_t record_width,
                            std::size_t slot = 0);
 
+// Per-sample fields (format 1.5) of a batch, for read_batch / read_into (sample_buffers::fields).
+// Values are variable-length (lists, boxes), so they come per slot in the reader's own vectors,
+// boxes already moved, clipped and flipped with the slot's window (spec 10.4.1).
+struct field_batch {
+    std::vector<std::size_t> fields;  // the declared fields to read (dataset::field_index); empty: all
+    double min_box_visibility = 0.0;  // keep a box when at least this fraction of its area is in the window
+    // [slot][declared field]: fields not asked for stay empty. Sized by read_batch for a whole
+    // batch; a caller splitting a batch over threads (sample_buffers::slice) sizes it first.
+    std::vector<std::vector<field_value>> slots;
+};
+
 // Buffers a caller owns, for read_into / read_batch. Set the pointers you want filled; leave the
 // others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
 // whole batch, sample after sample, which needs a fixed image size.
 struct sample_buffers {
-    std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored
+    std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored (uint8 images only: a uint16 dataset is refused)
+    std::uint16_t* image_u16 = nullptr;  // H*W*C: uint16 images as stored; uint8 images' values, widened
     float* image_f32 = nullptr;          // H*W*C, normalised with `norm`
     std::size_t image_capacity = 0;
     normalization norm;
@@ -301,6 +318,7 @@ struct sample_buffers {
     // sizes above count the output window (height x width), not the record.
     const augmentation* augment = nullptr;
     crop_box* applied = nullptr;  // optional, one per sample: the window and flips each sample got
+    field_batch* fields = nullptr;  // optional: per-sample fields (format 1.5), see field_batch
     // The batch slot of this buffer's first sample: augment->given is looked up at first_slot +
     // slot (0 for a whole batch; a slice's begin).
     std::size_t first_slot = 0;
@@ -346,8 +364,19 @@ public:
     std::string_view key() const& { return {reinterpret_cast<const char*>(rec_ + detail::record_header_size), layout_.key_length}; }
     std::size_t height() const { return layout_.height; }
     std::size_t width() const { return layout_.width; }
+    // The image as stored, {H, W, C} of uint8. A uint16 image is read with image16().
     tensor_view<std::uint8_t> image() const& {
+        if (state_->schema.image_dtype_bytes != 1)
+            throw error("image(): this dataset stores uint16 images; use image16()");
         return {rec_ + layout_.image_offset, {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
+    }
+    // A uint16 image {H, W, C} (format 1.4). Little-endian on disk; this view needs a
+    // little-endian host (read_into with image_u16 works on any host).
+    tensor_view<std::uint16_t> image16() const& {
+        if (state_->schema.image_dtype_bytes != 2)
+            throw error("image16(): this dataset stores uint8 images; use image()");
+        return {reinterpret_cast<const std::uint16_t*>(rec_ + layout_.image_offset),
+                {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
     }
     // Segmentation labels as stored: one-hot {H, W, K}, or an index map {H, W, 1} of uint8.
     // A uint16 index map is read with label_index16(). Classification: empty (see class_id()).
@@ -373,9 +402,12 @@ public:
     // the sample first (auto s = ds.at(i); s.image()). The key of a temporary comes as a copy.
     std::string key() const&& { return std::string(static_cast<const sample&>(*this).key()); }
     tensor_view<std::uint8_t> image() const&& = delete;
+    tensor_view<std::uint16_t> image16() const&& = delete;
     tensor_view<std::uint8_t> label() const&& = delete;
     tensor_view<std::uint16_t> label_index16() const&& = delete;
     std::int32_t class_id() const { return layout_.class_id; }
+    // Per-sample fields (format 1.5), one per declared field, boxes in the record's pixels.
+    std::vector<field_value> fields() const;
     // The one-hot label whatever the stored layout: {H, W, K} for segmentation, {1, 1, K} for
     // classification. Allocates; training loops use dataset::read_into instead.
     std::vector<std::uint8_t> one_hot() const;
@@ -503,6 +535,19 @@ public:
     void prefetch(const std::size_t* indices, std::size_t count) const;
     void prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const;
 
+    // Per-sample fields (format 1.5, `shardpack build --field`): the declarations (empty when
+    // the dataset has none), a field's position by name, and record i's values (one per
+    // declaration; boxes in the record's pixels). read_fields reads only the record's prefix;
+    // with `window`, boxes are moved, clipped and flipped as the window's pixels (spec 10.4.1:
+    // kept when at least min_box_visibility of a box's area is inside). `want`: per declared
+    // field whether to decode it (null: all). Returns the record's (height, width).
+    const std::vector<field_info>& fields() const { return s_->schema.fields; }
+    std::size_t field_index(const std::string& name) const;
+    std::vector<field_value> fields(std::size_t i) const;
+    std::pair<std::size_t, std::size_t> read_fields(std::size_t i, std::vector<field_value>& out, read_context& ctx,
+                                                    const crop_box* window = nullptr, double min_box_visibility = 0.0,
+                                                    const std::vector<bool>* want = nullptr) const;
+
     // Rank `rank`'s share of the records when `world` ranks read the dataset (contiguous; the
     // Python package's epoch_order strides instead, see its docs).
     shardpack::rank_share rank_share(std::size_t rank, std::size_t world,
@@ -551,6 +596,11 @@ private:
     // read_into for batch slot `slot`: band-frame records decompress straight into the caller's
     // buffers where the layout allows, and augmented reads only the bands their window needs.
     void read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    void read_slot_fields(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    std::pair<std::size_t, std::size_t> read_fields_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local,
+                                                           std::vector<field_value>& out, read_context& ctx,
+                                                           const crop_box* window, double min_box_visibility,
+                                                           const std::vector<bool>* want) const;
     // The bodies of load and read_slot, for shard k, pinned (and, when mapped, guarded against
     // a file truncated under the mapping: detail/mapped_guard.hpp).
     const unsigned char* load_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local, ZSTD_DCtx* dctx,
@@ -569,6 +619,7 @@ private:
 #include "detail/convert.hpp"       // stored bytes -> sample_buffers (uint8, float, one-hot, class ids)
 #include "detail/augment.hpp"       // plan_augmentation, dataset::window
 #include "detail/record_read.hpp"   // load, at, read, read_into, read_batch, prefetch
+#include "detail/field_read.hpp"    // per-sample fields (1.5)
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "shardpack::sample::label_index16 and raw-record views assume a little-endian host"

@@ -1,38 +1,56 @@
 #!/usr/bin/env python3
-"""The cold-storage benchmark (scripts/bench.sh --cold): the first epoch of a dataset that is not
-in the page cache, in each order, against the floor (the dataset's bytes at the disk's
-sequential rate, measured in the same run with O_DIRECT), on this machine's disk and on a
-simulated mechanical disk (tests/fault_inject/slow_disk.c under LD_PRELOAD), and a user's .npy
-preload (np.load of the whole array, then indexing) on the same disks.
+"""The cold-storage benchmark (scripts/bench.sh --cold, issue 29): cold epochs, measured through the
+kernel, of the user's ways and the reader's, side by side in one run.
 
-  cold_bench.py prepare --bin BIN --work W [--records N]   the dataset and its .npy copy
-  cold_bench.py drive --work W --shim SO [--reps R] [--seek-ms 8] [--mbps 150] [--results F]
-                [--json OUT] [--markdown OUT]
-  cold_bench.py run --work W --method M [--io IO]          one first epoch (drive starts these)
+  cold_bench.py prepare --bin BIN --work W [--quick]
+  cold_bench.py drive --bin BIN --work W [--quick] [--reps R] [--max-seconds S] [--storage local,hdd,nfs]
+                [--ways floor,npy,...] [--json OUT] [--markdown OUT]
 
-Every run is a fresh process that opens the dataset and reads one epoch with
-shardpack.torch.Loader (batches of 64, uint8 images, class ids: the reading, not float
-conversion, is measured), timed from open to the last batch. Methods: sequential (shuffle
-off), global (shardpack's default shuffle), blocks (order="blocks", the locality-aware shuffle,
-default block and window), npy (np.load of images.npy and labels.npy, then batches in the
-global order).
+Storage:
+- hdd: slowfs (../shared/tools/slowfs, built as BIN/slowfs), a FUSE mount that models one hard disk
+  below the page cache (SLOWFS_SEEK_MS=8 SLOWFS_MBPS=150), so that read-ahead, fadvise/madvise
+  hints and page faults of memory maps reach the model as they reach a disk;
+- nfs: the same mount modelling NFS over a LAN (SLOWFS_SEEK_MS=0 SLOWFS_REQ_MS=1 SLOWFS_MBPS=1000);
+- local: this machine's own disk.
+Both mounts get 128 KiB of read-ahead (/sys/class/bdi/MAJ:MIN/read_ahead_kb: the kernel's
+default, what most disks and NFS mounts have). Before every run the dataset's files (and the .npy
+copy) are evicted from the page cache (posix_fadvise DONTNEED; on the local disk mincore then
+checks that under 1% stayed). The mounts' source files stay in the real page cache, so the model
+is the whole cost there. Without /dev/fuse, root or BIN/slowfs the two models are reported as not
+measured, with the reason.
 
-This disk: before every run the dataset's files are evicted from the page cache
-(posix_fadvise POSIX_FADV_DONTNEED on every file) and the run checks with mincore that less
-than 1% stayed resident; where eviction is not possible the table says so.
-Simulated disk: the files are first read into the real page cache (so that the real disk
-adds nothing); the shim starts each process with an empty page cache of its own and charges
-SEEK_MS per seek and the bytes at MBPS. Its floor is a sequential read through the shim with
-buffered reads (O_DIRECT would add the real disk's time to the model's). The shim cannot see page faults of memory maps: runs
-that map the shards are left out of the simulated table (io="pread" only), and each run
-reports the mappings the shim saw.
+Datasets (`prepare`): cls, 7,000 grey 112x112 records (the user the project started from);
+seg, 200 512x512 segmentation records (RGB image and one-hot label, ~1.8 MB each, far larger than
+the read-ahead); cls-half, the cls dataset read for 3 epochs with the reader's cache budget
+(cache_bytes) set to half its size, every epoch evicted first (a dataset twice the budget that
+does not stay in memory). --quick: 1,000 cls records, 24 seg records, 2 epochs, 1 rep, a 6 s cut.
+
+Ways (rows), each in a fresh process (a fork of the driver, which has imported torch already;
+peak RSS and CPU seconds are the child's, from wait4):
+- floor: the dataset's files read in order (local: O_DIRECT, 8 MiB requests; mounts: 1 MiB reads);
+- npy: the user's preload: np.load of one .npy of all images and one of the labels, then shuffled
+  batches indexed in RAM (the global order);
+- mmap-global: today's default: Loader(shardpack.open(p, io="mmap"), order="global");
+- pread-blocks: today's documented slow-disk recipe: Loader(shardpack.open(p, io="pread"), order="blocks");
+- loader: shardpack.torch.Loader(p) with no options but the batch size (cls-half: cache_bytes);
+- cxx-auto: the C++ reader (BIN/bench_cold_io): open_options{} (io automatic; cls-half:
+  cache_bytes), the dataset's preferred order, uint8 as stored, one thread.
+Batches: 512 (cls), 16 (seg). Every Loader row uses the Loader's defaults otherwise (float32 NCHW
+images, one-hot labels), so its CPU seconds include that conversion; npy and the C++ reader hand
+out uint8 as stored. A way this reader lacks (cache_bytes, io="stream"/"blocks" before the I/O
+engine) is reported "not available". A run still going after --max-seconds (default 20) stops
+at the next batch: its row is the epoch's time at the rate reached, marked, and it is not
+repeated in later reps. Figures: medians over the interleaved reps (floor and fast rows).
 """
 import argparse
 import ctypes
+import inspect
 import json
 import mmap
+import select
 import os
 import pathlib
+import signal
 import statistics
 import subprocess
 import sys
@@ -40,16 +58,28 @@ import time
 
 import numpy as np
 
-BATCH = 64
 SEED = 0
+PROFILES = {
+    "hdd": {"SLOWFS_SEEK_MS": "8", "SLOWFS_MBPS": "150", "SLOWFS_REQ_MS": "0"},
+    "nfs": {"SLOWFS_SEEK_MS": "0", "SLOWFS_MBPS": "1000", "SLOWFS_REQ_MS": "1"},
+}
+STORAGE_NAMES = {"local": "this machine's disk (evicted)", "hdd": "hard-disk model (8 ms, 150 MB/s)",
+                 "nfs": "NFS model (1 ms a request, 1 GB/s)"}
+ROWS = ["floor", "npy", "mmap-global", "pread-blocks", "loader", "cxx-auto"]
+ROW_NAMES = {
+    "floor": "floor: the files read in order",
+    "npy": "np.load preload, then shuffled batches in RAM",
+    "mmap-global": 'today\'s default: Loader(open(p, io="mmap")), global order',
+    "pread-blocks": 'today\'s recipe: Loader(open(p, io="pread"), order="blocks")',
+    "loader": "Loader(p), no options",
+    "cxx-auto": "C++ reader: open_options{} (io auto), preferred order",
+}
+READ_AHEAD_KB = 128
 
 
-def data_files(work):
-    """Every file of the dataset folder and the .npy copy."""
-    files = []
-    for folder in (pathlib.Path(work) / "data" / "ds", pathlib.Path(work) / "data" / "npy"):
-        files += sorted(str(p) for p in folder.iterdir() if p.is_file())
-    return files
+# ---------------------------------------------------------------- files and the page cache
+def files_of(folder):
+    return sorted(str(p) for p in pathlib.Path(folder).iterdir() if p.is_file())
 
 
 def evict(paths):
@@ -57,7 +87,10 @@ def evict(paths):
     for p in paths:
         fd = os.open(p, os.O_RDONLY)
         try:
-            os.fdatasync(fd)
+            try:
+                os.fdatasync(fd)  # dirty pages (a file just written) would stay
+            except OSError:
+                pass  # a read-only FUSE mount may not implement it: nothing is dirty there
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -81,7 +114,7 @@ def resident_fraction(paths):
             if libc.mincore(ctypes.c_void_p(view.ctypes.data), ctypes.c_size_t(size), vec) != 0:
                 raise OSError(ctypes.get_errno(), "mincore")
             del view
-            resident += int(np.frombuffer(vec, dtype=np.uint8).__and__(1).sum())
+            resident += int((np.frombuffer(vec, dtype=np.uint8) & 1).sum())
             total += pages
         finally:
             m.close()
@@ -95,229 +128,539 @@ def warm(paths):
                 pass
 
 
-def direct_read(paths, direct=True):
-    """Reads the files in order with O_DIRECT (or, direct=False, through the page cache) in
-    8 MiB requests: (bytes, seconds)."""
-    buffer = mmap.mmap(-1, 8 << 20)  # page aligned, as O_DIRECT needs
-    total, start = 0, time.perf_counter()
+def read_in_order(paths, direct):
+    """Reads the files in order: O_DIRECT in 8 MiB requests, or buffered in 1 MiB reads. Bytes."""
+    size = (8 << 20) if direct else (1 << 20)
+    buffer = mmap.mmap(-1, size)  # page aligned, as O_DIRECT needs
+    total = 0
     for p in paths:
         fd = os.open(p, os.O_RDONLY | (os.O_DIRECT if direct else 0))
         try:
             while True:
                 n = os.readv(fd, [buffer])
                 total += n
-                if n < len(buffer):
+                if n == 0 or (direct and n < size):
                     break
         finally:
             os.close(fd)
-    return total, time.perf_counter() - start
+    return total
 
 
-def shim_stats():
-    """The slow-disk shim's statistics in this process, or None without the shim."""
-    try:
-        fn = ctypes.CDLL(None).shardpack_slow_disk_stats
-    except AttributeError:
-        return None
-    out = (ctypes.c_longlong * 6)()
-    fn(out)
-    return dict(zip(("reads", "seeks", "bytes", "charged_us", "mmaps", "cached_pages"), list(out)))
+# ---------------------------------------------------------------- slowfs
+class Slowfs:
+    """slowfs serving `source` at `mountpoint` with a profile of PROFILES, at 128 KiB of read-ahead."""
+
+    def __init__(self, binary, source, mountpoint, profile, log):
+        self.mountpoint, self.log = str(mountpoint), str(log)
+        os.makedirs(self.mountpoint, exist_ok=True)
+        subprocess.run(["fusermount3", "-u", "-q", self.mountpoint], stderr=subprocess.DEVNULL)
+        parent = os.stat(os.path.dirname(os.path.abspath(self.mountpoint))).st_dev
+        env = dict(os.environ, SLOWFS_SRC=str(source), **PROFILES[profile])
+        with open(self.log, "w") as f:
+            self.process = subprocess.Popen([binary, self.mountpoint, "-f", "-o", "ro"], env=env, stderr=f,
+                                            stdout=subprocess.DEVNULL)
+        start = time.monotonic()
+        while os.stat(self.mountpoint).st_dev == parent:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"slowfs exited before mounting: {pathlib.Path(self.log).read_text()}")
+            if time.monotonic() - start > 20:
+                self.close()
+                raise RuntimeError("slowfs did not mount within 20 s")
+            time.sleep(0.02)
+        dev = os.stat(self.mountpoint).st_dev
+        self.read_ahead_file = f"/sys/class/bdi/{os.major(dev)}:{os.minor(dev)}/read_ahead_kb"
+        with open(self.read_ahead_file, "w") as f:
+            f.write(f"{READ_AHEAD_KB}\n")
+        self.read_ahead_kb = int(pathlib.Path(self.read_ahead_file).read_text())
+        if self.read_ahead_kb != READ_AHEAD_KB:
+            self.close()
+            raise RuntimeError(f"{self.read_ahead_file} reads {self.read_ahead_kb}, not {READ_AHEAD_KB}")
+
+    def counts(self):
+        """(reads, seeks, bytes) so far: SIGUSR1 makes slowfs print them to its log."""
+        def lines():
+            return [ln for ln in pathlib.Path(self.log).read_text().splitlines() if ln.startswith("slowfs: ")]
+        before = len(lines())
+        self.process.send_signal(signal.SIGUSR1)
+        for _ in range(400):
+            now = lines()
+            if len(now) > before:
+                w = now[-1].split()
+                return int(w[1]), int(w[3]), int(w[5])
+            time.sleep(0.005)
+        raise RuntimeError("slowfs printed no counters after SIGUSR1")
+
+    def close(self):
+        subprocess.run(["fusermount3", "-u", self.mountpoint], stderr=subprocess.DEVNULL)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def slowfs_unusable(binary):
+    if not os.path.exists(binary):
+        return f"{binary} was not built (fuse3 or ../shared/tools/slowfs/slowfs.c missing)"
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        return "no usable /dev/fuse"
+    if os.geteuid() != 0:
+        return "not root (setting the mount's read_ahead_kb needs root)"
+    return ""
 
 
 # ---------------------------------------------------------------- prepare
+def sizes(quick):
+    return {"cls": 1000 if quick else 7000, "seg": 24 if quick else 200, "epochs": 2 if quick else 3}
+
+
 def prepare(args):
     import shardpack
 
     work = pathlib.Path(args.work)
-    src, ds_dir, npy_dir = work / "src", work / "data" / "ds", work / "data" / "npy"
-    if not (src / "list.csv").exists():
-        subprocess.run([f"{args.bin}/make_sample_data", "--out", str(src), "--task", "cls", "--jpeg", "--count",
-                        str(args.images), "--width", "320", "--height", "240", "--seed", "7"], check=True,
-                       stdout=subprocess.DEVNULL)
-    rows = (src / "list.csv").read_text().splitlines()
-    with open(src / "cold.csv", "w") as f:  # the images listed again until N rows
-        f.write(rows[0] + "\n")
-        for i in range(args.records):
-            f.write(rows[1 + i % (len(rows) - 1)] + "\n")
-    subprocess.run(["rm", "-rf", str(ds_dir), str(npy_dir)], check=True)
-    # Raw records (150 KB each, like an ImageNet JPEG's ~110 KB): the disk, not zstd, is measured.
-    subprocess.run([f"{args.bin}/shardpack", "-q", "build", "--csv", str(src / "cold.csv"), "--out", str(ds_dir),
-                    "--size", f"{args.size}x{args.size}", "--resize", "shorter", "--crop", "center", "--compression", "none",
-                    "--shard-size", args.shard_size], check=True)
-    ds = shardpack.open(str(ds_dir))
-    npy_dir.mkdir(parents=True)
-    images, labels = ds.read_batch(np.arange(len(ds)), dtype="uint8", layout="NHWC", normalize=None, label="index")
-    np.save(npy_dir / "images.npy", images)
-    np.save(npy_dir / "labels.npy", labels)
-    print(json.dumps({"records": len(ds), "shards": len(ds.shard_starts), "data_bytes": ds.data_bytes,
-                      "npy_bytes": os.path.getsize(npy_dir / "images.npy")}))
+    n = sizes(args.quick)
+    out = {}
+    for name, task, count, width, extra, records in (
+            ("cls", "cls", 64, 112, ["--color", "gray", "--size", "112x112"], n["cls"]),
+            ("seg", "seg", 16, 512, ["--size", "512x512", "--compression", "none"], n["seg"])):
+        src, data = work / "src" / name, work / "data" / name
+        if not (src / "list.csv").exists():
+            subprocess.run([f"{args.bin}/make_sample_data", "--out", str(src), "--task", task, "--count", str(count),
+                            "--width", str(width), "--height", str(width), "--seed", "7"], check=True,
+                           stdout=subprocess.DEVNULL)
+        stamp = data / "records.txt"
+        if stamp.exists() and stamp.read_text() == str(records):
+            ds = shardpack.open(str(data / "ds"))
+        else:
+            rows = (src / "list.csv").read_text().splitlines()
+            with open(src / "cold.csv", "w") as f:  # the images listed again until N rows
+                f.write(rows[0] + "\n")
+                for i in range(records):
+                    f.write(rows[1 + i % (len(rows) - 1)] + "\n")
+            subprocess.run(["rm", "-rf", str(data)], check=True)
+            data.mkdir(parents=True)
+            build = [f"{args.bin}/shardpack", "-q", "build", "--csv", str(src / "cold.csv"), "--out", str(data / "ds"),
+                     "--shard-size", "64MiB"] + extra
+            if task == "seg":
+                build += ["--classes", str(src / "class_dict.csv")]
+            subprocess.run(build, check=True)
+            ds = shardpack.open(str(data / "ds"))
+            (data / "npy").mkdir()
+            images, labels = ds.read_batch(np.arange(len(ds)), dtype="uint8", layout="NHWC", normalize=None,
+                                           label="index", label_dtype="uint8" if task == "seg" else None)
+            np.save(data / "npy" / "images.npy", images)
+            np.save(data / "npy" / "labels.npy", labels)
+            del images, labels
+            stamp.write_text(str(records))
+        out[name] = {"records": len(ds), "shards": len(ds.shard_starts), "data_bytes": ds.data_bytes,
+                     "npy_bytes": sum(os.path.getsize(p) for p in files_of(data / "npy"))}
+    print(json.dumps(out))
 
 
-# ---------------------------------------------------------------- run
-def run(args):
-    work = pathlib.Path(args.work)
-    sp = _sp()
-    import shardpack.torch as spt  # imports (torch: seconds) are not part of the epoch
-
-    start = time.perf_counter()
-    if args.method == "npy":
-        images = np.load(work / "data" / "npy" / "images.npy")
-        labels = np.load(work / "data" / "npy" / "labels.npy")
-        n = len(images)
-        order = sp.epoch_order(n, SEED, 0)
-        checksum = 0
-        for b in range(0, n, BATCH):
-            idx = order[b:b + BATCH]
-            x, y = images[idx], labels[idx]
-            checksum += int(x[:, 0, 0, 0].sum()) + int(y.sum())
-        read_bytes = os.path.getsize(work / "data" / "npy" / "images.npy")
-    else:
-        options = {} if args.io == "default" else {"io": args.io}
-        ds = sp.open(str(work / "data" / "ds"), **options)
-        n = len(ds)
-        shuffle = args.method != "sequential"
-        order = "blocks" if args.method == "blocks" else "global"
-        loader = spt.Loader(ds, batch_size=BATCH, shuffle=shuffle, seed=SEED, order=order, dtype="uint8",
-                            layout="NHWC", normalize=None, label="index", threads=args.threads)
-        checksum = 0
-        for images, labels in loader:
-            checksum += int(labels.sum())
-        read_bytes = ds.data_bytes
-    seconds = time.perf_counter() - start
-    print(json.dumps({"method": args.method, "io": args.io, "records": n, "seconds": seconds, "bytes": read_bytes,
-                      "checksum": checksum, "shim": shim_stats()}))
-
-
-def _sp():
+# ---------------------------------------------------------------- one run (in a forked child)
+def loader_options():
+    """What this package's Loader and open() take: {'cache_bytes': bool, 'io': [...]}."""
     import shardpack
+    import shardpack.torch as spt
 
-    return shardpack
+    loader = inspect.signature(spt.Loader.__init__).parameters
+    ios = ["auto", "mmap", "pread"]
+    try:
+        import typing
+        ios = list(typing.get_args(shardpack.IO)) or ios
+    except AttributeError:
+        pass
+    return {"cache_bytes": "cache_bytes" in loader, "io": ios}
+
+
+def run_row(row, ds_dir, npy_dir, batch, epochs, cache_bytes, cap, direct, evict_paths, send):
+    """Reads `epochs` epochs the way `row` says; the files are evicted before each epoch (the
+    first: by the driver). send("P", [epoch, records, seconds]) after every batch, send("E", {seconds,
+    records, bytes, cut, io}) after every epoch."""
+    import shardpack
+    import shardpack.torch as spt
+
+    state = {}
+    for e in range(epochs):
+        if e > 0:
+            evict(evict_paths)
+        start = time.perf_counter()
+        cut = False
+        io = ""
+        if row == "floor":
+            nbytes = read_in_order(files_of(ds_dir), direct)
+            records = None
+        elif row == "npy":
+            images = np.load(os.path.join(npy_dir, "images.npy"))
+            labels = np.load(os.path.join(npy_dir, "labels.npy"))
+            n = len(images)
+            order = shardpack.epoch_order(n, SEED, e)
+            records = 0
+            for b in range(0, n, batch):
+                idx = order[b:b + batch]
+                x, y = images[idx], labels[idx]
+                records += len(idx)
+                send("P", [e, records, time.perf_counter() - start])
+                if cap and time.perf_counter() - start > cap and records < n:
+                    cut = True
+                    break
+            del images, labels, x, y
+            nbytes = sum(os.path.getsize(p) for p in files_of(npy_dir))
+        else:
+            if "loader" not in state:
+                if row == "mmap-global":
+                    state["loader"] = spt.Loader(shardpack.open(ds_dir, io="mmap"), batch_size=batch, order="global")
+                elif row == "pread-blocks":
+                    state["loader"] = spt.Loader(shardpack.open(ds_dir, io="pread"), batch_size=batch, order="blocks")
+                elif cache_bytes:
+                    state["loader"] = spt.Loader(ds_dir, batch_size=batch, cache_bytes=cache_bytes)
+                else:
+                    state["loader"] = spt.Loader(ds_dir, batch_size=batch)
+            loader = state["loader"]
+            loader.set_epoch(e)
+            n = len(loader.dataset)
+            records = 0
+            for images, labels in loader:
+                records += len(labels)
+                send("P", [e, records, time.perf_counter() - start])
+                if cap and time.perf_counter() - start > cap and records < n:
+                    cut = True
+                    break
+            nbytes = loader.dataset.data_bytes
+            io = str(getattr(loader.dataset, "io", ""))
+        send("E", {"seconds": time.perf_counter() - start, "records": records, "bytes": nbytes, "cut": cut, "io": io})
+        if cut:
+            break  # later epochs are not read
+
+
+def cut_epoch(progress, records_total, seconds):
+    """The epoch a run was stopped in, from its last progress report (epoch, records, seconds)."""
+    if progress and progress[1] > 0:
+        return {"seconds": progress[2], "records": progress[1], "bytes": None, "cut": True, "io": "",
+                "killed": True}
+    # Not one batch in `seconds`: only a lower bound on the epoch's time.
+    return {"seconds": seconds, "records": 0, "bytes": None, "cut": True, "io": "", "killed": True,
+            "lower_bound": True}
+
+
+def in_child(fn, records_total, hard):
+    """Runs fn(send) in a forked child, killed when an epoch takes longer than `hard` seconds:
+    (its epochs, peak RSS in bytes, CPU seconds)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        os.close(r)
+        out = os.fdopen(w, "w", buffering=1)
+
+        def send(kind, value):
+            out.write(kind + " " + json.dumps(value) + "\n")
+        try:
+            fn(send)
+        except BaseException as e:  # reported to the driver
+            send("X", f"{type(e).__name__}: {e}")
+            code = 1
+        out.flush()
+        os._exit(code)  # no cleanup: a Loader cut mid-epoch would wait for its batch
+    os.close(w)
+    epochs, progress, error, buffer = [], None, None, b""
+    deadline = time.monotonic() + hard
+    killed = False
+    while True:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([r], [], [], max(0.0, left))
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+            killed = True
+            break
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            kind, value = line.decode().split(" ", 1)
+            value = json.loads(value)
+            if kind == "P":
+                progress = value
+            elif kind == "E":
+                epochs.append(value)
+                progress = None
+                deadline = time.monotonic() + hard
+            elif kind == "X":
+                error = value
+    os.close(r)
+    _, _, usage = os.wait4(pid, 0)
+    if error:
+        raise RuntimeError(error)
+    if killed:
+        epochs.append(cut_epoch(progress, records_total, hard))
+    return epochs, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
+
+
+def run_cxx(binary, ds_dir, batch, epochs, cache_bytes, cap, hard):
+    """bench_cold_io on ds_dir, cold only, killed as in_child: its epochs, peak RSS bytes, CPU seconds."""
+    import resource
+    import threading
+
+    cmd = [binary, ds_dir, "--reps", "1", "--io", "auto", "--order", "preferred", "--batch", str(batch),
+           "--epochs", str(epochs), "--no-warm", "--progress"]
+    if cache_bytes:
+        cmd += ["--cache-bytes", str(cache_bytes)]
+    if cap:
+        cmd += ["--max-seconds", str(cap)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = {"progress": None, "epoch_ends": [], "err": []}
+
+    def read_stderr():
+        for line in p.stderr:
+            state["err"].append(line)
+            w = line.split()
+            if len(w) == 5 and w[1] == "progress":
+                e, records, seconds = int(w[2]) - 1, int(w[3]), float(w[4])
+                if state["progress"] and state["progress"][0] < e:
+                    state["epoch_ends"].append(state["progress"])
+                state["progress"] = [e, records, seconds]
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    killed = False
+    out = ""
+    while True:
+        done_epochs = len(state["epoch_ends"])
+        try:
+            out, _ = p.communicate(timeout=hard)
+            break
+        except subprocess.TimeoutExpired:
+            if len(state["epoch_ends"]) > done_epochs:
+                continue  # an epoch ended meanwhile: the next gets its own time
+            p.kill()
+            p.communicate()
+            killed = True
+            break
+    reader.join(timeout=5)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if killed:
+        results = [{"seconds": x[2], "records": x[1], "bytes": None, "cut": False, "io": ""}
+                   for x in state["epoch_ends"]]
+        return results + [cut_epoch(state["progress"], None, hard)], None, cpu
+    if p.returncode != 0:
+        raise RuntimeError(f"bench_cold_io failed ({p.returncode}): {''.join(state['err'])[-500:]}")
+    j = json.loads(out.strip().splitlines()[-1])
+    n = j["records"]
+    results = []
+    for e in range(epochs):
+        key = "preferred.auto.cold" + ("" if e == 0 else f"-epoch{e + 1}")
+        if key not in j["runs"]:
+            break
+        run = j["runs"][key]
+        records = run.get("records_read", n)
+        results.append({"seconds": run["seconds"], "records": records, "bytes": None, "cut": records < n,
+                        "io": j.get("io_chosen", "")})
+    return results, j["peak_rss_kib"] * 1024, cpu
+
+
+def cxx_features(binary):
+    out = subprocess.run([binary, "--features"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
 
 
 # ---------------------------------------------------------------- drive
 def drive(args):
-    work = pathlib.Path(args.work)
-    files = data_files(work)
-    ds_files = [f for f in files if "/data/ds/" in f]
-    results = []
+    import shardpack
+    import shardpack.torch  # noqa: F401  (imported once here: every row's fork has it)
 
-    def record(entry):
-        results.append(entry)
-        if args.results:
-            with open(args.results, "a") as f:
-                f.write(json.dumps({"name": "cold." + entry["disk"] + "." + entry["method"], "result": entry}) + "\n")
-        print(f"cold: {entry['disk']:5} {entry['method']:10} {entry.get('io', ''):8} {entry['seconds']:7.2f} s",
-              file=sys.stderr)
+    work = pathlib.Path(args.work).resolve()
+    n = sizes(args.quick)
+    reps = args.reps or (1 if args.quick else 3)
+    cap = args.max_seconds or (6.0 if args.quick else 15.0)
+    hard = cap * 1.5 + 2  # a run still in its first batches by then is stopped (a lower bound)
+    py = loader_options()
+    cxx_bin = os.path.join(args.bin, "bench_cold_io")
+    cxx = cxx_features(cxx_bin)
+    info = {}
+    for name in ("cls", "seg"):
+        ds = shardpack.open(str(work / "data" / name / "ds"))
+        info[name] = {"records": len(ds), "shards": len(ds.shard_starts), "data_bytes": ds.data_bytes,
+                      "file_bytes": sum(os.path.getsize(p) for p in files_of(work / "data" / name / "ds")),
+                      "npy_bytes": sum(os.path.getsize(p) for p in files_of(work / "data" / name / "npy"))}
+        del ds
+    half = info["cls"]["data_bytes"] // 2
+    datasets = [("cls", "cls", 512, 1, 0), ("seg", "seg", 16, 1, 0), ("cls-half", "cls", 512, n["epochs"], half)]
+    storages = [s for s in args.storage.split(",") if s]
+    notes, runs = [], []
+    slowfs_bin = os.path.join(args.bin, "slowfs")
+    why_not = slowfs_unusable(slowfs_bin)
+    all_local = files_of(work / "data" / "cls" / "ds") + files_of(work / "data" / "cls" / "npy") + \
+        files_of(work / "data" / "seg" / "ds") + files_of(work / "data" / "seg" / "npy")
+    eviction_left = None
+    done_cut = set()  # (storage, dataset, row) cut in an earlier rep: not repeated
 
-    sim_env = dict(os.environ, LD_PRELOAD=args.shim, SHARDPACK_SLOW_DISK_PATH=str(work / "data"),
-                   SHARDPACK_SLOW_DISK_SEEK_MS=str(args.seek_ms), SHARDPACK_SLOW_DISK_MBPS=str(args.mbps))
+    def unavailable(dataset, row):
+        if dataset == "cls-half":
+            if row == "npy":
+                return "a .npy preload needs the whole dataset in memory, which this dataset models as too large"
+            if row == "mmap-global":
+                return "mapped pages cannot be evicted between epochs from outside the process"
+            if row == "loader" and not py["cache_bytes"]:
+                return "Loader(cache_bytes=) is not available in this package (no I/O engine)"
+            if row == "cxx-auto" and not cxx["cache_bytes"]:
+                return "open_options::cache_bytes is not available in this reader (no I/O engine)"
+        return ""
 
-    def one(method, io, disk):
-        if disk == "local":
-            evict(files)
-            left = resident_fraction(files)
-            env = os.environ
-        else:
-            warm(files)
-            left = None
-            env = sim_env
-        cmd = [sys.executable, __file__, "run", "--work", str(work), "--method", method, "--io", io,
-               "--threads", str(args.threads)]
-        out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True)
-        entry = json.loads(out.stdout.strip().splitlines()[-1])
-        entry.update(disk=disk, resident_before=left)
-        return entry
-
-    def floor(disk):
-        if disk == "local":
-            evict(ds_files)
-            nbytes, seconds = direct_read(ds_files)
-            return {"disk": disk, "method": "floor", "bytes": nbytes, "seconds": seconds}
-        warm(ds_files)
-        code = ("import sys, json; sys.path.insert(0, %r); import cold_bench as c; "
-                "b, s = c.direct_read(%r, direct=False); print(json.dumps([b, s, c.shim_stats()]))"
-                % (str(pathlib.Path(__file__).parent), ds_files))
-        out = subprocess.run([sys.executable, "-c", code], env=sim_env, check=True, capture_output=True, text=True)
-        nbytes, seconds, stats = json.loads(out.stdout)
-        return {"disk": disk, "method": "floor", "bytes": nbytes, "seconds": seconds, "shim": stats}
-
-    # Eviction: possible here? (Some file systems keep pages; then the local table is warm.)
-    evict(files)
-    eviction_left = resident_fraction(files)
-    methods = [("sequential", io) for io in args.io] + [("global", io) for io in args.io] + \
-              [("blocks", io) for io in args.io] + [("npy", "default")]
-    for disk, reps in (("local", args.reps), ("sim", args.sim_reps)):
-        for r in range(reps):
-            record(floor(disk))
-            for method, io in methods:
-                if disk == "sim" and method != "npy" and io != "pread":
-                    continue  # the shim cannot see page faults of maps: simulated runs read with pread
-                entry = one(method, io, disk)
-                if entry["shim"] and entry["shim"]["mmaps"] and method != "npy":
-                    raise SystemExit(f"cold_bench: the {method} run with io={io} mapped the shards under the "
-                                     "slow-disk shim, which cannot see page faults; its time means nothing")
-                record(entry)
-    summary = summarize(results, eviction_left, args)
+    for storage in storages:
+        mount = None
+        if storage != "local":
+            if why_not:
+                notes.append(f"{STORAGE_NAMES[storage]}: not measured: {why_not}")
+                continue
+            warm(all_local)
+            mount = Slowfs(slowfs_bin, work / "data", work / f"mnt-{storage}", storage, work / f"slowfs-{storage}.log")
+        try:
+            root = work / "data" if mount is None else pathlib.Path(mount.mountpoint)
+            for rep in range(reps):
+                for dataset, base, batch, epochs, cache_bytes in datasets:
+                    ds_dir, npy_dir = str(root / base / "ds"), str(root / base / "npy")
+                    paths = files_of(ds_dir) + files_of(npy_dir)
+                    ways = [w for w in ROWS if w in args.ways.split(",")]
+                    rows = ways[rep % len(ways):] + ways[:rep % len(ways)]  # interleaved, rotated each rep
+                    for row in rows:
+                        why = unavailable(dataset, row)
+                        if why:
+                            if rep == 0:
+                                runs.append({"storage": storage, "dataset": dataset, "row": row, "unavailable": why})
+                            continue
+                        if (storage, dataset, row) in done_cut:
+                            continue
+                        evict(paths)
+                        left = resident_fraction(paths) if mount is None else None
+                        if left is not None:
+                            eviction_left = max(eviction_left or 0, left)
+                        before = mount.counts() if mount else None
+                        records_total = info[base]["records"]
+                        if row == "cxx-auto":
+                            epochs_out, rss, cpu = run_cxx(cxx_bin, ds_dir, batch, epochs, cache_bytes, cap, hard)
+                        else:
+                            epochs_out, rss, cpu = in_child(lambda send: run_row(
+                                row, ds_dir, npy_dir, batch, epochs, cache_bytes if row == "loader" else 0, cap,
+                                direct=mount is None, evict_paths=paths, send=send), records_total, hard)
+                        after = mount.counts() if mount else None
+                        entry = {"storage": storage, "dataset": dataset, "row": row, "rep": rep, "epochs": epochs_out,
+                                 "peak_rss": rss, "cpu_s": cpu, "resident_before": left,
+                                 "seeks": after[1] - before[1] if mount else None,
+                                 "disk_reads": after[0] - before[0] if mount else None,
+                                 "disk_bytes": after[2] - before[2] if mount else None}
+                        runs.append(entry)
+                        if any(x["cut"] for x in epochs_out):
+                            done_cut.add((storage, dataset, row))
+                        print(f"cold: {storage:5} {dataset:8} {row:12} rep {rep + 1}: " +
+                              ", ".join(f"{x['seconds']:.2f} s" + (" (cut)" if x["cut"] else "") for x in epochs_out) +
+                              (f", {entry['seeks']} seeks" if mount else ""), file=sys.stderr, flush=True)
+        finally:
+            if mount:
+                mount.close()
+    summary = summarize(runs, info, datasets)
+    report = {"summary": summary, "runs": runs, "datasets": info, "notes": notes, "reps": reps, "cut_seconds": cap,
+              "eviction_left": eviction_left, "read_ahead_kb": READ_AHEAD_KB, "python": py, "cxx": cxx,
+              "half_cache_bytes": half}
     if args.json:
-        pathlib.Path(args.json).write_text(json.dumps({"summary": summary, "runs": results}, indent=1))
-    table = markdown(summary, args)
+        pathlib.Path(args.json).write_text(json.dumps(report, indent=1))
+    table = markdown(report)
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table)
     print(table)
 
 
-def summarize(results, eviction_left, args):
+def summarize(runs, info, datasets):
+    """Per (storage, dataset, row, epoch): medians over reps, and the ratios to the floor and np.load."""
     rows = []
-    for disk in ("local", "sim"):
-        floors = [r for r in results if r["disk"] == disk and r["method"] == "floor"]
-        if not floors:
+    records_of = {d: info[base]["records"] for d, base, *_ in datasets}
+    bytes_of = {d: info[base]["data_bytes"] for d, base, *_ in datasets}
+    keys = []
+    for r in runs:
+        k = (r["storage"], r["dataset"], r["row"])
+        if k not in keys:
+            keys.append(k)
+    for storage, dataset, row in keys:
+        mine = [r for r in runs if (r["storage"], r["dataset"], r["row"]) == (storage, dataset, row)]
+        if "unavailable" in mine[0]:
+            rows.append({"storage": storage, "dataset": dataset, "row": row, "unavailable": mine[0]["unavailable"]})
             continue
-        floor_rate = statistics.median(r["bytes"] / r["seconds"] for r in floors)
-        keys = sorted({(r["method"], r.get("io", "")) for r in results if r["disk"] == disk and r["method"] != "floor"},
-                      key=lambda k: (["sequential", "global", "blocks", "npy"].index(k[0]), k[1]))
-        by = {}
-        for method, io in keys:
-            runs = [r for r in results if r["disk"] == disk and r["method"] == method and r.get("io", "") == io]
-            seconds = statistics.median(r["seconds"] for r in runs)
-            nbytes, records = runs[0]["bytes"], runs[0]["records"]
-            floor_seconds = nbytes / floor_rate
-            shim = runs[0].get("shim")
-            by[(method, io)] = seconds
-            rows.append({"disk": disk, "method": method, "io": io, "runs": len(runs), "seconds": seconds,
-                         "samples_per_s": records / seconds, "mb_per_s": nbytes / seconds / 1e6,
-                         "floor_seconds": floor_seconds, "vs_floor": floor_seconds / seconds,
-                         "seeks": shim["seeks"] if shim else None, "mmaps": shim["mmaps"] if shim else None,
-                         "resident_before": max((r["resident_before"] or 0) for r in runs)
-                         if disk == "local" else None})
-        for row in rows:
-            if row["disk"] == disk and (("global", row["io"]) in by):
-                row["vs_global"] = by[("global", row["io"])] / row["seconds"]
-    return {"floor_mb_per_s": {d: statistics.median(r["bytes"] / r["seconds"] for r in results
-                                                    if r["disk"] == d and r["method"] == "floor")
-                               for d in ("local", "sim") if any(r["disk"] == d for r in results)},
-            "eviction_left": eviction_left, "seek_ms": args.seek_ms, "mbps": args.mbps, "rows": rows}
+        for e in range(max(len(r["epochs"]) for r in mine)):
+            eps = [(r, r["epochs"][e]) for r in mine if len(r["epochs"]) > e]
+            n = records_of[dataset]
+            # The epoch's time: measured, or at the rate reached when cut.
+            secs = [x["seconds"] * (n / x["records"] if x["cut"] and x["records"] else 1) for _, x in eps]
+            nbytes = eps[0][1]["bytes"] or bytes_of[dataset]
+            rows.append({"storage": storage, "dataset": dataset, "row": row, "epoch": e + 1, "runs": len(eps),
+                         "seconds": statistics.median(secs), "cut": any(x["cut"] for _, x in eps),
+                         "records_read": min((n if x["records"] is None else x["records"]) for _, x in eps),
+                         "records": n, "lower_bound": any(x.get("lower_bound") for _, x in eps),
+                         "samples_per_s": n / statistics.median(secs), "mb_per_s": nbytes / statistics.median(secs) / 1e6,
+                         "seeks": _median([r["seeks"] for r, _ in eps if len(r["epochs"]) == 1]),
+                         "peak_rss_mb": _median([r["peak_rss"] / 1e6 for r, _ in eps if r["peak_rss"]]),
+                         "cpu_s": _median([r["cpu_s"] for r, _ in eps if r["cpu_s"] is not None and len(r["epochs"]) == 1]),
+                         "io": eps[0][1].get("io", "")})
+    for r in rows:
+        if "unavailable" in r:
+            continue
+        for ref, name in (("floor", "vs_floor"), ("npy", "vs_npy")):
+            match = [x for x in rows if (x["storage"], x["dataset"], x["row"], x.get("epoch")) ==
+                     (r["storage"], r["dataset"], ref, r["epoch"]) and "seconds" in x]
+            if match:
+                r[name] = match[0]["seconds"] / r["seconds"]
+    return rows
 
 
-def markdown(summary, args):
-    names = {"sequential": "sequential (shuffle off)", "global": "global shuffle (default)",
-             "blocks": 'blocks shuffle (order="blocks")', "npy": ".npy preload (np.load, then index)"}
-    disks = {"local": "this machine's disk (cold: evicted)",
-             "sim": f"simulated disk ({summary['seek_ms']:g} ms seek, {summary['mbps']:g} MB/s)"}
-    out = ["| disk | order | io | first epoch s | samples/s | MB/s | vs floor | vs global | seeks |",
-           "|---|---|---|---:|---:|---:|---:|---:|---:|"]
-    for d, rate in summary["floor_mb_per_s"].items():
-        floor = "O_DIRECT sequential read" if d == "local" else "sequential read through the shim"
-        out.append(f"| {disks[d]} | floor: {floor} | | | | {rate / 1e6:.0f} | 1.00 | | |")
-        for r in (r for r in summary["rows"] if r["disk"] == d):
-            vs_global = f"{r['vs_global']:.2f}" if "vs_global" in r else ""
-            seeks = "" if r["seeks"] is None else str(r["seeks"])
-            io = "" if r["method"] == "npy" else r["io"]
-            out.append(f"| {disks[d]} | {names[r['method']]} | {io} | {r['seconds']:.2f} | {r['samples_per_s']:.0f} | "
-                       f"{r['mb_per_s']:.0f} | {r['vs_floor']:.2f} | {vs_global} | {seeks} |")
-    left = summary["eviction_left"]
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def markdown(report):
+    info = report["datasets"]
+    described = {
+        "cls": f"cls: {info['cls']['records']:,} grey 112x112, {info['cls']['data_bytes'] / 1e6:.0f} MB, batches of 512",
+        "seg": f"seg: {info['seg']['records']:,} 512x512 RGB + one-hot label, {info['seg']['data_bytes'] / 1e6:.0f} MB, "
+               f"batches of 16",
+        "cls-half": f"cls-half: the cls dataset, cache_bytes = {report['half_cache_bytes'] / 1e6:.0f} MB (half), "
+                    "every epoch evicted first",
+    }
+    out = ["| storage | dataset | way | epoch | s | samples/s | MB/s | vs floor | vs np.load | seeks | peak RSS MB | CPU s | io |",
+           "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in report["summary"]:
+        name = ROW_NAMES[r["row"]]
+        if "unavailable" in r:
+            out.append(f"| {STORAGE_NAMES[r['storage']]} | {r['dataset']} | {name} | | not available: "
+                       f"{r['unavailable']} | | | | | | | | |")
+            continue
+        secs = ("> " if r["lower_bound"] else "") + f"{r['seconds']:.2f}" + ("*" if r["cut"] else "")
+        less = "< " if r["lower_bound"] else ""
+        f = lambda v, fmt: "" if v is None else format(v, fmt)  # noqa: E731
+        out.append(f"| {STORAGE_NAMES[r['storage']]} | {r['dataset']} | {name} | {r['epoch']} | {secs} | "
+                   f"{less}{r['samples_per_s']:.0f} | {less}{r['mb_per_s']:.0f} | {less}{f(r.get('vs_floor'), '.2f')} | "
+                   f"{less}{f(r.get('vs_npy'), '.2f')} | {f(r['seeks'], '.0f')} | {f(r['peak_rss_mb'], '.0f')} | "
+                   f"{f(r['cpu_s'], '.1f')} | {r['io']} |")
     out.append("")
-    out.append(f"Eviction (posix_fadvise DONTNEED on every file): {100 * left:.1f}% of the pages stayed resident"
-               + ("" if left < 0.01 else " (NOT evicted: the local rows are warm reads)") + ".")
+    for d in described.values():
+        out.append(f"- {d}")
+    cut = [r for r in report["summary"] if r.get("cut")]
+    if cut:
+        out.append(f"- \\* cut after {report['cut_seconds']:g} s (at the next batch, or stopped at "
+                   f"{report['cut_seconds'] * 1.5 + 2:g} s): the epoch's time at the rate reached, from the fewest "
+                   "records any rep read; \"> s\": not one batch by then, a lower bound (" +
+                   "; ".join(f"{r['storage']} {r['dataset']} {r['row']}: {r['records_read']:,} of {r['records']:,}"
+                             for r in cut) + "); measured once, not repeated.")
+    out.append(f"- {report['reps']} interleaved rep(s), medians; read-ahead of the mounts: {report['read_ahead_kb']} KiB; "
+               "seeks: slowfs's count over the whole run (opening included); peak RSS and CPU: the run's process "
+               "(CPU: not for multi-epoch rows).")
+    left = report["eviction_left"]
+    if left is not None:
+        out.append(f"- Eviction on this machine's disk: at most {100 * left:.1f}% of the pages stayed resident"
+                   + ("" if left < 0.01 else " (NOT evicted: those rows are partly warm)") + ".")
+    for note in report["notes"]:
+        out.append(f"- {note}")
     return "\n".join(out) + "\n"
 
 
@@ -327,29 +670,19 @@ def main():
     a = sub.add_parser("prepare")
     a.add_argument("--bin", required=True)
     a.add_argument("--work", required=True)
-    a.add_argument("--records", type=int, default=1536)
-    a.add_argument("--images", type=int, default=256)
-    a.add_argument("--shard-size", default="64MiB")
-    a.add_argument("--size", type=int, default=224, help="records of SIZE x SIZE x 3 (224: 150 KB)")
-    a = sub.add_parser("run")
-    a.add_argument("--work", required=True)
-    a.add_argument("--method", choices=("sequential", "global", "blocks", "npy"), required=True)
-    a.add_argument("--io", default="default")
-    a.add_argument("--threads", type=int, default=0)
+    a.add_argument("--quick", action="store_true")
     a = sub.add_parser("drive")
+    a.add_argument("--bin", required=True)
     a.add_argument("--work", required=True)
-    a.add_argument("--shim", required=True)
-    a.add_argument("--reps", type=int, default=3, help="rounds on this disk (medians)")
-    a.add_argument("--sim-reps", type=int, default=1, help="rounds on the simulated disk (a model: one suffices)")
-    a.add_argument("--seek-ms", type=float, default=8.0)
-    a.add_argument("--mbps", type=float, default=150.0)
-    a.add_argument("--io", nargs="+", default=["default"], help="reader io modes to run (default, mmap, pread)")
-    a.add_argument("--threads", type=int, default=0)
-    a.add_argument("--results")
+    a.add_argument("--quick", action="store_true")
+    a.add_argument("--reps", type=int, default=0, help="interleaved reps (default 3; --quick 1)")
+    a.add_argument("--max-seconds", type=float, default=0, help="cut a run after this long (default 20; --quick 6)")
+    a.add_argument("--storage", default="local,hdd,nfs")
+    a.add_argument("--ways", default=",".join(ROWS), help="the rows to run (default: all)")
     a.add_argument("--json")
     a.add_argument("--markdown")
     args = p.parse_args()
-    {"prepare": prepare, "run": run, "drive": drive}[args.command](args)
+    {"prepare": prepare, "drive": drive}[args.command](args)
 
 
 if __name__ == "__main__":

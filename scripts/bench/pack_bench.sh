@@ -31,9 +31,14 @@
 #                --crop 256x256 on the seg job's 512x512 records; full-record reads of the 1080p
 #                records per codec (bench_read, as above), their labels delivered one-hot (6x the
 #                stored bytes) and as stored (--label index_u8: uint8 class ids)
+#   fields       the cls job's list with three per-sample fields a row (a float, 2 tags, 2 boxes;
+#                format 1.5), packed as the cls job (pack side only): what fields cost a build
 #   bands        the same reads and crops of both with the default codec at fixed band heights
 #                (--band-rows: one height for image and label, format 1.1's codec 2), against the
 #                default (a height per region from the data, codec 3): what the rule rests on
+#   16-bit       the seg job on the same scenes as 16-bit PNGs (uint16 images, format 1.4, every
+#                bit used): the build under peak_rss, and full-record reads (bench_read, the
+#                images delivered as stored, uint16), beside the seg job's 8-bit figures
 #
 # Writes WORK/results.jsonl (raw), WORK/pack.json and WORK/pack.md (the tables); prints the tables.
 # Exit 0; 1 when a measurement fails; 2 on bad usage.
@@ -91,10 +96,16 @@ log "data sets under $src ($size)"
 seg_src=$src/seg1080-$n_seg cls_src=$src/jpeg500-$n_cls
 gen "$seg_src" --task seg --count "$n_seg" --width 1920 --height 1080
 gen "$cls_src" --task cls --jpeg --count "$n_cls" --width 500 --height 375 --seed 2
+seg16_src=$src/seg1080-16bit-$n_seg
+gen "$seg16_src" --task seg --count "$n_seg" --width 1920 --height 1080 --bits 16
 # repeat_list SRC: SRC/repeat-R.csv, the rows of SRC/list.csv R times (beside it: relative paths).
 repeat_list() { { head -n 1 "$1/list.csv"; for ((i = 0; i < repeat; i++)); do tail -n +2 "$1/list.csv"; done; } >"$1/repeat-$repeat.csv"; }
 repeat_list "$seg_src"
 repeat_list "$cls_src"
+# The cls list with per-sample fields: a float, two tags and two boxes (source pixels) a row.
+awk -F, 'NR == 1 { print $0 ",score,tags,boxes"; next }
+         { print $0 "," NR / 7 ",\"a;" (NR % 2 ? "b" : "c") "\",\"10 20 200 150 car; 50.5 60 300 300 person\"" }' \
+  "$cls_src/list.csv" >"$cls_src/fields.csv"
 # The writer's default band height (formats/shardpack-v1.md 10.3: about 256 KiB of image a band).
 record setup "{\"size\":\"$size\",\"threads\":$threads,\"reps\":$reps,\"seg_records\":$n_seg,\"cls_records\":$n_cls,\"crop_records\":$n_full,\"repeat\":$repeat,\"seg_default_band_rows\":$((262144 / (512 * 3))),\"crop_default_band_rows\":$((262144 / (1920 * 3)))}"
 
@@ -108,6 +119,9 @@ job_args() {
     build_args=(--classes "$seg_src/class_dict.csv" --size 512x512 --resize none --crop center)
     floor_args=(--size 512x512 --resize none --crop center)
     py_args=(--classes "$seg_src/class_dict.csv" --job seg --size 512 --resize none)
+  elif [ "$1" = cls_fields ]; then
+    csv=$cls_src/fields.csv
+    build_args=(--size 224x224 --resize shorter --crop center --field score:float --field tags:tags --field boxes:boxes)
   else
     csv=$cls_src/$list
     build_args=(--size 224x224 --resize shorter --crop center)
@@ -149,6 +163,8 @@ for r in $(seq "$reps"); do
       measure "$job" "$what"
     done
   done
+  log "cls_fields: pack (rep $r/$reps)"
+  measure cls_fields pack
 done
 rm -rf "$work/seg.npy" "$work/cls.npy"
 
@@ -206,6 +222,14 @@ for r in $(seq "$reps"); do
     record "pack.read1080_ids.$codec" "$("$bin/bench_read" "$work/crop-$codec.ds" --threads 1 --modes reader_1t,zstd_1t \
       --label index_u8 "${read_args[@]}" 2>/dev/null)"
   done
+  job_args seg
+  log "16-bit: pack and read the seg job's scenes as 16-bit PNGs (rep $r/$reps)"
+  rm -rf "$work/seg16.ds"
+  record "pack.seg16.pack" "$("$bin/peak_rss" -- "$bin/shardpack" -q build --csv "$seg16_src/list.csv" --out "$work/seg16.ds" \
+    --threads "$threads" "${build_args[@]/$seg_src/$seg16_src}" 2>/dev/null)"
+  record "pack.size.seg16.zstd" "{\"bytes\":$(du -sb "$work/seg16.ds" | cut -f1)}"
+  record "pack.read.seg16.zstd" "$("$bin/bench_read" "$work/seg16.ds" --threads 1 --modes reader_1t,zstd_1t \
+    "${read_args[@]}" 2>/dev/null)"
   for i in $(rotate "$r" 0 1 2 3 4); do
     rows=${seg_band_rows[$i]}
     log "read seg records, --band-rows $rows (rep $r/$reps)"

@@ -89,8 +89,13 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--task", o.task, "seg (label = mask image), cls (label = class id or name), or auto")
         ->check(CLI::IsMember(words_of(task_words)))->capture_default_str();
     b->add_option("--classes", o.classes, "seg: class_dict.csv (name,r,g,b); cls: optional list of class names");
-    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L) or rgba")
+    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L), rgba, or bands "
+                  "(every sample a pixel has, as stored: as many as the first row's image has, 1 to 255)")
         ->check(CLI::IsMember(words_of(color_words)))->capture_default_str();
+    b->add_option("--depth", o.depth, "Bits a stored image sample: auto (16 when the first row's image has 16, as 16-bit "
+                  "PNG and TIFF may: uint16 images, format 1.4; else 8), 8, or 16 (8-bit images are widened, v * 257). "
+                  "16-bit images in an 8-bit build keep their high byte: the log and report.json count them")
+        ->check(CLI::IsMember({"auto", "8", "16"}))->capture_default_str();
     b->add_option("--size", o.size, "Output size WxH, e.g. 512x512");
     b->add_option("--resize", o.resize, "none (crop or pad), stretch, shorter (cover, then crop) or fit (contain, then pad); default: none, or shorter with --size")
         ->check(CLI::IsMember(words_of(resize_words)));
@@ -103,6 +108,19 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--unknown-label", o.unknown_label, "A mask color not in the dictionary: error, or ignore (mapped to the ignore value and counted)")
         ->check(CLI::IsMember(words_of(unknown_label_words)))->capture_default_str();
     add_label_options(*b, o);
+    b->add_option("--field", o.fields,
+                  "Keep a CSV column as a per-sample field (format 1.5): NAME:KIND[=COLUMN], KIND int, float, str, "
+                  "int-list, float-list, tags (multi-label: names or ids separated by ; | or ,) or boxes ('x0 y0 x1 y1 "
+                  "label' in source pixels, boxes separated by ;); COLUMN defaults to NAME; boxes may come from a COCO "
+                  "JSON: NAME:boxes=coco:FILE. Repeat for more fields")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    b->add_option("--field-names", o.field_names,
+                  "NAME=FILE: the tags (or box classes) of field NAME, one per line, in id order; default: those found "
+                  "in the data (ids 0..max, or names sorted)")
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    b->add_option("--unknown-name", o.unknown_name,
+                  "A tag or box class not in the field's --field-names list: error, or ignore (dropped and counted)")
+        ->check(CLI::IsMember({"error", "ignore"}))->capture_default_str();
     b->add_option("--compression", o.compression,
                   "zstd (format 1.1: one frame per band of rows of image and label; raw where it is not smaller), "
                   "auto (zstd where it saves at least half of a record, else raw), zstd-record (format 1.0: one frame "
@@ -235,6 +253,18 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
 }
 }  // namespace
 
+void refuse_url(const std::string& option, const std::string& path, const std::string& hint) {
+    // RFC 3986's scheme: a letter, then letters, digits, '+', '-' or '.'; then "://".
+    const auto end = path.find("://");
+    if (end == std::string::npos || end == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return;
+    for (std::size_t i = 1; i < end; ++i) {
+        const unsigned char c = static_cast<unsigned char>(path[i]);
+        if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return;
+    }
+    throw usage_error(option + " " + path + ": is a URL, and this writes local files only; " + hint +
+                      " (a local folder of that name: ./" + path + ")");
+}
+
 namespace {
 // --samples - (the Python writer): the samples come from standard input, so the options about
 // a list, its order and its parts do not apply.
@@ -243,7 +273,8 @@ void check_stream_options(const build_command_options& o, build_options& b) {
     const std::pair<bool, const char*> list_options[] = {
         {!o.csv.empty(), "--csv"}, {!o.images.empty(), "--images"}, {!o.masks.empty(), "--masks"}, {!o.root.empty(), "--root"},
         {o.header || o.no_header, "--header/--no-header"}, {o.image_col != "0" || o.label_col != "1", "--image-col/--label-col"},
-        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"}};
+        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"},
+        {!o.fields.empty() || !o.field_names.empty(), "--field (the stream does not carry fields yet)"}};
     for (const auto& [given, name] : list_options)
         if (given) throw usage_error(std::string("--samples: ") + name + " does not apply to a sample stream");
     b.input.from_stream = true;
@@ -252,6 +283,8 @@ void check_stream_options(const build_command_options& o, build_options& b) {
 
 build_options to_build_options(const build_command_options& o) {
     build_options b;
+    refuse_url("--out", o.out, "build into a local folder, then upload it with `shardpack push DIR " + o.out + "`");
+    refuse_url("--report", o.report, "give a local file");
     b.input.csv_path = o.csv;
     b.input.root = o.root;
     if (!o.samples.empty()) check_stream_options(o, b);
@@ -267,6 +300,11 @@ build_options to_build_options(const build_command_options& o) {
     b.input.label_col = o.label_col;
     b.input.task = value_of(task_words, o.task, "--task");
     b.input.classes_path = o.classes;
+    for (const auto& f : o.fields) b.input.fields.push_back(parse_field_spec(f));
+    for (const auto& n : o.field_names) apply_field_names(b.input.fields, n);
+    b.input.unknown_name = o.unknown_name == "ignore" ? unknown_name_policy::ignore : unknown_name_policy::error;
+    if (!o.fields.empty() && !o.images.empty())
+        throw usage_error("--field reads columns of a --csv list; --images folders have none");
     if (o.images.empty() && !(o.mask_suffix.empty() && o.image_suffix.empty()))
         throw usage_error("--mask-suffix and --image-suffix apply to --images DIR --masks DIR");
     if (!o.images.empty()) {
@@ -276,6 +314,7 @@ build_options to_build_options(const build_command_options& o) {
     }
     b.out_dir = o.out;
     b.color = value_of(color_words, o.color, "--color");
+    b.depth = o.depth == "8" ? 8 : o.depth == "16" ? 16 : 0;
 
     if (!o.size.empty()) parse_wxh(o.size, b.geometry.width, b.geometry.height);
     const std::string resize = o.resize.empty() ? (o.size.empty() ? "none" : "shorter") : o.resize;

@@ -28,6 +28,7 @@ CLI::App* add_export_command(CLI::App& app, export_command_options& o) {
 int run_export_command(const export_command_options& o) {
     if (o.indices.empty() && o.range.empty() && o.key.empty())
         throw usage_error("export: choose records with --index I, --range A:B or --key KEY");
+    refuse_url("--out", o.prefix, "give a local path prefix");
     const auto chosen = select_records(o.dir, o.indices, o.range, o.key);
     if (chosen.size() == 1) {
         std::cout << export_record(o.dir, chosen[0], o.prefix, o.overlay).dump();

@@ -38,9 +38,10 @@ std::string hex64(std::uint64_t value) {
 json schema_to_json(const detail::schema_record& s) {
     using namespace detail;
     json image = json::object();
-    image.set("dtype", "uint8");
+    image.set("dtype", s.image_dtype_bytes == 2 ? "uint16" : "uint8");
     image.set("channels", unsigned(s.channels));
-    image.set("channel_order", s.channel_order == order_code::gray ? "L" : s.channel_order == order_code::rgb ? "RGB" : "RGBA");
+    image.set("channel_order", s.channel_order == order_code::gray ? "L" : s.channel_order == order_code::rgb ? "RGB"
+                             : s.channel_order == order_code::rgba ? "RGBA" : "bands");
     image.set("height", s.fixed_height);
     image.set("width", s.fixed_width);
     json label = json::object();
@@ -54,6 +55,21 @@ json schema_to_json(const detail::schema_record& s) {
     out.set("image", image);
     out.set("label", label);
     out.set("classes", s.class_count);
+    if (!s.fields.empty()) {  // 1.5: the FIELDS section, for tools that read only the manifest
+        json fields = json::array();
+        for (const auto& f : s.fields) {
+            json e = json::object();
+            e.set("name", f.name);
+            e.set("kind", field_kind_name(f.kind));
+            if (has_vocabulary(f.kind)) {
+                json names = json::array();
+                for (const auto& v : f.vocabulary) names.push(json(v));
+                e.set("names", names);
+            }
+            fields.push(e);
+        }
+        out.set("fields", fields);
+    }
     return out;
 }
 
@@ -356,7 +372,9 @@ json dataset_writer::publish() {
     json m = json::object();
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
-                                std::to_string(opt_.uses_region_bands ? detail::version_minor_region_bands
+                                std::to_string(!opt_.schema.fields.empty() ? detail::version_minor_fields
+                                               : detail::uses_wide_pixels(opt_.schema) ? detail::version_minor_wide_pixels
+                                               : opt_.uses_region_bands ? detail::version_minor_region_bands
                                                : with_table       ? detail::version_minor_shard_table
                                                : opt_.uses_bands ? detail::version_minor
                                                                  : detail::version_minor_plain));

@@ -59,7 +59,7 @@ std::optional<manifest_summary> read_manifest_summary(const output_folder& folde
             dot <= 5 && s.version.size() - dot - 1 <= 5) {
             const unsigned long major = std::stoul(s.version.substr(0, dot));
             const unsigned long minor = std::stoul(s.version.substr(dot + 1));
-            s.version_known = major == detail::version_major && minor <= detail::version_minor_region_bands;
+            s.version_known = major == detail::version_major && minor <= detail::version_minor_fields;
         }
         if (const detail::json* shards = m.find("shards"); shards && shards->is_array()) {
             for (const auto& e : shards->as_array()) {
@@ -191,7 +191,7 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
     if (manifest && manifest->is_shardpack && !manifest->version_known && !force)
         throw usage_error("--out " + dir + " holds a dataset of format version \"" + manifest->version +
                           "\", which this shardpack does not write (it writes " + std::to_string(detail::version_major) + "." +
-                          std::to_string(detail::version_minor_region_bands) + ")" +
+                          std::to_string(detail::version_minor_wide_pixels) + ")" +
                           (force_offered ? "; it is not replaced without --force" : "; choose another --out"));
 }
 }  // namespace

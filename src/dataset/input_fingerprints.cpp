@@ -119,8 +119,9 @@ void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
            std::to_string(r.label.mtime_ns) + "\t" + hex(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
            std::to_string(r.unknown_pixels) + "\t";
     append_counts(out, r.class_counts);
-    // Two more fields only when there is something in them: lines of exact builds stay as they were.
-    if (!r.tolerance_counts.empty() || !r.unknown_values.empty()) {
+    // Two more fields only when there is something in them (or a third follows): lines of exact
+    // builds without --field stay as they were.
+    if (!r.tolerance_counts.empty() || !r.unknown_values.empty() || r.fields_hash) {
         out += "\t";
         append_counts(out, r.tolerance_counts);
         out += "\t";
@@ -130,6 +131,7 @@ void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
             out += std::to_string(u.value) + ":" + std::to_string(u.pixels) + ":" + std::to_string(u.x) + ":" + std::to_string(u.y);
         }
     }
+    if (r.fields_hash) out += "\t" + hex(r.fields_hash);
     out += "\n";
 }
 
@@ -146,7 +148,7 @@ std::string format_fingerprint_group(const fingerprint_group& g) {
 namespace {
 // One record's line, split at its tabs.
 bool parse_record_line(const std::vector<std::string>& cells, record_fingerprint& out) {
-    if (cells.size() != 11 && cells.size() != 13) return false;
+    if (cells.size() != 11 && cells.size() != 13 && cells.size() != 14) return false;
     record_fingerprint r;
     std::int64_t cid = 0;
     if (!unescape(cells[0], r.key) || !unescape(cells[1], r.label_key) || !parse_u64(cells[2], r.image.size) ||
@@ -156,7 +158,8 @@ bool parse_record_line(const std::vector<std::string>& cells, record_fingerprint
         return false;
     r.class_id = static_cast<std::int32_t>(cid);
     if (!parse_counts(cells[10], r.class_counts)) return false;
-    if (cells.size() == 13) {
+    if (cells.size() == 14 && (!parse_u64(cells[13], r.fields_hash, 16) || r.fields_hash == 0)) return false;
+    if (cells.size() >= 13) {
         if (!parse_counts(cells[11], r.tolerance_counts)) return false;
         if (!cells[12].empty()) {
             std::istringstream values(cells[12]);

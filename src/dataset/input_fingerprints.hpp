@@ -43,6 +43,7 @@ struct record_fingerprint {
     std::vector<std::pair<std::uint32_t, std::uint64_t>> class_counts;  // non-zero counts only
     std::vector<std::pair<std::uint32_t, std::uint64_t>> tolerance_counts;  // of those, mapped by --color-tolerance
     std::vector<unknown_value_count> unknown_values;                       // the unknown pixels by value
+    std::uint64_t fields_hash = 0;  // XXH3-64 of the row's --field values (source form, never 0); 0 without fields
 };
 
 // The records of one shard, in order.

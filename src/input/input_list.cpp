@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string_view>
 #include <unordered_map>
+#include <charconv>
 
 #include "errors.hpp"
 #include "input/csv_reader.hpp"
@@ -254,6 +255,44 @@ std::vector<class_entry> assign_class_ids(input_list& list, const input_options&
     return classes;
 }
 
+// Labels that are probably not class labels (issue 31): lists of tags, numbers that are
+// measurements, integer targets with about as many values as rows. Each warning names the
+// option the user probably wanted; `column` names the label column for it.
+void warn_about_labels(input_list& list, const std::string& column) {
+    std::vector<std::string> list_like, number_like;
+    std::set<std::string, std::less<>> seen;
+    bool all_ids = true;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+        const std::string_view label = trim(list.row(i).label_key);
+        all_ids = all_ids && is_integer(label);
+        if (!seen.emplace(label).second) continue;
+        if (label.find_first_of(";|") != std::string_view::npos && list_like.size() < 3) list_like.emplace_back(label);
+        if (!is_integer(label) && number_like.size() < 3) {
+            double v = 0;
+            const std::string_view t = !label.empty() && label.front() == '+' ? label.substr(1) : label;
+            const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+            if (!t.empty() && ec == std::errc() && end == t.data() + t.size()) number_like.emplace_back(label);
+        }
+    }
+    const auto quoted = [](const std::vector<std::string>& v) {
+        std::string out;
+        for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", '" : "'") + v[i] + "'";
+        return out;
+    };
+    if (!list_like.empty())
+        list.warnings.push_back("class names such as " + quoted(list_like) + " look like lists of tags; for multi-label "
+                                "data declare the column with --field NAME:tags" + (column.empty() ? "" : "=" + column) +
+                                " (tags separated by ';', '|' or ',')");
+    if (!number_like.empty())
+        list.warnings.push_back("class names such as " + quoted(number_like) + " are numbers; for a regression target "
+                                "declare the column with --field NAME:float" + (column.empty() ? "" : "=" + column));
+    // Classification needs several samples a class: about as many ids as rows is a measurement.
+    if (all_ids && seen.size() >= 50 && seen.size() * 2 > list.size())
+        list.warnings.push_back("the label column holds " + std::to_string(seen.size()) + " distinct integers over " +
+                                std::to_string(list.size()) + " rows, implausibly many classes; for an integer target "
+                                "declare the column with --field NAME:int" + (column.empty() ? "" : "=" + column));
+}
+
 }  // namespace
 
 sample_row input_list::row(std::size_t i) const {
@@ -368,6 +407,9 @@ input_list load_input_list(const input_options& o) {
     // anywhere is reported before it.
     std::vector<csv_row> head;
     std::size_t image_col = 0, label_col = 0, needed = 0;
+    std::optional<field_column_reader> fields;
+    if (!o.fields.empty()) fields.emplace(o.fields, field_column_input{nullptr, csv, o.unknown_name});
+    std::string label_column_name;
     std::exception_ptr deferred;
     auto decide_columns = [&] {
         if (named && head.empty())
@@ -388,6 +430,23 @@ input_list load_input_list(const input_options& o) {
             throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
                               std::to_string(image_col) + ")");
         needed = std::max(image_col, label_col) + 1;
+        if (head.empty()) return;
+        const std::vector<std::string>* header = list.had_header ? &head[0].cells : nullptr;
+        if (fields) fields->start(header, head[0].cells.size());
+        label_column_name = header && label_col < header->size() ? (*header)[label_col] : std::to_string(label_col);
+        // Columns the build does not use are named: nothing in the list is dropped silently.
+        if (o.list_text.empty()) {
+            std::vector<std::string> unused;
+            for (std::size_t c = 0; c < head[0].cells.size(); ++c) {
+                if (c == image_col || c == label_col) continue;
+                if (fields && std::find(fields->columns().begin(), fields->columns().end(), c) != fields->columns().end()) continue;
+                unused.push_back(header ? "'" + head[0].cells[c] + "'" : std::to_string(c));
+            }
+            if (!unused.empty())
+                list.warnings.push_back(std::string(unused.size() == 1 ? "column " : "columns ") + join(unused) + " of " + csv +
+                                        (unused.size() == 1 ? " is" : " are") + " not packed; keep one with --field NAME:KIND=COLUMN "
+                                        "(kinds: int, float, str, int-list, float-list, tags, boxes)");
+        }
     };
     auto take_row = [&](const csv_row& row) {
         if (row.line > std::numeric_limits<std::uint32_t>::max())
@@ -400,6 +459,7 @@ input_list load_input_list(const input_options& o) {
         if (trim(row.cells[label_col]).empty())
             throw input_error(where(csv, row.line) + "empty label (column " + std::to_string(label_col) + ")");
         list.add_row(row.line, row.cells[image_col], row.cells[label_col]);
+        if (fields) fields->add(row.line, row.cells, row.cells[image_col]);
     };
     auto unless_deferred = [&](auto&& step) {
         if (deferred) return;
@@ -453,8 +513,11 @@ input_list load_input_list(const input_options& o) {
 
     if (list.task == task_kind::segmentation) {
         if (!o.classes_path.empty()) list.classes = load_class_dict(o.classes_path);
+    } else {
+        list.classes = assign_class_ids(list, o);
+        if (o.classes_path.empty()) warn_about_labels(list, list.from_folders ? std::string() : label_column_name);
     }
-    else list.classes = assign_class_ids(list, o);
+    if (fields) list.fields = fields->finish(list.notes);
     return list;
 }
 

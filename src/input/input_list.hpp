@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "input/class_table.hpp"
+#include "input/field_columns.hpp"
 
 namespace shardpack {
 
@@ -25,6 +26,8 @@ struct input_options {
     // names it in messages, and root must be given.
     std::string list_text;
     std::size_t files_left_out = 0;  // with list_text: files in the folders not listed (folder_input.hpp)
+    std::vector<field_spec> fields;  // --field: per-sample fields from other columns (field_columns.hpp)
+    unknown_name_policy unknown_name = unknown_name_policy::error;  // --unknown-name: a tag or box class not declared
     // The samples come from the sample stream (build --samples -, pipeline/sample_stream.hpp),
     // not from a list: load_stream_input; rows are then named "sample N 'KEY'" in messages.
     bool from_stream = false;
@@ -51,6 +54,10 @@ public:
     bool had_header = false;
     bool from_folders = false;     // made from --images folders: rows are files, not CSV lines (row_origin)
     std::string base_dir;          // relative paths resolve against it: --root, or the CSV's folder (may be "")
+    field_table fields;            // --field values, one row per row of the list (empty without --field)
+    // For the log: what the list holds that the build does not use or probably misreads.
+    std::vector<std::string> notes;     // facts (fields' names found, unknown names ignored)
+    std::vector<std::string> warnings;  // columns not used; labels that look like tags, numbers or targets
 
     std::size_t size() const { return rows_.size(); }
     // The rows of the list, or of a stream the samples it gave (stream_rows, set at its end).

@@ -244,7 +244,14 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     auto check_record = [&](std::size_t i) {
         try {
             const sample s = ds.read(i, ctx);
-            const std::string why = label_problem(s, ds.schema());
+            std::string why = label_problem(s, ds.schema());
+            if (why.empty() && !ds.fields().empty()) {  // per-sample fields (1.5): their values decode
+                try {
+                    (void)s.fields();
+                } catch (const shardpack::error& e) {
+                    why = std::string("its fields: ") + e.what();
+                }
+            }
             if (!why.empty()) {
                 std::size_t k = 0;
                 while (k + 1 < ds.shard_count() && ds.shard_first_record(k + 1) <= i) ++k;

@@ -18,6 +18,7 @@ json effective_options_json(const build_options& o, task_kind task) {
     json b = json::object();
     b.set("task", word_of(task_words, task));
     b.set("color", word_of(color_words, o.color));
+    if (o.depth) b.set("depth", std::uint64_t(o.depth));  // absent: auto (the dtype is the schema's image.dtype)
     if (o.geometry.width) b.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
     else b.set("size", nullptr);
     b.set("resize", word_of(resize_words, o.geometry.resize));
@@ -39,6 +40,20 @@ json effective_options_json(const build_options& o, task_kind task) {
     b.set("on_error", word_of(on_error_words, o.on_error));
     b.set("image_col", o.input.image_col);
     b.set("label_col", o.input.label_col);
+    if (!o.input.fields.empty()) {
+        json::array_t fields;
+        for (const auto& f : o.input.fields) {
+            json e = json::object();
+            e.set("name", f.name);
+            e.set("kind", detail::field_kind_name(f.kind));
+            if (!f.coco_path.empty()) e.set("coco", f.coco_path);
+            else e.set("column", f.column.empty() ? f.name : f.column);
+            if (!f.names_path.empty()) e.set("names", f.names_path);
+            fields.push_back(std::move(e));
+        }
+        b.set("fields", std::move(fields));
+        b.set("unknown_name", o.input.unknown_name == unknown_name_policy::ignore ? "ignore" : "error");
+    }
     return b;
 }
 
@@ -91,6 +106,10 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     const auto c = detail::encode_classes(classes);
     bytes.append(reinterpret_cast<const char*>(c.data()), c.size());
     for (const auto& e : table) bytes += std::to_string(e.value) + ",";  // index masks' values
+    if (!schema.fields.empty()) {  // the fields' declarations shape every record (nothing added without them)
+        const auto f = detail::encode_fields_section(schema.fields);
+        bytes.append(reinterpret_cast<const char*>(f.data()), f.size());
+    }
     return hex64(XXH3_64bits(bytes.data(), bytes.size()));
 }
 

@@ -41,6 +41,8 @@ build_result run_build(const build_options& options) {
     const bool streamed = options.input.from_stream;
     input_list input = streamed ? load_stream_input(options.input) : load_input_list(options.input);
     if (input.empty() && !streamed) throw input_error(options.input.csv_path + ": the list has no rows");
+    for (const auto& note : input.notes) spdlog::info("{}", note);
+    for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
     const mask_value_kind mask_values =
         input.task == task_kind::segmentation ? resolve_mask_values(options, input.classes) : mask_value_kind::color;
     const bool index_masks = mask_values == mask_value_kind::index;
@@ -57,7 +59,13 @@ build_result run_build(const build_options& options) {
     spdlog::debug("memory limit {}: {} threads, {} rows in flight, {} per row", format_bytes(memory.limit), memory.threads,
                   memory.rows_in_flight, format_bytes(memory.per_row));
     const unsigned threads = memory.threads;
-    const detail::schema_record schema = make_schema(options, input.task, input.classes.size());
+    detail::schema_record schema =
+        make_schema(options, input.task, input.classes.size(), resolve_stored_pixels(options, input));
+    schema.fields = input.fields.declarations();
+    if (schema.image_dtype_bytes == 2 || schema.channel_order == detail::order_code::bands)
+        spdlog::info("images stored as {} {} (format 1.4)", schema.image_dtype_bytes == 2 ? "uint16" : "uint8",
+                     schema.channel_order == detail::order_code::bands ? std::to_string(schema.channels) + " bands"
+                                                                       : std::string(word_of(color_words, options.color)));
     check_fixed_record_size(schema, memory);
 
     dataset_writer_options wo;
@@ -186,6 +194,10 @@ build_result run_build(const build_options& options) {
     result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
                                 writer.shards_written(), writer.shards_reused(), index_masks, writer.bytes(), id_changes);
     log_build_messages(options, input, result.totals, index_masks, id_changes);
+    if (result.totals.boxes_clipped || result.totals.boxes_dropped)
+        spdlog::warn("boxes: {} clipped and {} dropped by the build's geometry (cut at the image's or the record's edge; "
+                     "dropped: empty, or nothing left inside the record), in the {} rows decoded by this build",
+                     result.totals.boxes_clipped, result.totals.boxes_dropped, result.totals.records - result.totals.reused);
     write_report_files(*claim.folder, options, result.report, result.totals.rejected);
     return result;
 }

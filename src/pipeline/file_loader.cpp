@@ -32,7 +32,7 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
     const long long head_got = file.read_some(head, std::min<std::uint64_t>(sizeof head, size));
     if (head_got < 0) return std::string("read error: ") + std::strerror(errno);
     const file_format format = sniff_format(head, static_cast<std::size_t>(head_got));
-    if (format != file_format::png && format != file_format::jpeg) {
+    if (format != file_format::png && format != file_format::jpeg && format != file_format::tiff) {
         try {
             std::uint32_t w = 0, h = 0;
             read_image_size(head, static_cast<std::size_t>(head_got), w, h);  // throws the decoder's refusal
@@ -137,9 +137,16 @@ void file_loader::operator()(sample_job& job) const {
     fp.class_id = row.class_id;
     fp.image = {};
     fp.label = {};
+    fp.fields_hash = 0;
+    if (!job.field_source.empty()) {
+        const std::uint64_t h = XXH3_64bits(job.field_source.data(), job.field_source.size());
+        fp.fields_hash = h ? h : 1;  // 0 means "no fields"
+    }
     job.key_hash = XXH3_64bits(row.key.data(), row.key.size());
     const bool has_label = !job.label_path.empty();
     const previous_record* previous = previous_ ? previous_->find(row.key, row.label_key) : nullptr;
+    // A row whose --field values changed is decoded again even when its files did not change.
+    if (previous && previous->fingerprint->fields_hash != fp.fields_hash) previous = nullptr;
     if (previous && previous->fingerprint->class_id == row.class_id) {
         const auto image = stat_file(job.image_path);
         const auto label = has_label ? stat_file(job.label_path) : std::optional<file_stamp>(file_stamp{});

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dataset/input_fingerprints.hpp"
@@ -40,9 +41,12 @@ struct sample_job {
     std::string error;                        // why the sample is rejected; empty when good
     std::vector<std::uint64_t> class_counts;  // pixels (segmentation) or 1 (classification) per class
     std::uint64_t unknown_pixels = 0;         // mapped to the ignore value (--unknown-label ignore)
+    bool lost_bits = false;                   // a 16-bit image stored at 8 bits (--depth 8)
     const previous_record* reuse = nullptr;   // unchanged since the previous build: its bytes are taken back
     record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
+    std::string_view field_source;            // --field values of the row, source form (field_columns.hpp); empty without
+    std::uint64_t boxes_clipped = 0, boxes_dropped = 0;  // by the build's geometry (field_geometry.hpp)
     // A sample of the sample stream (build --samples): no files; row's views point at the key
     // texts here, image_file/label_file hold what the stream gave (file bytes or pixels).
     bool streamed = false;
@@ -54,6 +58,7 @@ struct sample_job {
         row = input.row(index);
         input.image_path(index, image_path);
         input.label_path(index, label_path);
+        field_source = input.fields.empty() ? std::string_view() : input.fields.row(index);
     }
     // Everything but the row and its paths, for a new sample at position seq.
     void clear(std::size_t seq) {
@@ -61,8 +66,11 @@ struct sample_job {
         error.clear();
         image_format = label_format = file_format::unknown;
         unknown_pixels = 0;
+        lost_bits = false;
         reuse = nullptr;
         key_hash = 0;
+        field_source = {};
+        boxes_clipped = boxes_dropped = 0;
         streamed = false;
         image_pixels = label_pixels = {};
         fingerprint.class_counts.clear();

@@ -283,6 +283,14 @@ const char* dtype_name(nb::dlpack::dtype t) {
 // converted or copied (that would fill a temporary instead of the caller's array).
 any_array caller_array(nb::handle obj, const char* what, const std::vector<std::size_t>& shape,
                        nb::dlpack::dtype dtype) {
+    // Writing into a tensor that requires grad would change values autograd has recorded (or
+    // will record) without it knowing: torch itself refuses in-place writes to such leaves.
+    const int requires_grad = nb::hasattr(obj, "requires_grad") ? PyObject_IsTrue(obj.attr("requires_grad").ptr()) : 0;
+    if (requires_grad < 0) throw nb::python_error();
+    if (requires_grad)
+        throw argument_error(std::string("read_batch: out ") + what +
+                             " is a tensor that requires grad, which read_batch does not write into (autograd would not "
+                             "see the write); give a tensor without it, e.g. created with requires_grad=False or .detach()");
     any_array a;
     if (!nb::try_cast(obj, a, false))
         throw argument_type_error(std::string("read_batch: out ") + what +
@@ -470,6 +478,8 @@ nb::object order_blocks(std::uint64_t n, std::size_t block, const std::vector<st
     return index_array(shardpack::order_blocks(n, block, shard_starts));
 }
 
+#include "fields_ext.hpp"
+
 // shardpack.mix and the Sampler's resume on another world: include/shardpack/mix.hpp, from checked arguments.
 using index_input = nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
@@ -537,6 +547,7 @@ public:
         gil_released unlocked;
         ds_ = shardpack::dataset::open(path_, o);
     }
+    const shardpack::dataset& dataset() const { return ds_; }  // for fields_ext
     std::size_t open_shards() const { return ds_.open_shard_count(); }
     std::size_t max_open_shards() const { return ds_.max_open_shards(); }
     std::string io() const { return shardpack::io_mode_name(ds_.io()); }
@@ -582,6 +593,17 @@ public:
         return nb::make_tuple(s.fixed_height, s.fixed_width, s.channels);
     }
     std::size_t channels() const { return ds_.schema().channels; }
+    // "uint8", or "uint16" (format 1.4).
+    std::string image_dtype() const { return ds_.schema().image_value_bytes == 2 ? "uint16" : "uint8"; }
+    // "L", "RGB", "RGBA", or "bands" (format 1.4: the source's samples, no color meaning).
+    std::string channel_order() const {
+        switch (ds_.schema().order) {
+            case shardpack::channel_order::gray: return "L";
+            case shardpack::channel_order::rgb: return "RGB";
+            case shardpack::channel_order::rgba: return "RGBA";
+            default: return "bands";
+        }
+    }
     std::size_t class_count() const { return ds_.schema().class_count; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
@@ -628,7 +650,7 @@ public:
             gil_released unlocked;
             smp = ds_.read(k, ctx);
         }
-        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels;
+        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels * sc.image_value_bytes;
         const std::size_t label_at = (image_bytes + 63) / 64 * 64;  // aligned for uint16 maps
         std::size_t label_bytes = 0;
         const unsigned char* label_src = nullptr;
@@ -647,7 +669,7 @@ public:
         auto* dst = static_cast<std::uint8_t*>(data);
         {
             gil_released unlocked;
-            std::memcpy(dst, smp.image().data(), image_bytes);
+            std::memcpy(dst, image_bytes_of(smp), image_bytes);
             if (label_bytes) std::memcpy(dst + label_at, label_src, label_bytes);
         }
         return arrays(smp, owner, dst, false, label_at);
@@ -674,7 +696,7 @@ public:
                          nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
                          const std::string& crop_position, const std::string& hflip, float hflip_probability,
                          const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes) {
+                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
 
@@ -729,7 +751,7 @@ public:
         const label_mode mode = label == "onehot" ? label_mode::one_hot
                               : label == "index"  ? label_mode::index
                                                   : label_mode::none;
-        const auto image_dtype = as_float ? nb::dtype<float>() : nb::dtype<std::uint8_t>();
+        const auto image_dtype = as_float ? nb::dtype<float>() : as_uint16 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>();
         const std::vector<std::size_t> image_shape =
             channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
         std::vector<std::size_t> label_shape;
@@ -746,7 +768,7 @@ public:
         }
 
         shardpack::normalization norm;
-        for (std::size_t ch = 0; ch < c && ch < mean.size() && ch < stddev.size(); ++ch) {
+        for (std::size_t ch = 0; ch < c && ch < 4 && ch < mean.size() && ch < stddev.size(); ++ch) {
             norm.mean[ch] = mean[ch];
             norm.stddev[ch] = stddev[ch];
         }
@@ -781,6 +803,7 @@ public:
         const std::size_t image_n = h * w * c;
         std::size_t label_n = 0;
         if (as_float) all.image_f32 = static_cast<float*>(images.data());
+        else if (as_uint16) all.image_u16 = static_cast<std::uint16_t*>(images.data());
         else all.image_u8 = static_cast<std::uint8_t*>(images.data());
         // Class ids of a classification batch in a type the reader has no output for (uint8,
         // uint16) are read as int32 and narrowed afterwards.
@@ -888,15 +911,17 @@ private:
     nb::tuple get_fixed(std::size_t k, shardpack::read_context& ctx) const {
         const auto& sc = ds_.schema();
         const std::size_t h = sc.fixed_height, w = sc.fixed_width, c = sc.channels;
-        const std::size_t image_bytes = h * w * c, label_at = (image_bytes + 63) / 64 * 64;
+        const bool wide = sc.image_value_bytes == 2;
+        const std::size_t image_bytes = h * w * c * sc.image_value_bytes, label_at = (image_bytes + 63) / 64 * 64;
         const bool seg = sc.task == shardpack::task::segmentation;
         const bool index = sc.layout == shardpack::label_layout::index, index16 = index && sc.label_value_bytes == 2;
         const std::size_t label_bytes = !seg ? 0 : index16 ? h * w * 2 : index ? h * w : h * w * sc.class_count;
         auto [data, owner] = output_memory(label_at + label_bytes);
         auto* dst = static_cast<std::uint8_t*>(data);
         shardpack::sample_buffers out;
-        out.image_u8 = dst;
-        out.image_capacity = image_bytes;
+        if (wide) out.image_u16 = reinterpret_cast<std::uint16_t*>(dst);
+        else out.image_u8 = dst;
+        out.image_capacity = h * w * c;
         if (seg && index16) out.label_index = reinterpret_cast<std::uint16_t*>(dst + label_at);
         else if (seg && index) out.label_index_u8 = dst + label_at;
         else if (seg) out.label_u8 = dst + label_at;
@@ -907,7 +932,7 @@ private:
             gil_released unlocked;
             ds_.read_into(k, out, ctx);
         }
-        nb::object image = view(dst, {h, w, c}, nb::dtype<std::uint8_t>(), owner, false);
+        nb::object image = view(dst, {h, w, c}, wide ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, false);
         if (!seg) return nb::make_tuple(image, nb::int_(class_id));
         nb::object label = index16 ? view(dst + label_at, {h, w}, nb::dtype<std::uint16_t>(), owner, false)
                          : index   ? view(dst + label_at, {h, w}, nb::dtype<std::uint8_t>(), owner, false)
@@ -922,8 +947,9 @@ private:
                      std::size_t label_at = 0) const {
         const auto& sc = ds_.schema();
         const std::size_t h = smp.height(), w = smp.width();
-        const void* image_data = copy ? static_cast<const void*>(copy) : smp.image().data();
-        nb::object image = view(image_data, {h, w, sc.channels}, nb::dtype<std::uint8_t>(), owner, read_only);
+        const void* image_data = copy ? static_cast<const void*>(copy) : image_bytes_of(smp);
+        nb::object image = view(image_data, {h, w, sc.channels},
+                                sc.image_value_bytes == 2 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, read_only);
         nb::object label;
         if (sc.task == shardpack::task::classification) {
             label = nb::int_(smp.class_id());
@@ -940,6 +966,12 @@ private:
         else
             label = view(label_data, {h, w, std::size_t(sc.class_count)}, nb::dtype<std::uint8_t>(), owner, read_only);
         return nb::make_tuple(image, label);
+    }
+
+    // A sample's image bytes, uint8 or uint16 (little-endian: the wheels are built for little-endian hosts).
+    const void* image_bytes_of(const shardpack::sample& smp) const {
+        if (ds_.schema().image_value_bytes == 2) return smp.image16().data();
+        return smp.image().data();
     }
 
     // A view of a sample's bytes: read-only for raw records (the memory map), writable for
@@ -1042,6 +1074,8 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("image_shape", &reader::image_shape,
                      nb::sig("def image_shape(self) -> tuple[int, int, int] | None"))
         .def_prop_ro("channels", &reader::channels)
+        .def_prop_ro("image_dtype", &reader::image_dtype)
+        .def_prop_ro("channel_order", &reader::channel_order)
         .def_prop_ro("class_count", [](const reader& r) { return r.class_count(); })
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
@@ -1050,7 +1084,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
         .def("get", &reader::get, "i"_a,
-             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16], "
                      "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),
              "(image, label) of record i, in [0, len).")
         .def("prefetch", &reader::prefetch, "indices"_a,
@@ -1059,13 +1093,26 @@ NB_MODULE(_shardpack, m) {
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
              "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
-             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(),
+             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
              nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
                      "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
                      "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
                      "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
                      "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None) "
+                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
-             "The batch, from arguments checked by shardpack.Dataset.read_batch.");
+             "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+        .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
+                     nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
+        .def("read_fields",
+             [](const reader& r, nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
+                const std::vector<std::string>& names, nb::object windows, std::size_t crop_height, std::size_t crop_width,
+                double min_box_visibility) {
+                 return fields_ext::read(r.dataset(), indices, names, windows, crop_height, crop_width, min_box_visibility);
+             },
+             "indices"_a, "names"_a, "windows"_a.none(), "crop_height"_a, "crop_width"_a, "min_box_visibility"_a,
+             nb::sig("def read_fields(self, indices: numpy.typing.NDArray[numpy.int64], names: collections.abc.Sequence[str], "
+                     "windows: numpy.typing.NDArray[numpy.int64] | None, crop_height: int, crop_width: int, "
+                     "min_box_visibility: float) -> dict[str, typing.Any]"),
+             "Fields `names` of records `indices` as columns; boxes follow `windows` (see shardpack.Dataset.fields).");
 }

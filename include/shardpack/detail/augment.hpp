@@ -125,7 +125,7 @@ inline sample dataset::window(const sample& full, const crop_box& b, read_contex
     const record_layout w = make_record_layout(s, b.height, b.width, r.class_id, 0);
     if (ctx.window_.size() < w.total_bytes) ctx.window_.resize(static_cast<std::size_t>(w.total_bytes));
     unsigned char* out = ctx.window_.data();
-    copy_window(out + w.image_offset, full.rec_ + r.image_offset, r.width, s.channels, b);
+    copy_window(out + w.image_offset, full.rec_ + r.image_offset, r.width, std::size_t(s.channels) * s.image_dtype_bytes, b);
     if (r.label_bytes)
         copy_window(out + w.label_offset, full.rec_ + r.label_offset, r.width,
                     static_cast<std::size_t>(r.label_bytes / (std::uint64_t(r.height) * r.width)), b);

@@ -82,7 +82,7 @@ inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard
         rec = buffer.data();
     } else if (is_band_codec(e.codec)) {
         try {
-            layout = parse_record(s_->schema, stored, e.decoded_size);
+            layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
             const band_table bands = parse_band_table(layout, stored, e.stored_size, e.codec);
             buffer.resize(static_cast<std::size_t>(e.decoded_size));
             unsigned char* out = buffer.data();
@@ -158,6 +158,7 @@ inline void dataset::fill(const sample& smp, const sample_buffers& out, std::siz
 }
 
 inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const {
+    if (out.fields && out.fields->slots.size() <= out.first_slot) out.fields->slots.resize(out.first_slot + 1);
     read_slot(i, out, ctx, 0);
 }
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
@@ -174,6 +175,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     using namespace detail;
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
+    if (out.fields) read_slot_fields(i, out, ctx, slot);
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
@@ -198,7 +200,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     record_layout layout;
     band_table bands;
     try {
-        layout = parse_record(s_->schema, stored, e.decoded_size);
+        layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
         bands = parse_band_table(layout, stored, e.stored_size, e.codec);
     } catch (const error& ex) {
         throw error(s_->where(k, local) + ": " + ex.what());
@@ -236,10 +238,16 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     sample_buffers rest = out;
     unsigned char* image_dst = nullptr;
     unsigned char* label_dst = nullptr;
-    if (out.image_u8 && !out.image_f32 && (!out.channels_first || s.channels == 1)) {
+    const bool image_direct = !out.image_f32 && (!out.channels_first || s.channels == 1);
+    if (out.image_u8 && image_direct && s.image_dtype_bytes == 1 && !out.image_u16) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
         image_dst = out.image_u8 + slot * image_n;
         rest.image_u8 = nullptr;
+    }
+    if (out.image_u16 && image_direct && s.image_dtype_bytes == 2 && !out.image_u8 && little_endian_host()) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");  // uint16 images as stored
+        image_dst = reinterpret_cast<unsigned char*>(out.image_u16 + slot * image_n);
+        rest.image_u16 = nullptr;
     }
     if (seg && out.label_u8 && s.label_layout == layout_code::one_hot && !out.channels_first && !out.label_f32 &&
         !out.label_index && !out.label_index_i64 && !out.label_index_u8) {
@@ -254,7 +262,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
         label_dst = out.label_index_u8 + slot * pixels;  // a uint8 index map as stored
         rest.label_index_u8 = nullptr;
     }
-    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_f32);
+    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_u16 || rest.image_f32);
     const bool label_convert = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index ||
                                                      rest.label_index_i64 || rest.label_index_u8);
     try {
@@ -285,6 +293,7 @@ inline sample_buffers sample_buffers::slice(std::size_t begin, std::size_t count
     part.label_index_capacity = count * index_n;
     if (image_u8) part.image_u8 += begin * image_n;
     if (image_f32) part.image_f32 += begin * image_n;
+    if (image_u16) part.image_u16 += begin * image_n;
     if (label_u8) part.label_u8 += begin * label_n;
     if (label_f32) part.label_f32 += begin * label_n;
     if (label_index) part.label_index += begin * index_n;
@@ -302,6 +311,7 @@ inline void dataset::read_batch(const std::size_t* indices, std::size_t count, c
     if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
         throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
     if (count > 1) prefetch(indices, count, ctx);
+    if (out.fields && out.fields->slots.size() < out.first_slot + count) out.fields->slots.resize(out.first_slot + count);
     for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
 }
 

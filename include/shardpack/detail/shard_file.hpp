@@ -178,8 +178,9 @@ private:
 
     void parse_sections(const unsigned char* p) {
         std::uint64_t at = fixed_header_size;
-        bool have_schema = false, have_classes = false;
-        std::string schema_payload, classes_payload;
+        bool have_schema = false, have_classes = false, have_fields = false;
+        std::string schema_payload, classes_payload, fields_payload;
+        std::vector<field_info> fields;
         for (std::uint32_t i = 0; i < header_.section_count; ++i) {
             if (header_.header_length - at < section_header_size) throw error("section " + std::to_string(i) + " runs past the header");
             const std::uint32_t type = load_u32(p + at);
@@ -198,6 +199,11 @@ private:
                 classes_ = decode_classes(payload, length);
                 classes_payload.assign(reinterpret_cast<const char*>(payload), length);
                 have_classes = true;
+            } else if (type == section_fields && (known_required_ & feature_fields)) {
+                if (have_fields) throw error("two fields sections");
+                fields = decode_fields_section(payload, static_cast<std::size_t>(length));
+                fields_payload.assign(reinterpret_cast<const char*>(payload), length);
+                have_fields = true;
             } else if (flags & section_flag_required) {
                 throw error("unknown required section type " + std::to_string(type) + "; a newer shardpack reader is needed");
             }  // else: an unknown optional section, skipped
@@ -205,7 +211,15 @@ private:
         }
         if (!have_schema) throw error("no schema section");
         if (!have_classes) throw error("no classes section");
-        schema_bytes_ = schema_payload + classes_payload;
+        if (uses_wide_pixels(schema_) && !(header_.required_features & feature_wide_pixels))
+            throw error("schema has uint16 images or bands, but the shard does not declare that feature (bit 3)");
+        // A FIELDS section and feature bit 4 come together (spec 6.5): a record's layout depends on it.
+        if (have_fields != ((header_.required_features & feature_fields) != 0))
+            throw error(have_fields ? "a fields section without the fields feature bit"
+                                    : "the fields feature bit without a fields section");
+        schema_.fields = std::move(fields);
+        // Shards of one dataset must agree on all three (the fields' payload is empty without fields).
+        schema_bytes_ = schema_payload + classes_payload + fields_payload;
         if (classes_.size() != schema_.class_count)
             throw error("schema declares " + std::to_string(schema_.class_count) + " classes but the class table has " +
                         std::to_string(classes_.size()));

@@ -41,7 +41,8 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          order_blocks as _order_blocks, version as __version__)
 
 __all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "__version__", "write"]
+           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded", "PaddedBoxes",
+           "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -50,7 +51,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # names it in the error message, here and in the adapters (shardpack.torch, shardpack._adapt).
 # The Literal aliases below repeat them for type checkers (a Literal cannot be made from a
 # tuple); tests/python/test_api.py checks that the two agree.
-_DTYPES = ("float32", "uint8")                           # DType
+_DTYPES = ("float32", "uint8", "uint16")                 # DType
 _LAYOUTS = ("NCHW", "NHWC")                              # Layout
 _LABELS = ("onehot", "index", "stored")                  # Label
 _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label="onehot"
@@ -64,7 +65,7 @@ _LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
 Indices = Union[Sequence[int], _npt.NDArray[_np.integer[Any]]]
-DType = Union[Literal["float32", "uint8"], type, "_np.dtype[Any]"]
+DType = Union[Literal["float32", "uint8", "uint16"], type, "_np.dtype[Any]"]
 Layout = Literal["NCHW", "NHWC"]
 Label = Literal["onehot", "index", "stored"]
 LabelDType = Union[None, Literal["uint8", "uint16", "int64", "float32"], type, "_np.dtype[Any]"]
@@ -212,12 +213,15 @@ def _threads(threads: Any) -> int:
     return t
 
 
-def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
+def _normalization(norm: Any, channels: int, order: str = "RGB") -> Tuple[List[float], List[float]]:
     """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize` ("auto" resolved)."""
     if norm is None:
         return [0.0] * channels, [1.0] * channels
     if isinstance(norm, str):
         _choice(norm, "read_batch: normalize", _NORMALIZE_WORDS)
+        if order == "bands" and channels != 3:
+            raise ArgumentValueError(f'read_batch: normalize="imagenet" is defined for 3 bands; these images have '
+                                     f"{channels} (give None, or a (mean, std) pair)")
         if channels == 1:  # grey images: the mean of the three channels' statistics
             return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
         mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
@@ -243,6 +247,9 @@ def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
         return [float(x) for x in v]
 
     mean, std = per_channel(mean, "mean"), per_channel(std, "std")
+    if channels > 4 and (len(set(mean)) > 1 or len(set(std)) > 1):
+        raise ArgumentValueError(f"read_batch: normalize per channel is defined for up to 4 channels; these images "
+                                 f"have {channels}: give one mean and one std for all")
     if 0.0 in std:
         raise ArgumentValueError("read_batch: a standard deviation of normalize is 0")
     return mean, std
@@ -268,11 +275,16 @@ class _BatchOptions(NamedTuple):
     label_dtype: str    # "float32", "uint8", "uint16" or "int64"
     crop_height: int
     crop_width: int
+    as_uint16: bool = False  # images as uint16 (stored so, or uint8 values widened)
 
     @staticmethod
     def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
               crop: Any) -> "_BatchOptions":
-        as_float = _dtype_name(dtype, "read_batch: dtype", _DTYPES) == "float32"
+        image_dtype = _dtype_name(dtype, "read_batch: dtype", _DTYPES)
+        as_float = image_dtype == "float32"
+        if image_dtype == "uint8" and getattr(r, "image_dtype", "uint8") == "uint16":  # (a Mix's schema has none)
+            raise ArgumentValueError(f'read_batch: {path} stores uint16 images; read them as dtype="uint16" '
+                                     '(as stored) or "float32" (x / 65535 before normalize)')
         channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
         label = _choice(label, "read_batch: label", _LABELS)
         seg = r.task == "segmentation"
@@ -301,7 +313,8 @@ class _BatchOptions(NamedTuple):
             crop_height = crop_width = 0
         else:
             crop_height, crop_width = _crop_size(crop)
-        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width)
+        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width,
+                             image_dtype == "uint16")
 
 
 # -- orders
@@ -422,6 +435,64 @@ def _close_all() -> None:
     _interpreter_exiting()  # before CPython marks itself finalizing: see the extension's gil_released
     for ds in list(_open_datasets):
         ds._reader_ = None
+
+
+class Field(NamedTuple):
+    """A per-sample field as declared at build time (`shardpack build --field NAME:KIND`): kind is
+    "int", "float", "str", "int-list", "float-list", "tags" or "boxes"; names are the tag names
+    (tags) or box classes (boxes), by id, else empty."""
+    name: str
+    kind: str
+    names: List[str]
+
+
+class Boxes(NamedTuple):
+    """One record's boxes: float32 (M, 4) of x0, y0, x1, y1 in pixels (columns [x0, x1), rows
+    [y0, y1)), and their class ids, int64 (M,)."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+
+
+class Padded(NamedTuple):
+    """A batch of variable-length lists: values (N, L) padded with 0 to the longest, counts (N,)."""
+    values: _npt.NDArray[Any]
+    counts: _npt.NDArray[_np.int64]
+
+
+class PaddedBoxes(NamedTuple):
+    """A batch's boxes: boxes float32 (N, M, 4) padded with 0 to the most in a sample, labels int64
+    (N, M) padded with -1, counts int64 (N,) (a sample's boxes are boxes[j, :counts[j]])."""
+    boxes: _npt.NDArray[_np.float32]
+    labels: _npt.NDArray[_np.int64]
+    counts: _npt.NDArray[_np.int64]
+
+
+def _padded(flat: _npt.NDArray[Any], counts: _npt.NDArray[_np.int64], fill: Any, tail: Tuple[int, ...] = ()
+            ) -> _npt.NDArray[Any]:
+    """Rows of `flat` (counts[j] for sample j, one after the other) as (N, max count, *tail)."""
+    n = counts.shape[0]
+    width = int(counts.max()) if n else 0
+    out = _np.full((n, width) + tail, fill, dtype=flat.dtype)
+    if flat.shape[0]:
+        rows = _np.repeat(_np.arange(n), counts)
+        starts = _np.cumsum(counts) - counts
+        out[rows, _np.arange(flat.shape[0]) - _np.repeat(starts, counts)] = flat
+    return out
+
+
+def _field_batch(kinds: Dict[str, str], columns: Dict[str, Any]) -> Dict[str, Any]:
+    """The extension's columns (shardpack_ext: fields_ext::column) as a batch: int and float (N,),
+    str a list, tags (N, T) uint8 multi-hot, lists Padded, boxes PaddedBoxes."""
+    out: Dict[str, Any] = {}
+    for name, col in columns.items():
+        kind = kinds[name]
+        if kind in ("int-list", "float-list"):
+            out[name] = Padded(_padded(col[0], col[1], 0), col[1])
+        elif kind == "boxes":
+            out[name] = PaddedBoxes(_padded(col[0], col[2], 0, (4,)), _padded(col[1], col[2], -1), col[2])
+        else:
+            out[name] = col
+    return out
 
 
 class Dataset:
@@ -553,6 +624,16 @@ class Dataset:
         return self._reader.image_shape
 
     @property
+    def image_dtype(self) -> Literal["uint8", "uint16"]:
+        """The stored images' dtype: "uint8", or "uint16" (16-bit sources, format 1.4)."""
+        return self._reader.image_dtype  # type: ignore[return-value]
+
+    @property
+    def channel_order(self) -> Literal["L", "RGB", "RGBA", "bands"]:
+        """The stored channels: "L", "RGB", "RGBA", or "bands" (the source's samples as stored, format 1.4)."""
+        return self._reader.channel_order  # type: ignore[return-value]
+
+    @property
     def label_layout(self) -> Literal["onehot", "index", "class_id"]:
         """How labels are stored: "onehot", "index" (segmentation) or "class_id" (classification)."""
         return self._reader.label_layout  # type: ignore[return-value]
@@ -577,15 +658,15 @@ class Dataset:
         return self._reader.data_bytes
 
     # -- records
-    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]:
-        """(image, label) of record i. image: uint8 (H, W, C). label: one-hot uint8 (H, W, K),
+    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]:
+        """(image, label) of record i. image: (H, W, C), uint8, or uint16 where stored so (image_dtype). label: one-hot uint8 (H, W, K),
         an index map (H, W) of uint8 or uint16, or an int class id. Records stored raw
         (--compression none) come as read-only views of the memory map (no copy); zstd records
         as writable arrays of their own."""
         r = self._reader
         return r.get(_checked_index(i, len(r), self._path))
 
-    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]]:
+    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]]:
         r = self._reader
         for i in range(len(r)):
             yield r.get(i)
@@ -594,6 +675,49 @@ class Dataset:
         """The image path of record i, as the CSV wrote it (surrogateescape where not UTF-8)."""
         r = self._reader
         return r.key(_checked_index(i, len(r), self._path))
+
+    @property
+    def field_info(self) -> List[Field]:
+        """The per-sample fields the dataset declares (format 1.5), in order; [] when it has none."""
+        return [Field(name, kind, list(names)) for name, kind, names in self._reader.fields]
+
+    def _field_names(self, fields: Any, what: str) -> List[str]:
+        known = [f[0] for f in self._reader.fields]
+        if fields is None or fields == "all":
+            return known
+        if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+            raise ArgumentTypeError(f"{what}: fields must be a sequence of field names or \"all\", not {fields!r}")
+        for f in fields:
+            if f not in known:
+                raise ArgumentValueError(f"{what}: no field named {f!r}; the dataset's fields are {known}")
+        return list(fields)
+
+    def fields(self, i: int, *, fields: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Record i's per-sample fields (format 1.5) by name, as stored (boxes in the record's
+        pixels): int -> int, float -> float, str -> str, int-list / float-list -> 1-D int64 /
+        float64 array, tags -> (T,) uint8 multi-hot over field_info's names, boxes -> Boxes.
+        fields: the names to read (default: all)."""
+        r = self._reader
+        idx = _np.array([_checked_index(i, len(r), self._path)], dtype=_np.int64)
+        names = self._field_names(fields, "fields")
+        cols = r.read_fields(idx, names, None, 0, 0, 0.0)
+        kinds = {f[0]: f[1] for f in r.fields}
+        out: Dict[str, Any] = {}
+        for name, col in cols.items():
+            kind = kinds[name]
+            if kind == "int":
+                out[name] = int(col[0])
+            elif kind == "float":
+                out[name] = float(col[0])
+            elif kind == "str":
+                out[name] = col[0]
+            elif kind in ("int-list", "float-list"):
+                out[name] = col[0]
+            elif kind == "tags":
+                out[name] = col[0]
+            else:
+                out[name] = Boxes(col[0], col[1])
+        return out
 
     def prefetch(self, indices: Indices) -> None:
         """Starts reading records `indices` from storage so that reading them later does not wait
@@ -624,7 +748,8 @@ class Dataset:
         else:
             h, w, c = fixed
         k = r.class_count
-        images = ((n, c, h, w) if o.channels_first else (n, h, w, c), _np.dtype(_np.float32 if o.as_float else _np.uint8))
+        images = ((n, c, h, w) if o.channels_first else (n, h, w, c),
+                  _np.dtype(_np.float32 if o.as_float else _np.uint16 if o.as_uint16 else _np.uint8))
         seg = r.task == "segmentation"
         shape: Tuple[int, ...]
         if o.label == "onehot":
@@ -649,12 +774,12 @@ class Dataset:
             return resolved
         r = self._reader
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":
-            normalize = "imagenet" if o.as_float else None
+        if normalize == "auto":  # ImageNet's statistics where they mean something: not for bands other than 3
+            normalize = "imagenet" if o.as_float and (r.channel_order != "bands" or r.channels == 3) else None
         elif not o.as_float and normalize is not None:
-            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
-                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
-        mean, std = _normalization(normalize, r.channels)
+            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
+                                     f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
+        mean, std = _normalization(normalize, r.channels, r.channel_order)
         resolved = (o, mean, std)
         if key is not None:
             if len(self._resolved) >= 64:
@@ -666,15 +791,18 @@ class Dataset:
                    normalize: Normalize = "auto", label: Label = "onehot", label_dtype: LabelDType = None,
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
                    crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
-                   epoch: int = 0, return_boxes: bool = False) -> Tuple[Any, ...]:
+                   epoch: int = 0, return_boxes: bool = False, fields: Optional[Sequence[str]] = None,
+                   min_box_visibility: float = 0.0) -> Tuple[Any, ...]:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
 
-        dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
-        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8),
-          None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images
-          0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the 0..1 scale, each a number or
-          one value per channel. uint8 batches are as stored: a normalize other than None or
+        dtype: "float32", "uint8" (as stored; refused for uint16 images) or "uint16" (uint16 images as
+          stored; uint8 images' values widened). layout: "NCHW" or "NHWC".
+        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8 and
+          uint16, and for images of bands other than 3), None (x / 255, or x / 65535 for uint16
+          images), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images 0.449 /
+          0.226; alpha x / 255; an ArgumentValueError for bands other than 3) or a (mean, std) pair
+          on the 0..1 scale, each a number or one value per channel (one for all beyond 4 channels). uint8 batches are as stored: a normalize other than None or
           "auto" with dtype="uint8" is an ArgumentValueError, not ignored.
         label: "onehot" (segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
           "index" (class ids: (N, H, W) with ignore_value where ignored, or (N,)), or "stored"
@@ -685,7 +813,8 @@ class Dataset:
           classes, ignored pixels are 255). A dtype that cannot hold the classes is an error.
         out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
           shape and dtype that do not overlap (NumPy, buffer protocol or DLPack, such as torch
-          tensors, pinned ones included), filled in place with no allocation and returned.
+          tensors, pinned ones included), filled in place with no allocation and returned. A
+          tensor that requires grad is refused (ArgumentValueError): autograd would not see the write.
         threads: C++ threads to split the batch over (0: all cores this process may use; more
           than 4 x the cores: that many, with a RuntimeWarning, as the CLI). The GIL is released.
 
@@ -705,8 +834,15 @@ class Dataset:
           (y, x, hflip, vflip) per sample, the window's top-left corner in the record and its
           flips, so images[j] == flip(record[y:y + height, x:x + width]) (NHWC). Without crops or
           flips each row is (0, 0, 0, 0).
+        fields: per-sample fields to read too (format 1.5; names, or "all"): a dict by name, int
+          and float fields (N,) int64 / float64, str a list, tags (N, T) uint8 multi-hot, lists
+          Padded, boxes PaddedBoxes in the output's pixels: moved, clipped and flipped with each
+          sample's window, the same bits as the C++ reader (spec 10.4.1).
+        min_box_visibility: with crops or flips, a box is kept when at least this fraction of its
+          area lies inside the window (0.0: any part; boxes with nothing inside always go).
 
-        Returns (images, labels), or (images, labels, boxes). Raises IndexOutOfRange for an index
+        Returns (images, labels), or (images, labels, boxes), then the fields' dict when fields
+        are asked for. Raises IndexOutOfRange for an index
         outside the dataset, ArgumentValueError / ArgumentTypeError for other bad arguments, and
         shardpack.Error on damaged data or a crop larger than a record (naming it)."""
         r = self._reader
@@ -773,12 +909,21 @@ class Dataset:
             seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
-        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes else None
+        names = None if fields is None else self._field_names(fields, "read_batch")
+        if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
+            raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
+        windows = names is not None and (o.crop_height != 0 or flips[0][0] != "none" or flips[1][0] != "none")
+        boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes or windows else None
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes)
-        return (images, labels, boxes) if return_boxes else (images, labels)
+                                             boxes, as_uint16=o.as_uint16)
+        if names is None:
+            return (images, labels, boxes) if return_boxes else (images, labels)
+        cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
+                             o.crop_width, float(min_box_visibility))
+        got = _field_batch({f[0]: f[1] for f in r.fields}, cols)
+        return (images, labels, boxes, got) if return_boxes else (images, labels, got)
 
 
 from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)

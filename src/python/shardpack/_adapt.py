@@ -14,7 +14,7 @@ from shardpack._readahead import ReadAhead, records_ahead
 
 Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
 Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
-DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
+DType = Union[str, type, np.dtype]  # "float32" / "uint8" / "uint16", or the NumPy type or dtype
 
 
 def _error_class(name: str, builtin: type) -> type:
@@ -80,10 +80,11 @@ class Options:
         layout = _sp._choice(layout, "layout", _sp._LAYOUTS)
         label = _sp._choice(label, "label", _sp._LABELS)
         if isinstance(normalize, str) and normalize == "auto":
-            normalize = "imagenet" if dtype == "float32" else None
-        elif dtype == "uint8" and normalize is not None:
-            raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None or '
-                              '"auto" (uint8 batches are as stored)')
+            # read_batch resolves it: ImageNet's for float32 (None for bands other than 3)
+            normalize = "auto" if dtype == "float32" else None
+        elif dtype != "float32" and normalize is not None:
+            raise ValueError_(f'normalize applies to float32 batches: with dtype="{dtype}" pass normalize=None or '
+                              f'"auto" ({dtype} batches are as stored)')
         crop_position = _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
         if crop is not None:
             try:

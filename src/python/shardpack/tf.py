@@ -23,7 +23,7 @@ that: Keras shows the steps and never runs out of data.
 from __future__ import annotations
 
 import threading as _threading
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as _np
 import tensorflow as _tf
@@ -42,7 +42,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
             layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
-            prefetch: int = 2, verify_checksums: bool = True) -> _tf.data.Dataset:
+            prefetch: int = 2, verify_checksums: bool = True, fields: Optional[Sequence[str]] = None,
+            min_box_visibility: float = 0.0) -> _tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches, one read_batch call each.
 
     source: a dataset folder or a shardpack.Dataset. batch_size: records per batch.
@@ -57,6 +58,12 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       epoch, record index).
     prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
 
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: elements
+      are then (images, labels, fields), fields a dict by name: int and float fields (N,) int64 /
+      float64, str (N,) tf.string, tags (N, T) uint8, lists tf.RaggedTensor (N, None), boxes a dict
+      {"boxes": RaggedTensor float32 (N, None, 4), "labels": RaggedTensor int64 (N, None)}, boxes
+      moved with each sample's crop and flips. (Keras' fit takes a third element as sample
+      weights: map the element to what the model takes.)
     element_spec: the batch dimension is batch_size with drop_last=True, else None (the last
     batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
     shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
@@ -75,6 +82,15 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     image_spec = _tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype])
     label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
     read = options.read
+    names = [] if fields is None else ds._field_names(fields, "shardpack.tf.dataset")
+    if fields is not None:
+        read = dict(read, fields=names, min_box_visibility=min_box_visibility)
+        ds.read_batch(_np.empty(0, dtype=_np.int64), **{k: v for k, v in read.items() if k not in ("threads", "seed")})
+    kinds = {f.name: f.kind for f in ds.field_info}
+    # Per field, the flat arrays numpy_function hands over (variable-length values with counts).
+    flat_types = {"int": [_tf.int64], "float": [_tf.float64], "str": [_tf.string], "tags": [_tf.uint8],
+                  "int-list": [_tf.int64, _tf.int64], "float-list": [_tf.float64, _tf.int64],
+                  "boxes": [_tf.float32, _tf.int64, _tf.int64]}
     counter = {"next": first_epoch}
     lock = _threading.Lock()
 
@@ -86,17 +102,51 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
 
     def read_batch(epoch_number: _np.int64, batch_number: _np.int64) -> Tuple[Any, ...]:
         e = int(epoch_number)
-        return ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
+        got = ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
+        if not names:
+            return got
+        out = [got[0], got[1]]
+        for name in names:
+            v = got[2][name]
+            kind = kinds[name]
+            if kind in ("int-list", "float-list"):
+                keep = _np.arange(v.values.shape[1]) < v.counts[:, None]
+                out += [v.values[keep], v.counts]
+            elif kind == "boxes":
+                keep = _np.arange(v.boxes.shape[1]) < v.counts[:, None]
+                out += [v.boxes[keep].reshape(-1, 4), v.labels[keep], v.counts]
+            elif kind == "str":
+                out.append(_np.array([t.encode() for t in v], dtype=object))
+            else:
+                out.append(v)
+        return tuple(out)
 
     def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[_tf.Tensor, _tf.Tensor]:
         # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
         # rewrites stateless maps): one read_batch already spreads over every core, and two at
         # once ran slower (0.75x on 2 cores).
-        images, labels = _tf.numpy_function(read_batch, [e, b], (image_spec.dtype, label_spec.dtype),
-                                            stateful=True, name="shardpack_read_batch")
+        types = [image_spec.dtype, label_spec.dtype] + [t for name in names for t in flat_types[kinds[name]]]
+        got = _tf.numpy_function(read_batch, [e, b], types, stateful=True, name="shardpack_read_batch")
+        images, labels = got[0], got[1]
         images.set_shape(image_spec.shape)
         labels.set_shape(label_spec.shape)
-        return images, labels
+        if not names:
+            return images, labels
+        out, at = {}, 2
+        for name in names:
+            kind = kinds[name]
+            if kind in ("int-list", "float-list"):
+                out[name] = _tf.RaggedTensor.from_row_lengths(got[at], got[at + 1])
+                at += 2
+            elif kind == "boxes":
+                boxes = _tf.reshape(got[at], (-1, 4))
+                out[name] = {"boxes": _tf.RaggedTensor.from_row_lengths(boxes, got[at + 2]),
+                             "labels": _tf.RaggedTensor.from_row_lengths(got[at + 1], got[at + 2])}
+                at += 3
+            else:
+                out[name] = got[at]
+                at += 1
+        return images, labels, out
 
     batches = plan.batches
     # One element per pass: the pass's epoch number, drawn when the pass starts (a new iterator,

@@ -54,6 +54,8 @@ __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_de
 
 _TORCH_DTYPES = {_np.dtype(_np.float32): _torch.float32, _np.dtype(_np.uint8): _torch.uint8,
                  _np.dtype(_np.int64): _torch.int64}
+if hasattr(_torch, "uint16"):  # PyTorch 2.3 and later: uint16 images (and index labels) as stored
+    _TORCH_DTYPES[_np.dtype(_np.uint16)] = _torch.uint16
 
 # Argument errors: shardpack.Error and ValueError or TypeError, as read_batch raises them.
 _ValueError, _TypeError = _sp.ArgumentValueError, _sp.ArgumentTypeError
@@ -63,7 +65,8 @@ def _normalize_for(dtype: Any, normalize: Any) -> Any:
     """read_batch's normalize for these options: "auto" (the default) is ImageNet's for float32
     batches and nothing for uint8 ones (which are as stored)."""
     if isinstance(normalize, str) and normalize == "auto":
-        return None if dtype in ("uint8", _np.uint8) else "imagenet"
+        # float32: read_batch resolves "auto" (ImageNet's, None for bands other than 3)
+        return None if dtype in ("uint8", _np.uint8, "uint16", _np.uint16) else "auto"
     return normalize
 
 
@@ -103,6 +106,33 @@ class Batch(tuple):
     """(images, labels) of a whole batch, as dataset[[i, j, ...]] returns it; collate passes it
     through unchanged (as a plain tuple)."""
     __slots__ = ()
+
+
+def _fields_to_torch(fields: dict) -> dict:
+    """read_batch's fields as tensors (Padded / PaddedBoxes keep their form; str lists stay lists)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, tuple):  # Padded, PaddedBoxes
+            out[name] = type(v)(*(_torch.from_numpy(a) for a in v))
+        elif isinstance(v, _np.ndarray):
+            out[name] = _torch.from_numpy(v)
+        else:
+            out[name] = v
+    return out
+
+
+def _sample_fields(fields: dict, j: int) -> dict:
+    """Sample j's fields of a batch: lists and boxes cut to their counts (no padding)."""
+    out = {}
+    for name, v in fields.items():
+        if isinstance(v, _sp.PaddedBoxes):
+            c = int(v.counts[j])
+            out[name] = _sp.Boxes(v.boxes[j, :c], v.labels[j, :c])
+        elif isinstance(v, _sp.Padded):
+            out[name] = v.values[j, :int(v.counts[j])]
+        else:
+            out[name] = v[j]
+    return out
 
 
 def _default_collate(data: Any) -> Any:
@@ -164,7 +194,12 @@ class Samples(_abc.Sequence):
     def __getitem__(self, j: Any) -> Any:
         if self._batch is None:
             self._batch = self._dataset._read(self._indices, self._epoch, shared=False)
-        images, labels = self._batch
+        images, labels = self._batch[0], self._batch[1]
+        if len(self._batch) == 3:  # with fields
+            fields = self._batch[2]
+            if isinstance(j, slice):
+                return [(images[k], labels[k], _sample_fields(fields, k)) for k in range(len(self))[j]]
+            return images[j], labels[j], _sample_fields(fields, j)
         if isinstance(j, slice):
             return [(images[k], labels[k]) for k in range(len(self))[j]]
         return images[j], labels[j]
@@ -188,12 +223,19 @@ class Dataset(_data.Dataset):
     hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
-    starts, so with persistent_workers=True they keep the epoch they started with."""
+    starts, so with persistent_workers=True they keep the epoch they started with.
+
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: samples
+    are then (image, label, fields) with each sample's lists and boxes at their own length
+    (shardpack.Boxes for boxes), and a batch (collate_fn=spt.collate, or dataset[[i, j]]) is
+    (images, labels, fields) with lists Padded and boxes PaddedBoxes (padded, with counts), every
+    array a tensor; boxes follow each sample's crop and flips."""
 
     def __init__(self, source: Any, *, dtype: str = "float32", layout: str = "NCHW",
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
-                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0):
+                 hflip: float = 0.0, vflip: float = 0.0, seed: int = 0, fields: Optional[Sequence[str]] = None,
+                 min_box_visibility: float = 0.0):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
@@ -204,9 +246,10 @@ class Dataset(_data.Dataset):
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
+        self._field_options = {} if fields is None else dict(fields=fields, min_box_visibility=min_box_visibility)
         # checks the options and the fixed size now (an empty read checks every option)
         _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
-        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options)
+        self.dataset.read_batch(_np.empty(0, _np.int64), **self.options, **self._field_options)
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
@@ -225,12 +268,15 @@ class Dataset(_data.Dataset):
         how a DataLoader worker's batch travels to the main process (anything else would be
         copied there once more)."""
         if not shared:
-            images, labels = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options)
-            return Batch((_torch.from_numpy(images), _torch.from_numpy(labels)))
+            got = self.dataset.read_batch(indices, threads=self._threads(), epoch=epoch, **self.options,
+                                          **self._field_options)
+            tensors = (_torch.from_numpy(got[0]), _torch.from_numpy(got[1]))
+            return Batch(tensors + (_fields_to_torch(got[2]),) if self._field_options else tensors)
         (ishape, idtype), (lshape, ldtype) = self.dataset.batch_spec(len(indices), **self._spec_options)
         images, labels = _shared_empty(ishape, idtype), _shared_empty(lshape, ldtype)
-        self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options)
-        return Batch((images, labels))
+        got = self.dataset.read_batch(indices, out=(images, labels), threads=self._threads(), epoch=epoch, **self.options,
+                                      **self._field_options)
+        return Batch((images, labels, _fields_to_torch(got[2])) if self._field_options else (images, labels))
 
     def __getitems__(self, indices: Sequence[int]) -> Samples:
         """The Samples of a batch (what torch's DataLoader asks for with automatic batching)."""
@@ -248,8 +294,10 @@ class Dataset(_data.Dataset):
                             f"not {type(i).__name__}") from None
         if not -n <= i < n:
             raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
-        images, labels = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
-        return images[0], labels[0]
+        batch = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
+        if len(batch) == 3:
+            return batch[0][0], batch[1][0], _sample_fields(batch[2], 0)
+        return batch[0][0], batch[1][0]
 
 
 def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
@@ -521,19 +569,43 @@ _slots_lock = _threading.Lock()
 
 
 class _Ring:
-    """At most prefetch + 3 slots: the one being filled, `prefetch` queued, and two handed out
-    (the loop's current batch, and the previous one, which `for images, labels in loader` still
-    holds when it asks for the next). The producer takes the first free slot, so a plain loop
-    reuses the same few slots forever; when none is free and the ring is full, the slot handed
-    out longest ago (still referenced) is left to whoever holds it and replaced by a new one."""
+    """prefetch + 3 slots for each live iterator: the one being filled, `prefetch` queued, and
+    two handed out (the loop's current batch, and the previous one, which `for images, labels in
+    loader` still holds when it asks for the next). The producer takes the first free slot, so a
+    plain loop reuses the same few slots forever; when none is free and the ring is full, the
+    slot handed out longest ago (still referenced) is left to whoever holds it and replaced by a
+    new one.
 
-    def __init__(self, size: int, allocate):
-        self.size = size
+    Several live iterators over one Loader (zip(loader, loader), an evaluation pass started
+    inside a training pass) share the ring, which serves any number of them, as the Loader
+    without reuse_buffers does: refusing the second would make reuse_buffers=True break loops
+    that work without it. Each live iterator (attach/detach) adds prefetch + 3 places; when
+    every slot is held by producers all the same (none free, none handed out), a slot is added
+    rather than taking one a producer is filling. Free slots beyond the places of the iterators
+    still alive are dropped when one ends."""
+
+    def __init__(self, per_iterator: int, allocate):
+        self._per_iterator = per_iterator
         self._allocate = allocate  # () -> (images, labels) NumPy arrays of a full batch
-        self._slots: list = [None] * size
+        self._slots: list = []
+        self._live = 0  # iterators between attach() and detach()
         self._deliveries = 0
         self._lock = _threading.Lock()
         self.allocations = 0
+
+    def _places(self) -> int:
+        return self._per_iterator * max(1, self._live)
+
+    def attach(self) -> None:
+        with self._lock:
+            self._live += 1
+
+    def detach(self) -> None:
+        with self._lock:
+            self._live -= 1
+            excess = len(self._slots) - self._places()
+            for s in [s for s in self._slots if s.state == "free"][:max(0, excess)]:
+                self._slots.remove(s)
 
     def acquire(self) -> _Slot:
         """A slot the producer may write (waits for its CUDA events first): the first free one,
@@ -541,20 +613,24 @@ class _Ring:
         warm); a new one only when none is free."""
         with self._lock:
             slots = self._slots
-            k = next((j for j, s in enumerate(slots) if s is not None and s.state == "free"), None)
+            k = next((j for j, s in enumerate(slots) if s.state == "free"), None)
             if k is not None:
                 slot = slots[k]
                 slot.state = "producer"
                 events, slot.events = slot.events, []
             else:
-                # None free: an empty place, else the place of the batch handed out longest ago
-                # that is still in use outside the ring (the consumer keeps it); the old memory
-                # stays with whoever holds it.
-                k = next((j for j, s in enumerate(slots) if s is None), None)
+                # None free: a new place while there are fewer than the iterators' places, else
+                # the place of the batch handed out longest ago that is still in use outside the
+                # ring (the consumer keeps it); the old memory stays with whoever holds it.
+                k = None
+                if len(slots) >= self._places():
+                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq,
+                            default=None)
                 if k is None:
-                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq)
+                    k = len(slots)
+                    slots.append(None)
                 slot = _Slot(*self._allocate())
-                self._slots[k] = slot
+                slots[k] = slot
                 self.allocations += 1
                 with _slots_lock:
                     _slots_by_address[slot.images.ctypes.data] = slot
@@ -571,9 +647,10 @@ class _Ring:
                 slot.state = "free"
 
     def delivered(self, slot: _Slot) -> None:
-        self._deliveries += 1
-        slot.seq = self._deliveries
-        slot.state = "delivered"
+        with self._lock:  # iterators in several threads deliver from one ring
+            self._deliveries += 1
+            slot.seq = self._deliveries
+            slot.state = "delivered"
 
     def release_unreferenced(self, record_event) -> None:
         """Consumer side, before it takes the next batch: every handed-out slot that nothing
@@ -581,7 +658,7 @@ class _Ring:
         now on the current stream: a non_blocking copy out of it was enqueued before its last
         reference went away)."""
         with self._lock:
-            done = [s for s in self._slots if s is not None and s.state == "delivered" and not s.referenced()]
+            done = [s for s in self._slots if s.state == "delivered" and not s.referenced()]
             if not done:
                 return
             event = record_event()
@@ -791,6 +868,7 @@ class Loader:
         ring = self._ring
         if ring is not None:  # batches of the last pass the loop has dropped, before the producer starts
             ring.release_unreferenced(_cuda_event_now)
+            ring.attach()
         producer = _threading.Thread(target=self._produce, args=(order, self.sampler.seed, self.sampler.epoch, q, stop),
                                      daemon=True,
                                      name="shardpack.Loader")
@@ -828,6 +906,7 @@ class Loader:
                     if isinstance(left, tuple):
                         ring.release_unused(left[3])
                     del left
+                ring.detach()
             if complete:
                 # The epoch is over: the state says so (position at its end), or, when nobody
                 # called set_epoch for it, the next pass starts the next epoch.
