@@ -244,6 +244,11 @@ int main(int argc, char** argv) {
         const auto& ds_main = o.verify ? ds_check : ds_nocheck;
         const auto& info = ds_check.schema();
         const bool seg = info.task == shardpack::task::segmentation;
+        // The bare zstd and manual paths lay records out themselves, without per-sample fields.
+        if (!ds_check.fields().empty() &&
+            (o.check || o.modes.empty() ||
+             std::any_of(o.modes.begin(), o.modes.end(), [](const std::string& m) { return m.rfind("reader", 0) != 0; })))
+            usage("a dataset with per-sample fields (format 1.5) is read with --check off and reader_* modes only");
         if ((o.label == label_mode::index || o.label == label_mode::index_u8) && !seg)
             usage("--label index and index_u8 are for segmentation datasets");
         if (o.label == label_mode::index_u8 && info.class_count > 255)

@@ -251,6 +251,12 @@ enum class crop_position {
     center,  // offset (H - height) / 2, (W - width) / 2, rounded down
     random,  // uniform over every valid offset, from (seed, epoch, record index) alone
     given,   // augmentation::given[slot].y and .x, per sample of the batch
+    // Centred on one labelled pixel (clamped into the record): a pixel drawn uniformly among the
+    // record's pixels of a class not in augmentation::background (ignored pixels never count),
+    // from (seed, epoch, record index) alone. Segmentation only; reads the record's whole label
+    // before its window. A record with no such pixel gets a uniform (random) window, and
+    // crop_box::fallback says so.
+    foreground,
 };
 enum class flip_mode {
     none,
@@ -263,6 +269,7 @@ enum class flip_mode {
 struct crop_box {
     std::uint32_t y = 0, x = 0, height = 0, width = 0;
     bool hflip = false, vflip = false;
+    bool fallback = false;  // crop_position::foreground on a record with no foreground: a uniform window
 };
 
 struct augmentation {
@@ -272,15 +279,24 @@ struct augmentation {
     float hflip_probability = 0.5f, vflip_probability = 0.5f;
     const crop_box* given = nullptr;  // one per sample of the batch, for crop_position::given / flip_mode::given
     std::uint64_t seed = 0, epoch = 0;
+    // crop_position::foreground: the class ids that are not foreground (by default class 0).
+    std::vector<std::uint32_t> background = {0};
 };
+
+class sample;
 
 // The window and flips a record of `record_height` x `record_width` gets under `a`: a pure function
 // of a, the record's dataset index and (for given boxes) the batch slot, so the same for any
 // thread count, worker count and order of reads. Random draws: r_j = splitmix64(h + j) for
 // h = splitmix64(seed ^ splitmix64(epoch ^ splitmix64(index))); y = r_1 mod (H - height + 1),
 // x = r_2 mod (W - width + 1), hflip = (r_3 >> 40) < p * 2^24, vflip likewise with r_4.
+// crop_position::foreground: the (r_5 mod F)-th foreground pixel in row-major order, of the
+// record's F; the window's top-left is (py - height / 2, px - width / 2), clamped into the
+// record. It needs the record's label: this form throws for it; use the next one.
 crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t record_height, std::size_t record_width,
                            std::size_t slot = 0);
+// The same for a decoded record (dataset::at or read), any crop_position.
+crop_box plan_augmentation(const augmentation& a, const sample& record, std::size_t slot = 0);
 
 // Per-sample fields (format 1.5) of a batch, for read_batch / read_into (sample_buffers::fields).
 // Values are variable-length (lists, boxes), so they come per slot in the reader's own vectors,
@@ -414,6 +430,7 @@ public:
 
 private:
     friend class dataset;
+    friend crop_box plan_augmentation(const augmentation& a, const sample& record, std::size_t slot);
     std::shared_ptr<const detail::dataset_state> state_;
     std::shared_ptr<const void> keep_;  // owns the bytes, or null when they belong to a read_context
     const unsigned char* rec_ = nullptr;

@@ -7,6 +7,7 @@
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "image.hpp"
+#include "inspect/contact_sheet.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
@@ -129,14 +130,10 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
             }
             continue;
         }
-        const auto& c = ds.classes()[ids[p]];
-        if (c.has_color) {
-            px[0] = c.r;
-            px[1] = c.g;
-            px[2] = c.b;
-        } else {  // no color in the table: a grey level per class
-            px[0] = px[1] = px[2] = std::uint8_t(40 + (ids[p] * 53) % 200);
-        }
+        const rgb c = class_color(ds, ids[p]);  // the dictionary's, or the palette's
+        px[0] = c.r;
+        px[1] = c.g;
+        px[2] = c.b;
         ++counts[ids[p]];
     }
     if (overlay) {

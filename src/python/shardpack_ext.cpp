@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -35,6 +36,7 @@
 #include <mutex>
 #include <thread>
 
+#include "inspect/contact_sheet.hpp"  // shardpack.contact_sheet: the CLI's drawing code (src/inspect/)
 #include "shardpack/mix.hpp"
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
@@ -696,7 +698,8 @@ public:
                          nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
                          const std::string& crop_position, const std::string& hflip, float hflip_probability,
                          const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16) {
+                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16,
+                         std::vector<std::uint32_t> background) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
 
@@ -710,7 +713,9 @@ public:
         aug.vflip_probability = vflip_probability;
         aug.position = crop_position == "random" ? shardpack::crop_position::random
                      : crop_position == "given"  ? shardpack::crop_position::given
+                     : crop_position == "foreground" ? shardpack::crop_position::foreground
                                                  : shardpack::crop_position::center;
+        aug.background = std::move(background);
         const auto flip_mode = [](const std::string& m) {
             return m == "random" ? shardpack::flip_mode::random
                  : m == "given"  ? shardpack::flip_mode::given
@@ -794,7 +799,9 @@ public:
         }
         if (mode != label_mode::none && overlap(images, labels))
             throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
-        std::vector<shardpack::crop_box> applied(augmented && !boxes_obj.is_none() ? n : 0);
+        // Foreground crops: the boxes always, to count the records that had no foreground.
+        const bool foreground = aug.position == shardpack::crop_position::foreground;
+        std::vector<shardpack::crop_box> applied(augmented && (!boxes_obj.is_none() || foreground) ? n : 0);
 
         // One sample_buffers for the whole batch; each part reads its slice.
         shardpack::sample_buffers all;
@@ -849,6 +856,8 @@ public:
                 else
                     std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(labels.data()));
             }
+            if (foreground)
+                for (const shardpack::crop_box& a : applied) fallbacks_ += a.fallback;
             if (!boxes_obj.is_none()) {
                 // Without crops or flips each sample is its whole record: (0, 0, 0, 0).
                 std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
@@ -864,10 +873,87 @@ public:
         return nb::make_tuple(images_obj, labels_obj, boxes_obj);
     }
 
+    // -- class colors, contact sheets, foreground crops (issue 33)
+    // (r, g, b) per class: the dictionary's color, or the palette's (src/inspect/contact_sheet.hpp).
+    nb::list class_colors() const {
+        nb::list out;
+        for (std::size_t c = 0; c < ds_.classes().size(); ++c) {
+            const shardpack::rgb k = shardpack::class_color(ds_, c);
+            out.append(nb::make_tuple(k.r, k.g, k.b));
+        }
+        return out;
+    }
+    // Foreground-crop reads (read_batch) that found no foreground pixel and took a uniform window.
+    std::uint64_t foreground_fallbacks() const { return fallbacks_.load(); }
+    // shardpack.contact_sheet, from arguments it checked: (pixels (H, W, 3) uint8, tiles, legend).
+    // No records given: `count` of them, the first or (random) drawn with sample_seed, as the CLI's.
+    nb::tuple contact_sheet(std::vector<std::size_t> records, std::size_t count, bool random, std::uint64_t sample_seed,
+                            std::size_t tile, std::size_t columns, double alpha,
+                            std::vector<std::uint32_t> hidden, const std::string& title, bool augmented,
+                            std::size_t crop_height, std::size_t crop_width, const std::string& crop_position,
+                            float hflip, float vflip, std::uint64_t seed, std::uint64_t epoch,
+                            std::vector<std::uint32_t> background) const {
+        shardpack::augmentation aug;
+        aug.height = crop_height;
+        aug.width = crop_width;
+        aug.position = crop_position == "random" ? shardpack::crop_position::random
+                     : crop_position == "foreground" ? shardpack::crop_position::foreground
+                                                     : shardpack::crop_position::center;
+        aug.background = std::move(background);
+        aug.hflip = hflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
+        aug.vflip = vflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
+        aug.hflip_probability = hflip;
+        aug.vflip_probability = vflip;
+        aug.seed = seed;
+        aug.epoch = epoch;
+        shardpack::contact_sheet_options o;
+        o.records = records.empty() ? shardpack::sheet_records(ds_.size(), count, random, sample_seed) : std::move(records);
+        o.tile = tile;
+        o.columns = columns;
+        o.alpha = alpha;
+        o.hidden = std::move(hidden);
+        o.title = title;
+        o.augment = augmented ? &aug : nullptr;
+        shardpack::contact_sheet sheet;
+        {
+            gil_released unlocked;
+            sheet = shardpack::render_contact_sheet(ds_, o);
+        }
+        const std::vector<std::size_t> shape{sheet.canvas.height, sheet.canvas.width, 3};
+        nb::object pixels = new_numpy(shape, nb::dtype<std::uint8_t>());
+        std::memcpy(nb::cast<nb::ndarray<std::uint8_t>>(pixels).data(), sheet.canvas.pixels.data(), sheet.canvas.pixels.size());
+        nb::list tiles, legend;
+        for (const shardpack::sheet_tile& t : sheet.tiles) {
+            nb::dict d;
+            d["index"] = t.index;
+            d["x"] = t.x;
+            d["y"] = t.y;
+            d["width"] = t.width;
+            d["height"] = t.height;
+            d["source_height"] = t.source_height;
+            d["source_width"] = t.source_width;
+            d["box"] = nb::make_tuple(t.box.y, t.box.x, int(t.box.hflip), int(t.box.vflip));
+            d["fallback"] = t.box.fallback;
+            tiles.append(d);
+        }
+        for (const shardpack::sheet_legend_entry& e : sheet.legend) {
+            nb::dict d;
+            d["class_id"] = e.class_id;
+            d["x"] = e.x;
+            d["y"] = e.y;
+            d["size"] = e.size;
+            d["color"] = nb::make_tuple(e.color.r, e.color.g, e.color.b);
+            d["hidden"] = e.hidden;
+            legend.append(d);
+        }
+        return nb::make_tuple(pixels, tiles, legend);
+    }
+
 private:
     shardpack::dataset ds_;
     std::string path_;
     std::string io_note_;  // what open() said about its choice of I/O (open_options::log)
+    std::atomic<std::uint64_t> fallbacks_{0};
 
     // read_batch's indices as positions in [0, len), checked here as they are copied (the one
     // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
@@ -1094,14 +1180,29 @@ NB_MODULE(_shardpack, m) {
              "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
              "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
              "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
+             "background"_a = std::vector<std::uint32_t>{0},
              nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
                      "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
                      "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
                      "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
                      "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False) "
+                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False, "
+                     "background: collections.abc.Sequence[int] = [0]) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
              "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+        // Contact sheets, class colors, foreground crops (issue 33).
+        .def_prop_ro("class_colors", &reader::class_colors, nb::sig("def class_colors(self) -> list[tuple[int, int, int]]"))
+        .def_prop_ro("foreground_fallbacks", &reader::foreground_fallbacks)
+        .def("contact_sheet", &reader::contact_sheet, "records"_a, "count"_a, "random"_a, "sample_seed"_a, "tile"_a, "columns"_a, "alpha"_a, "hidden"_a, "title"_a,
+             "augmented"_a, "crop_height"_a, "crop_width"_a, "crop_position"_a, "hflip"_a, "vflip"_a, "seed"_a, "epoch"_a,
+             "background"_a,
+             nb::sig("def contact_sheet(self, records: collections.abc.Sequence[int], count: int, random: bool, "
+                     "sample_seed: int, tile: int, columns: int, alpha: float, "
+                     "hidden: collections.abc.Sequence[int], title: str, augmented: bool, crop_height: int, crop_width: int, "
+                     "crop_position: str, hflip: float, vflip: float, seed: int, epoch: int, "
+                     "background: collections.abc.Sequence[int]) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+                     "list[dict[str, typing.Any]], list[dict[str, typing.Any]]]"),
+             "shardpack.contact_sheet, from arguments it checked.")
         .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
                      nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
         .def("read_fields",

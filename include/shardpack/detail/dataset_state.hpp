@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "foreground_rows.hpp"
 #include "format.hpp"
 #include "io_engine.hpp"
 #include "json.hpp"
@@ -55,6 +56,7 @@ struct dataset_state {
     // The reader's I/O engine (io stream or blocks), shared by the shards' sources (each keeps
     // it alive: the last one closed stops its threads).
     std::shared_ptr<io_engine> engine;
+    foreground_rows foreground;  // crop_position::foreground's counts per row, per record read
 
     std::size_t shard_count() const { return shard_bytes.size(); }
     std::string name(std::size_t k) const {

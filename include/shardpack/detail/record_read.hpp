@@ -179,7 +179,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
-        const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), out.first_slot + slot);
+        const crop_box b = plan_augmentation(*aug, full, out.first_slot + slot);
         if (out.applied) out.applied[slot] = b;
         return fill(window(full, b, ctx), out, slot);
     }
@@ -214,16 +214,45 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     smp.rec_ = stored;  // only the header is read from here; decoded regions go to ctx.buffer_
     if (aug) {
         // Only the bands that hold the window's rows, into their places in the context's buffer.
-        const crop_box b = plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot);
-        if (out.applied) out.applied[slot] = b;
         ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
         unsigned char* buf = ctx.buffer_.data();
+        unsigned char* label = seg ? buf + layout.label_offset : nullptr;
+        crop_box b;
         try {
-            decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset,
-                             seg ? buf + layout.label_offset : nullptr);
+            if (aug->position != crop_position::foreground) {
+                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, nullptr);
+                decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset, label);
+            } else {
+                // A foreground crop needs the label's foreground per row: counted from the whole
+                // label at the record's first read, then kept by the dataset (s_->foreground),
+                // so later reads decompress only the window's rows, as uniform crops do.
+                if (!seg) throw error("crop_position::foreground needs a segmentation dataset");
+                const foreground_map fm(s, aug->background);
+                foreground_rows::counts rows = s_->foreground.find(i, aug->background);
+                bool whole = false;
+                if (!rows) {
+                    decompress_bands(ctx.dctx_.get(), bands, layout.height, 0, layout.height, nullptr, label);
+                    auto counted = std::make_shared<std::vector<std::uint32_t>>();
+                    fm.count_rows(label, layout.height, layout.width, *counted);
+                    s_->foreground.keep(i, aug->background, counted);
+                    rows = std::move(counted);
+                    whole = true;
+                }
+                foreground_pick fg;
+                std::uint64_t rank = 0;
+                fg.found = foreground_map::pick_row(*rows, splitmix64(augmentation_seed(*aug, i) + 5), fg.y, rank);
+                // The window's rows: those of the chosen pixel's window, or of the uniform fallback.
+                const crop_box rows_of = detail::plan_augmentation(*aug, i, layout.height, layout.width,
+                                                                   out.first_slot + slot, &fg);
+                decompress_bands(ctx.dctx_.get(), bands, layout.height, rows_of.y, rows_of.y + rows_of.height,
+                                 buf + layout.image_offset, whole ? nullptr : label);
+                if (fg.found) fg.x = fm.nth_in_row(label + fg.y * fm.row_bytes(layout.width), rank);
+                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, &fg);
+            }
         } catch (const error& ex) {
             throw error(s_->where(k, local) + ": " + ex.what());
         }
+        if (out.applied) out.applied[slot] = b;
         smp.rec_ = buf;
         return fill(window(smp, b, ctx), out, slot);
     }

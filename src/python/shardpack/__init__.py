@@ -40,9 +40,9 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          epoch_order as _epoch_order, interpreter_exiting as _interpreter_exiting,
                          order_blocks as _order_blocks, version as __version__)
 
-__all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded", "PaddedBoxes",
-           "__version__", "write"]
+__all__ = ["open", "Dataset", "contact_sheet", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange",
+           "permutation", "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded",
+           "PaddedBoxes", "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -57,7 +57,7 @@ _LABELS = ("onehot", "index", "stored")                  # Label
 _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label="onehot"
 _INDEX_LABEL_DTYPES = ("uint8", "uint16", "int64")       # LabelDType with label="index"
 _NORMALIZE_WORDS = ("auto", "imagenet")                  # Normalize
-_CROP_POSITIONS = ("center", "random")                   # CropPosition
+_CROP_POSITIONS = ("center", "random", "foreground")     # CropPosition
 _IOS = ("auto", "mmap", "pread", "stream", "blocks")     # IO
 _ORDERS = ("global", "blocks")                           # Order
 _LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
@@ -71,7 +71,7 @@ Label = Literal["onehot", "index", "stored"]
 LabelDType = Union[None, Literal["uint8", "uint16", "int64", "float32"], type, "_np.dtype[Any]"]
 Normalize = Union[None, Literal["auto", "imagenet"],
                   Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
-CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
+CropPosition = Union[Literal["center", "random", "foreground"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
 IO = Literal["auto", "mmap", "pread", "stream", "blocks"]
 Order = Literal["global", "blocks"]
@@ -648,6 +648,41 @@ class Dataset:
         return self._reader.content_hash
 
     @property
+    def class_colors(self) -> List[Tuple[int, int, int]]:
+        """(r, g, b) per class, as contact sheets and `shardpack export` draw them: the class
+        dictionary's color, or for a class without one a color of a fixed palette."""
+        return self._reader.class_colors
+
+    @property
+    def foreground_fallbacks(self) -> int:
+        """How many reads with crop_position="foreground" (by this process's handle) found no
+        foreground pixel in their record and took a uniform window instead."""
+        return int(self._reader.foreground_fallbacks)
+
+    def _class_ids(self, classes: Any, what: str) -> List[int]:
+        """Class names or ids as ids (ArgumentValueError / ArgumentTypeError naming `what`)."""
+        if isinstance(classes, (str, bytes, int, _np.integer)):
+            classes = [classes]
+        try:
+            items = list(classes)
+        except TypeError:
+            raise ArgumentTypeError(f"{what} must be a sequence of class names or ids, not {type(classes).__name__}") \
+                from None
+        names = self.classes
+        ids = []
+        for c in items:
+            if isinstance(c, str):
+                if c not in names:
+                    raise ArgumentValueError(f"{what}: no class named {c!r} (the classes: {', '.join(names)})")
+                ids.append(names.index(c))
+            else:
+                i = _integer(c, what)
+                if not 0 <= i < len(names):
+                    raise ArgumentValueError(f"{what}: class id {i} is not in [0, {len(names)})")
+                ids.append(i)
+        return ids
+
+    @property
     def shard_starts(self) -> _npt.NDArray[_np.int64]:
         """The first record of each shard (an int64 array): where order="blocks" cuts blocks."""
         return self._reader.shard_starts
@@ -792,7 +827,8 @@ class Dataset:
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
                    crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
                    epoch: int = 0, return_boxes: bool = False, fields: Optional[Sequence[str]] = None,
-                   min_box_visibility: float = 0.0) -> Tuple[Any, ...]:
+                   min_box_visibility: float = 0.0,
+                   crop_background: Optional[Sequence[Union[int, str]]] = None) -> Tuple[Any, ...]:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
 
@@ -824,7 +860,12 @@ class Dataset:
           output is that window of its record, so the batch's H and W are the crop's (records
           may then differ in size; each must be at least the crop).
         crop_position: "center" (offset (H - height) // 2, (W - width) // 2), "random" (uniform
-          over every valid offset) or an integer array of shape (N, 2): (y, x) per sample.
+          over every valid offset), "foreground" (segmentation: centred on one labelled pixel,
+          drawn uniformly among the record's pixels of a class not in crop_background, ignored
+          pixels never; a record with none gets a uniform window and is counted in
+          foreground_fallbacks) or an integer array of shape (N, 2): (y, x) per sample.
+        crop_background: with "foreground", the classes (names or ids) that are not foreground
+          (None: class 0).
         hflip, vflip: a probability of a random left-right / top-bottom flip (0.0: never, 1.0:
           always), or a boolean array of shape (N,): the flip per sample.
         seed, epoch: random boxes and flips are a function of (seed, epoch, record index) alone:
@@ -909,6 +950,12 @@ class Dataset:
             seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
+        if position == "foreground" and r.task != "segmentation":
+            raise ArgumentValueError('read_batch: crop_position="foreground" needs a segmentation dataset')
+        if crop_background is not None and position != "foreground":
+            raise ArgumentValueError('read_batch: crop_background applies to crop_position="foreground"')
+        background = {} if crop_background is None else \
+            {"background": self._class_ids(crop_background, "read_batch: crop_background")}
         names = None if fields is None else self._field_names(fields, "read_batch")
         if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
             raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
@@ -917,7 +964,7 @@ class Dataset:
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes, as_uint16=o.as_uint16)
+                                             boxes, as_uint16=o.as_uint16, **background)
         if names is None:
             return (images, labels, boxes) if return_boxes else (images, labels)
         cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
@@ -927,3 +974,4 @@ class Dataset:
 
 
 from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)
+from ._sheet import contact_sheet  # noqa: E402  (uses Dataset above)

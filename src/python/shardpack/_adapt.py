@@ -73,7 +73,7 @@ class Options:
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
-                 threads: int, label_dtype: Optional[str] = None) -> None:
+                 threads: int, label_dtype: Optional[str] = None, crop_background: Optional[Any] = None) -> None:
         # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
         # and so on): "float32", numpy.float32 or numpy.dtype("float32") alike.
         dtype = _sp._dtype_name(dtype, "dtype", _sp._DTYPES)
@@ -102,8 +102,10 @@ class Options:
                          vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
         if label_dtype is not None:  # read_batch's own check says what it takes
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
+        if crop_background is not None:  # crop_position="foreground": read_batch checks the classes
+            self.read["crop_background"] = crop_background
         dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
-        if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
+        if normalize is not None or label_dtype is not None or crop_background is not None:  # read_batch's checks
             dataset.read_batch(np.empty(0, dtype=np.int64),
                                **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
 

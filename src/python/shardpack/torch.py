@@ -40,7 +40,7 @@ import sys as _sys
 import threading as _threading
 import warnings as _warnings
 import weakref as _weakref
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 import torch as _torch
@@ -219,8 +219,8 @@ class Dataset(_data.Dataset):
     are the parallelism there). Pickles by path: workers reopen the dataset (fork or spawn).
 
     dtype, layout, normalize, label, label_dtype: as read_batch (normalize="auto": ImageNet's
-    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center" or "random"),
-    hflip, vflip (probabilities) and seed: crops and flips at read time, as in
+    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center", "random" or
+    "foreground"), crop_background, hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
     starts, so with persistent_workers=True they keep the epoch they started with.
@@ -235,12 +235,12 @@ class Dataset(_data.Dataset):
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
                  hflip: float = 0.0, vflip: float = 0.0, seed: int = 0, fields: Optional[Sequence[str]] = None,
-                 min_box_visibility: float = 0.0):
+                 min_box_visibility: float = 0.0, crop_background: Any = None):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
                             hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
-                            seed=_nonnegative(seed, "seed"))
+                            seed=_nonnegative(seed, "seed"), **_background(crop_background))
         if threads is not None:
             threads = _nonnegative(threads, "threads")
         self.threads = threads
@@ -308,6 +308,11 @@ def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
         raise (_ValueError if idx.ndim != 1 else _TypeError)(
             f"{dataset.path}: a batch's indices must be a 1-d sequence of integers, not {idx.dtype} {idx.shape}")
     return idx.astype(_np.int64, copy=False)
+
+
+def _background(crop_background: Any) -> Dict[str, Any]:
+    """read_batch's crop_background when given (crop_position="foreground"; it checks the classes)."""
+    return {} if crop_background is None else {"crop_background": crop_background}
 
 
 def _position(crop_position: Any) -> str:
@@ -715,7 +720,7 @@ class Loader:
     on a stream other than the current one by your own code must be synchronised before the
     batch is dropped (to_device does that for you).
 
-    crop=(height, width), crop_position ("center" or "random"), hflip and vflip (probabilities):
+    crop=(height, width), crop_position ("center", "random" or "foreground"), crop_background, hflip and vflip (probabilities):
     crops and flips at read time, as in shardpack.Dataset.read_batch, drawn from (seed, the
     sampler's epoch, record index): new ones every epoch, the same for any `threads`, and the
     same again when an epoch is resumed.
@@ -731,7 +736,7 @@ class Loader:
                  crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
-                 cache_bytes: Optional[int] = None):
+                 cache_bytes: Optional[int] = None, crop_background: Any = None):
         self.dataset = _open(ds)
         if io is not None or cache_bytes is not None:
             d = self.dataset
@@ -749,7 +754,8 @@ class Loader:
             raise _ValueError("Loader: prefetch must be at least 1")
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
-                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"))
+                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
+                            **_background(crop_background))
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not _torch.cuda.is_available():
             _warnings.warn("Loader: pin_memory=True but CUDA is not available; batches are not pinned")
