@@ -434,6 +434,13 @@ def main(folder, writer=False):
         shards.append(shard)
         total += len(shard["entries"])
     if total != nonnegative(m["records"], "records"): raise Refused("record total differs")
+    # 13.2 and 14.A.7: content_hash is the XXH3-64 of the shards' hashes, the values in their names.
+    names = [e["file"] for e in entries]
+    hashes = [n[-20:-4] for n in names]
+    if xxhash and isinstance(m.get("content_hash"), str) and all(
+            n == f"shard-{k:05d}-{h}.spk" and all(c in "0123456789abcdef" for c in h) for k, (n, h) in enumerate(zip(names, hashes))):
+        if f"{xxh3(b''.join(int(h, 16).to_bytes(8, 'little') for h in hashes)):016x}" != m["content_hash"]:
+            raise Refused("manifest.json: content_hash differs from the shards' hashes")
     if writer:
         writer_checks(m, shards)
     index = 0

@@ -187,6 +187,24 @@ for what in index trailer version; do
 done
 echo "spec reader and C++ reader refuse the same damaged shards"
 
+# A manifest whose content_hash does not match its shards' names (14.A.7): both refuse (the
+# spec reader hashes with the xxhash module: python3-xxhash).
+cp -r "$work/seg-index-raw" "$work/badhash"
+python3 - "$work/badhash/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["content_hash"] = ("1" if m["content_hash"][0] == "0" else "0") + m["content_hash"][1:]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+if "$dump" "$work/badhash" >/dev/null 2>&1; then echo "C++ reader accepted a changed content_hash"; exit 1; fi
+if ! python3 -c "import xxhash" 2>/dev/null; then
+  echo "spec reader's content_hash check skipped: no python3 xxhash module (apt-get install python3-xxhash)"
+elif $reader "$work/badhash" >/dev/null 2>&1; then
+  echo "spec reader accepted a changed content_hash"; exit 1
+else
+  echo "spec reader and C++ reader refuse a changed content_hash"
+fi
+
 # The example manifest of 13.4 is what the tool writes for the command it names. Its hashes and
 # sizes follow from the zstd, libpng and libjpeg-turbo versions: compared whole when `libraries`
 # is the example's, else every member but those (and the versions) with a note.

@@ -42,6 +42,28 @@ inline file_identity identify_file(const std::string& path) {
     return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
             std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
+
+// The manifest's content_hash against the hashes in its shards' names (spec 13.2, 14.A.7): 8
+// bytes hashed a shard, so that a content_hash changed in transit is an error naming the
+// manifest, not a wrong identity. Not checked without one, or when a name is not
+// shard-NNNNN-<hash>.spk with its own number (the reader does not require that form).
+inline void check_content_hash(const dataset_state& st, const json& manifest) {
+    const json* given = manifest.find("content_hash");
+    if (!given || !given->is_string()) return;
+    std::vector<unsigned char> hashes(8 * st.shard_count());
+    for (std::size_t k = 0; k < st.shard_count(); ++k) {
+        std::uint64_t h = st.names_from_hashes ? st.shard_hash[k] : 0;
+        if (!st.names_from_hashes) {
+            const std::string name = st.name(k);
+            if (name.size() < 20 || !parse_hex16(name.substr(name.size() - 20, 16), h) || name != shard_file_name(k, h)) return;
+        }
+        store_u64(hashes.data() + 8 * k, h);
+    }
+    const std::string computed = hex16(XXH3_64bits(hashes.data(), hashes.size()));
+    if (given->as_string() != computed)
+        throw error(std::string(manifest_file_name) + ": content_hash \"" + given->as_string() +
+                    "\" is not the content hash of the shards it names (" + computed + "): the manifest is damaged");
+}
 }  // namespace detail
 
 // A rebuild publishing while open() reads can remove a shard the manifest it read names (the
@@ -233,6 +255,7 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
         st->first_record.push_back(total);
         if (const std::uint64_t records = m.u64_at("records"); total != records)
             throw error("the shards hold " + std::to_string(total) + " records, the manifest says " + std::to_string(records));
+        check_content_hash(*st, m);
         // The dataset keeps the manifest without its shard list (~0.8 KB a shard as a JSON
         // tree): the vectors above hold what readers need.
         if (list) {
