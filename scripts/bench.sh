@@ -25,6 +25,10 @@
 #                                       (scripts/bench/pack_bench.sh; WORK/pack/pack.md, pack.json);
 #                                       --tiny: a few records, to check it runs (figures mean
 #                                       nothing); --bin DIR: use DIR's binaries, build nothing
+#   ./scripts/bench.sh --writer         only the Python writer's benchmark (~3 minutes; --quick ~1):
+#                                       shardpack.write from arrays against the build from PNGs
+#                                       minus their decode, and its peak memory over a 100k-sample
+#                                       generator (scripts/bench/writer_bench.py; WORK/writer/)
 #   options: --work DIR (default out/bench), --threads N (default all cores), --reps N,
 #            --no-tf (leave TFRecord out), --no-rss (leave the 100k-record RSS runs out),
 #            --no-python (leave the Python reading benchmark out of the full run; --quick
@@ -38,7 +42,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 quick=0 user_csv="" user_job="" user_classes="" user_size="" user_resize="" tf=1 rss=1 python="" python_only=0 cold_only=0
-tf_adapter_only=0 remote=1 remote_only=0 pack_only=0 tiny=0 bin_dir=""
+tf_adapter_only=0 remote=1 remote_only=0 pack_only=0 tiny=0 bin_dir="" writer_only=0
 work=out/bench threads=$(nproc) reps=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,9 +64,10 @@ while [ $# -gt 0 ]; do
     --no-remote) remote=0 ;;
     --cold) cold_only=1 ;;
     --pack) pack_only=1 ;;
+    --writer) writer_only=1 ;;
     --tiny) tiny=1 ;;
     --bin) bin_dir=$(realpath "$2"); shift ;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -91,6 +96,16 @@ if [ $pack_only = 1 ]; then
   [ $quick = 1 ] && size_arg=(--quick)
   [ $tiny = 1 ] && size_arg=(--tiny)
   exec scripts/bench/pack_bench.sh --bin "$bin_dir" --work "$work/pack" --threads "$threads" --reps "$reps" "${size_arg[@]}"
+fi
+
+# The writer's benchmark (issue 32): the package in .venv with the CLI of build-bench.
+if [ $writer_only = 1 ]; then
+  SHARDPACK_BUILD_TYPE=Release SHARDPACK_BUILD_DIR=build-bench ./scripts/build.sh -DSHARDPACK_BUILD_TESTS=OFF >/dev/null
+  SHARDPACK_BUILD_DIR=build-bench ./scripts/python-env.sh >&2
+  size_arg=()
+  [ $quick = 1 ] && size_arg=(--count 40 --memory-samples 20000)
+  exec .venv/bin/python scripts/bench/writer_bench.py --bin build-bench --work "$work/writer" --threads "$threads" \
+    --reps "$reps" "${size_arg[@]}"
 fi
 
 # The cold-storage benchmark (issues 16, 29): the package in .venv (scripts/python-env.sh), slowfs

@@ -4,7 +4,7 @@ set -euo pipefail
 
 packages=(cmake g++ make pkg-config libpng-dev libturbojpeg0-dev libjpeg62-turbo-dev libzstd-dev
           libtbb-dev libspdlog-dev libcli11-dev catch2 libxxhash-dev libdeflate-dev python3 zstd
-          libcurl4-openssl-dev fuse3 libfuse3-dev)
+          libcurl4-openssl-dev fuse3 libfuse3-dev libtiff-dev)
 packages+=("$@")
 
 missing=()

@@ -531,3 +531,44 @@ TEST_CASE("a progress line with rate and ETA on a terminal, none otherwise", "[c
     const auto piped = cli({"build", "--csv", dir / "src/list.csv", "--classes", dir / "src/class_dict.csv", "--out", dir / "ds"});
     REQUIRE_THAT(piped.err, !Catch::Contains("ETA"));
 }
+
+namespace {
+// The process's working folder for a scope: what a relative --out resolves against.
+struct in_folder {
+    fs::path was = fs::current_path();
+    explicit in_folder(const fs::path& p) { fs::current_path(p); }
+    ~in_folder() { fs::current_path(was); }
+};
+}  // namespace
+
+TEST_CASE("an --out that is a URL is refused with exit 2, pointing to push, and writes no local folder", "[cli][usage][url]") {
+    temp_dir dir("urlout");
+    make_samples(dir / "src", {"--count", "2", "--width", "16", "--height", "16"});
+    const std::string csv = dir / "src/list.csv", dict = dir / "src/class_dict.csv";
+    REQUIRE(cli({"-q", "build", "--csv", csv, "--classes", dict, "--out", dir / "ds"}).code == 0);
+    fs::create_directories(dir / "cwd");
+    in_folder here(dir / "cwd");
+    for (const std::string url : {"s3://bucket/x", "gs://bucket/x", "https://host/x", "file:///tmp/x", "s3+x://b/y"}) {
+        const auto r = cli({"build", "--csv", csv, "--classes", dict, "--out", url});
+        INFO(url << ": " << r.err);
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Catch::Contains("--out " + url + ": is a URL") && Catch::Contains("shardpack push DIR " + url));
+    }
+    auto r = cli({"build", "--csv", csv, "--classes", dict, "--out", dir / "ok", "--report", "s3://bucket/report.json"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--report s3://bucket/report.json: is a URL"));
+    // The other commands that write local files.
+    r = cli({"merge", "--out", "s3://bucket/merged", dir / "ds"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--out s3://bucket/merged: is a URL") && Catch::Contains("shardpack push"));
+    r = cli({"export", dir / "ds", "--index", "0", "--out", "s3://bucket/sample"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Catch::Contains("--out s3://bucket/sample: is a URL"));
+    CHECK(fs::is_empty(dir / "cwd"));  // no folder "s3:" (or "gs:", "https:") was made
+    CHECK(!fs::exists(dir / "ok"));
+    // A local folder whose name looks like a URL, said as a path.
+    r = cli({"-q", "build", "--csv", csv, "--classes", dict, "--out", "./s3://bucket/x"});
+    INFO(r.err);
+    CHECK(r.code == 0);
+    CHECK(fs::exists(dir / "cwd/s3:/bucket/x/manifest.json"));
+}

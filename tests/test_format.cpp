@@ -282,6 +282,86 @@ TEST_CASE("the golden per-region band shard (format 1.3) matches its test vector
     REQUIRE(std::equal(s.label().begin(), s.label().end(), ids.begin()));
 }
 
+// Format 1.4 (spec 16.7): uint16 images and the channel order "bands", behind required feature
+// bit 3: one raw classification record of 1x2 pixels of 5 uint16 bands, key "d.tif", class 1.
+TEST_CASE("the golden uint16 bands shard (format 1.4) matches its test vector in the spec byte for byte", "[format][golden]") {
+    temp_dir dir("golden14");
+    dataset_writer_options wo;
+    wo.out_dir = dir.str();
+    wo.schema.task = detail::task_code::classification;
+    wo.schema.channels = 5;
+    wo.schema.channel_order = detail::order_code::bands;
+    wo.schema.image_dtype_bytes = 2;
+    wo.schema.label_layout = detail::layout_code::class_id;
+    wo.schema.label_dtype_bytes = 0;
+    wo.schema.fixed_height = 1;
+    wo.schema.fixed_width = 2;
+    wo.schema.class_count = 2;
+    wo.schema.ignore_value = 255;
+    wo.classes = {{"land", false, 0, 0, 0}, {"water", false, 0, 0, 0}};
+    wo.uses_zstd = false;
+    // Band b of pixel x holds 0x1000 * (x + 1) + b: 0x1000..0x1004, 0x2000..0x2004; the last
+    // value of each pixel is 0xfff0 + x instead, to show a value above 32767.
+    const std::uint16_t values[10] = {0x1000, 0x1001, 0x1002, 0x1003, 0xfff0, 0x2000, 0x2001, 0x2002, 0x2003, 0xfff1};
+    image_u8 img{2, 1, 5, std::vector<std::uint8_t>(20), 2};
+    std::memcpy(img.pixels.data(), values, sizeof values);
+    {
+        dataset_writer writer(wo);
+        std::vector<unsigned char> decoded;
+        encode_record(wo.schema, "d.tif", img, nullptr, 1, decoded);
+        record_compressor raw(record_codec::none, 0);
+        stored_record stored;
+        raw.compress(decoded, stored);
+        writer.add(stored);
+        writer.publish();
+    }
+    const std::string bytes = read_file(only_shard(dir.str()));
+    const std::string golden = golden_vector("uint16_bands_shard.hex", bytes);
+    REQUIRE(hex_dump(bytes) == hex_dump(golden));
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    REQUIRE(detail::load_u16(p + 10) == 4);                                   // version 1.4
+    REQUIRE(detail::load_u64(p + 16) == detail::feature_wide_pixels);        // required bit 3 alone
+    REQUIRE(read_file(dir / "manifest.json").find("\"format_version\": \"1.4\"") != std::string::npos);
+    REQUIRE(read_file(dir / "manifest.json").find("\"dtype\": \"uint16\"") != std::string::npos);
+    auto ds = dataset::open(dir.str());
+    REQUIRE(ds.schema().image_value_bytes == 2);
+    REQUIRE(ds.schema().order == channel_order::bands);
+    REQUIRE(ds.schema().channels == 5);
+    const auto s = ds.at(0);
+    REQUIRE(s.key() == "d.tif");
+    REQUIRE(s.class_id() == 1);
+    REQUIRE(std::equal(s.image16().begin(), s.image16().end(), std::begin(values)));
+    REQUIRE_THROWS_WITH(s.image(), Catch::Contains("uint16 images; use image16()"));
+    // A 1.3 reader (bits 0-2) refuses the shard at open, before any record.
+    REQUIRE_THROWS_WITH(detail::shard_file(only_shard(dir.str()), "s", detail::known_required_features_1_3),
+                        Catch::Contains("required feature bits 0x0000000000000008") && Catch::Contains("newer shardpack reader"));
+}
+
+TEST_CASE("a shard of uint16 images without feature bit 3 is refused", "[format][version]") {
+    temp_dir dir("wide_no_bit");
+    dataset_writer_options wo = golden_segmentation_options(dir.str(), 1, 1);
+    wo.schema.image_dtype_bytes = 2;
+    {
+        dataset_writer writer(wo);
+        image_u8 img{1, 1, 3, std::vector<std::uint8_t>(6, 7), 2};
+        const std::uint16_t ids[1] = {1};
+        std::vector<unsigned char> decoded;
+        encode_record(wo.schema, "e.png", img, ids, -1, decoded);
+        record_compressor raw(record_codec::none, 0);
+        stored_record stored;
+        raw.compress(decoded, stored);
+        writer.add(stored);
+        writer.publish();
+    }
+    std::string bytes = read_file(only_shard(dir.str()));
+    auto* p = reinterpret_cast<unsigned char*>(bytes.data());
+    REQUIRE(detail::load_u64(p + 16) == detail::feature_wide_pixels);
+    detail::store_u64(p + 16, 0);  // the bit cleared, the checksum made good again
+    reseal(bytes);
+    write_file(only_shard(dir.str()), bytes);
+    REQUIRE_THROWS_WITH(detail::shard_file(only_shard(dir.str()), "s"), Catch::Contains("does not declare that feature (bit 3)"));
+}
+
 TEST_CASE("every truncation of a shard is refused at open", "[format][damage]") {
     temp_dir dir("trunc");
     synthetic_options o;
@@ -389,7 +469,7 @@ TEST_CASE("unknown major versions, required features and required sections are r
     REQUIRE_NOTHROW(detail::shard_file(shard, "s"));
 
     std::string feature = bytes;
-    feature[16] |= 0x08;  // an unknown required feature bit (bits 0-2 are known since 1.3)
+    feature[16] |= 0x20;  // an unknown required feature bit (bits 0-4 are known since 1.5)
     reseal(feature);
     write_file(shard, feature);
     REQUIRE_THROWS_WITH(detail::shard_file(shard, "s"), Catch::Contains("required feature bits"));
@@ -668,4 +748,106 @@ TEST_CASE("views cannot be taken from a temporary sample", "[format][lifetime]")
     REQUIRE(img.size() > 0);
     REQUIRE(s.key().size() > 0);
     REQUIRE(ds.at(1).key() == s.key());
+}
+
+namespace {
+// dataset::open's message as a C string shows it (what() is what the CLI and Python print), or
+// "(opened)".
+std::string manifest_error(const std::string& dir) {
+    try {
+        (void)dataset::open(dir);
+        return "(opened)";
+    } catch (const std::exception& e) {
+        return e.what();
+    }
+}
+}  // namespace
+
+TEST_CASE("a damaged manifest's errors name the member, the shard and the reason, whatever bytes the names hold",
+          "[format][manifest]") {
+    temp_dir dir("manerr");
+    synthetic_options o;
+    o.records = 20;
+    o.shard_size = 8192;
+    write_synthetic(dir.str(), o);
+    const std::string manifest = read_file(dir / "manifest.json");
+    const auto m = detail::json::parse(manifest);
+    const auto& shards = m.at("shards").as_array();
+    REQUIRE(shards.size() >= 3);
+    const std::string name0 = shards[0].at("file").as_string(), name1 = shards[1].at("file").as_string();
+    const auto with_shard = [&](std::size_t k, const std::string& key, detail::json value) {
+        detail::json list = detail::json::array();
+        for (std::size_t j = 0; j < shards.size(); ++j) {
+            detail::json e = shards[j];
+            if (j == k) e.set(key, std::move(value));
+            list.push(e);
+        }
+        detail::json edited = m;
+        edited.set("shards", list);
+        write_file(dir / "manifest.json", edited.dump());
+    };
+
+    // "records": 20.0 and "shards": {} name the member, and what is there.
+    std::string edited = manifest;
+    edited.replace(edited.find("\"records\": 20"), 13, "\"records\": 20.0");
+    write_file(dir / "manifest.json", edited);
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"records\": expected a non-negative integer, not 20.0"));
+    detail::json bad = m;
+    bad.set("shards", detail::json::object());
+    write_file(dir / "manifest.json", bad.dump());
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"shards\": expected an array, not an object"));
+    // A shard's member: the shard by number and name, the member, the value.
+    with_shard(1, "records", "x");
+    CHECK_THAT(manifest_error(dir.str()),
+               Catch::Contains("shard 1 (\"" + name1 + "\"): \"records\": expected a non-negative integer, not \"x\""));
+    with_shard(1, "first_record", -3);
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("shard 1 (\"" + name1 + "\"): \"first_record\": expected a "
+                                                          "non-negative integer, not -3"));
+    // A count of 2^64 - 1 names its own shard (more records than its bytes hold), not the next
+    // (whose first_record it would make wrong).
+    with_shard(0, "records", ~std::uint64_t(0));
+    std::string e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 0 (\"" + name0 + "\"): 18446744073709551615 records in ") &&
+                      Catch::Contains("a shard holds at most (bytes - 104) / 40 records"));
+    CHECK_THAT(e, !Catch::Contains(name1));
+    // A sum past 2^64 - 1: 41 entries as large as the bytes allow; the 41st (shard 40) overflows.
+    {
+        const std::uint64_t bytes = ~std::uint64_t(0), records = (bytes - 104) / 40;
+        detail::json list = detail::json::array();
+        for (std::uint64_t k = 0; k < 41; ++k) {
+            detail::json s = detail::json::object();
+            s.set("file", "s" + std::to_string(k));
+            s.set("records", records);
+            s.set("first_record", k * records);
+            s.set("bytes", bytes);
+            list.push(s);
+        }
+        detail::json huge = m;
+        huge.set("shards", list);
+        write_file(dir / "manifest.json", huge.dump());
+        CHECK_THAT(manifest_error(dir.str()),
+                   Catch::Contains("shard 40 (\"s40\"): its " + std::to_string(records) + " records after the " +
+                                   std::to_string(40 * records) + " of the shards before it make more than 2^64 - 1"));
+    }
+    // Names with a NUL or control bytes: refused or named escaped, and the reason still follows.
+    // A NUL after a real shard's name would have opened that shard under another name.
+    with_shard(0, "file", name0 + std::string(1, '\0') + "junk");
+    e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 0 (\"" + name0 + "\\u0000junk\"): not a plain file name"));
+    with_shard(1, "file", "evil\n\x1b[31m/x");
+    e = manifest_error(dir.str());
+    CHECK_THAT(e, Catch::Contains("shard 1 (\"evil\\n\\u001b[31m/x\"): not a plain file name"));
+    CHECK(e.find('\n') == std::string::npos);
+    // The shard table's members, named under "shard_table".
+    detail::json t = detail::json::object();
+    t.set("file", 5);
+    detail::json only_table = detail::json::object();
+    for (const auto& member : m.as_object())
+        if (member.first != "shards") only_table.set(member.first, member.second);
+    only_table.set("shard_table", t);
+    write_file(dir / "manifest.json", only_table.dump());
+    CHECK_THAT(manifest_error(dir.str()), Catch::Contains("\"shard_table\": \"file\": expected a string, not 5"));
+
+    write_file(dir / "manifest.json", manifest);
+    CHECK(manifest_error(dir.str()) == "(opened)");
 }

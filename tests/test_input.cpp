@@ -2,6 +2,10 @@
 // columns, path resolution, task inference, class ids), and image folders as input (masks
 // paired by a suffix, end to end through the CLI). Every error test checks that the message
 // names the file and the line.
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -19,6 +23,7 @@
 #include "input/csv_reader.hpp"
 #include "input/input_list.hpp"
 #include "shardpack/reader.hpp"
+#include "test_skip.hpp"
 #include "test_support.hpp"
 
 using namespace shardpack;
@@ -891,4 +896,53 @@ TEST_CASE("folder input refuses two masks for one image: names that differ only 
              "--out", dir / "a"});
     CHECK(r.code == 2);
     CHECK_THAT(r.err, Catch::Contains("img_0001.jpg and ") && Catch::Contains("(the same name, another extension)"));
+}
+
+namespace {
+// A Unix socket bound at `path` (left there when the descriptor closes); false where the path is
+// too long for sockaddr_un.
+bool make_socket(const std::string& path) {
+    sockaddr_un a{};
+    if (path.size() >= sizeof a.sun_path) return false;
+    a.sun_family = AF_UNIX;
+    std::copy(path.begin(), path.end(), a.sun_path);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    return bound;
+}
+}  // namespace
+
+TEST_CASE("folder input errors name the FIFO, socket or device named like the image or mask they miss", "[labels][folders]") {
+    temp_dir dir("folderspecial");
+    make_samples(dir / "src", {"--count", "3", "--width", "24", "--height", "16"});
+    const std::string dict = dir / "src/class_dict.csv";
+    // A mask that is a FIFO: the image "has no mask", and the FIFO of its name is said.
+    fs::remove(dir / "src/masks/img_0002.png");
+    REQUIRE(::mkfifo((dir / "src/masks/img_0002.png").c_str(), 0600) == 0);
+    auto r = cli({"build", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dict, "--out", dir / "a"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains("have no mask of the same name") &&
+                          Contains(dir / "src/masks/img_0002.png" + " (a FIFO, not a regular file)"));
+    r = cli({"colors", "--images", dir / "src/images", "--masks", dir / "src/masks", "--classes", dict});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains(dir / "src/masks/img_0002.png" + " (a FIFO, not a regular file)"));
+    // A class folder holding only special files named .png: "no .png files", and which are there.
+    fs::create_directories(dir / "cls/cat");
+    REQUIRE(::mkfifo((dir / "cls/cat/a.png").c_str(), 0600) == 0);
+    const bool socket_made = make_socket(dir / "cls/cat/b.png");
+    write_file(dir / "cls/cat/notes.txt", "x");
+    r = cli({"build", "--images", dir / "cls", "--out", dir / "b"});
+    CHECK(r.code == 2);
+    CHECK_THAT(r.err, Contains("no .png, .jpg or .jpeg files") && Contains(dir / "cls/cat/a.png" + " (a FIFO, not a regular file)"));
+    if (socket_made) CHECK_THAT(r.err, Contains(dir / "cls/cat/b.png" + " (a socket, not a regular file)"));
+    CHECK(!fs::exists(dir / "b"));
+    if (::geteuid() == 0) {
+        REQUIRE(::mknod((dir / "cls/cat/c.png").c_str(), S_IFCHR | 0600, makedev(1, 5)) == 0);
+        r = cli({"build", "--images", dir / "cls", "--out", dir / "b"});
+        CHECK(r.code == 2);
+        CHECK_THAT(r.err, Contains(dir / "cls/cat/c.png" + " (a device, not a regular file)"));
+    }
+    if (!socket_made) SHARDPACK_SKIP("the socket case: the temporary path is too long for a Unix socket");
+    if (::geteuid() != 0) SHARDPACK_SKIP("the device case: not root, cannot make a device node");
 }

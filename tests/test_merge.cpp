@@ -440,3 +440,39 @@ TEST_CASE("more parts than rows and rejected rows - the merge still equals the o
     REQUIRE(read_file(merged + "/rejected.csv") == read_file(single + "/rejected.csv"));
     REQUIRE(read_file(merged + "/rejected.csv").find("missing.png") != std::string::npos);
 }
+
+TEST_CASE("partition slurm: array variables that contradict each other are refused, naming them", "[partition]") {
+    std::map<std::string, std::string> env;
+    const env_lookup get = [&](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    };
+    const auto set = [&](const char* id, const char* count, const char* min, const char* max) {
+        env = {{"SLURM_ARRAY_TASK_ID", id}, {"SLURM_ARRAY_TASK_COUNT", count}, {"SLURM_ARRAY_TASK_MIN", min},
+               {"SLURM_ARRAY_TASK_MAX", max}, {"SLURM_ARRAY_TASK_STEP", "1"}};
+    };
+    set("5", "1", "5", "2");  // MAX below MIN: was taken as part 0 of 1
+    REQUIRE_THROWS_WITH(parse_partition("slurm", get),
+                        Catch::Contains("SLURM_ARRAY_TASK_MAX 2 is below SLURM_ARRAY_TASK_MIN 5") &&
+                            Catch::Contains("SLURM_ARRAY_TASK_ID 5") && Catch::Contains("not the variables of one job array"));
+    set("5", "4", "0", "3");  // the ID above MAX
+    REQUIRE_THROWS_WITH(parse_partition("slurm", get), Catch::Contains("SLURM_ARRAY_TASK_ID 5 is above SLURM_ARRAY_TASK_MAX 3"));
+    set("0", "4", "1", "4");  // the ID below MIN
+    REQUIRE_THROWS_WITH(parse_partition("slurm", get), Catch::Contains("SLURM_ARRAY_TASK_ID 0 is below SLURM_ARRAY_TASK_MIN 1"));
+    set("1", "3", "0", "1");  // more tasks than ids: not holes, a contradiction
+    REQUIRE_THROWS_WITH(parse_partition("slurm", get), Catch::Contains("SLURM_ARRAY_TASK_COUNT 3 is more than the 2 ids 0..1"));
+    set("2", "4", "1", "4");  // consistent
+    REQUIRE(parse_partition("slurm", get).index == 1);
+}
+
+TEST_CASE("build --partition slurm with SLURM_ARRAY_TASK_MAX below SLURM_ARRAY_TASK_MIN exits 2 and writes nothing",
+          "[partition][cli]") {
+    fixture f(12);
+    const auto r = run_cli(f.build_args(f.dir / "p", {"--partition", "slurm"}),
+                           {"SLURM_ARRAY_TASK_ID=5", "SLURM_ARRAY_TASK_COUNT=1", "SLURM_ARRAY_TASK_MIN=5",
+                            "SLURM_ARRAY_TASK_MAX=2"});
+    INFO(r.err);
+    REQUIRE(r.code == 2);
+    REQUIRE_THAT(r.err, Catch::Contains("SLURM_ARRAY_TASK_MAX 2 is below SLURM_ARRAY_TASK_MIN 5"));
+    REQUIRE(!fs::exists(f.dir / "p/manifest.json"));
+}

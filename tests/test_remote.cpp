@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -535,16 +537,17 @@ TEST_CASE("s3 reads: every record equals the local one, a batch is a few merged 
 
     // The whole-shard cache evicts only the shards it wrote: a user's file, a link and a file
     // named like a shard but under another name pattern stay, whatever the byte limit.
+    // (The cache makes and claims its folder first: a folder it did not make is refused.)
     const std::string shard_cache = tmp / "cache4";
-    std::filesystem::create_directories(shard_cache + "/shards");
-    test::write_file(shard_cache + "/shards/notes.txt", "mine");
-    test::write_file(shard_cache + "/shards/shard-1.spk", "not a content name");
-    std::filesystem::create_symlink(shard_cache + "/shards/notes.txt", shard_cache + "/shards/link");
     remote_options small;
     small.cache_dir = shard_cache;
     std::uint64_t largest = 0;
     for (std::size_t k = 0; k < local.shard_count(); ++k) largest = std::max(largest, local.shard_bytes(k));
     small.shard_cache_bytes = largest + 1;  // one shard at a time: every new shard evicts
+    open_s3_storage(std::make_shared<s3_client>(cfg), url, small);
+    test::write_file(shard_cache + "/shards/notes.txt", "mine");
+    test::write_file(shard_cache + "/shards/shard-1.spk", "not a content name");
+    std::filesystem::create_symlink(shard_cache + "/shards/notes.txt", shard_cache + "/shards/link");
     const dataset cached = open_remote(open_s3_storage(std::make_shared<s3_client>(cfg), url, small), url);
     require_same_records(cached, local);
     CHECK(test::read_file(shard_cache + "/shards/notes.txt") == "mine");
@@ -1015,4 +1018,302 @@ TEST_CASE("s3 reads of a format 1.2 dataset: the binary shard table fetched once
     const auto v = run_command(SHARDPACK_CLI, {"verify", url, "--json"});
     INFO(v.err);
     CHECK(v.code == 0);
+}
+
+// ---- Issue 30: what changed between a check and a use (caches, pushes, headers, manifests)
+
+namespace {
+
+// name -> bytes of every entry of a folder (links as "link -> target").
+std::map<std::string, std::string> folder_contents(const std::string& dir) {
+    std::map<std::string, std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        const std::string n = e.path().filename().string();
+        out[n] = e.is_symlink() ? "link -> " + std::filesystem::read_symlink(e.path()).string() : read_file(e.path().string());
+    }
+    return out;
+}
+
+// Flips one byte of a file in place (same size, same inode).
+void flip_byte(const std::string& path, std::uint64_t offset) {
+    std::string bytes = read_file(path);
+    REQUIRE(offset < bytes.size());
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    REQUIRE(f);
+    f.seekp(std::streamoff(offset));
+    f.put(char(bytes[std::size_t(offset)] ^ 0x40));
+    f.close();
+}
+
+// The reader's own I/O engine (io stream/blocks, the automatic choice for a remote dataset)
+// reads whole blocks from offset 0, which the whole-shard cache does not serve: these tests read
+// through the storage as it reads (io pread), where the cache is used.
+dataset open_through_storage(const std::shared_ptr<s3_storage>& st, const std::string& url) {
+    open_options o;
+    o.storage = st;
+    o.io = io_mode::pread;
+    return dataset::open(url, o);
+}
+
+std::uint64_t largest_shard(const dataset& ds) {
+    std::uint64_t largest = 0;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) largest = std::max(largest, ds.shard_bytes(k));
+    return largest;
+}
+
+}  // namespace
+
+TEST_CASE("s3 whole-shard cache: refuses a folder it did not make, never emptying it", "[remote]") {
+    temp_dir tmp("s3own");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/own/ds";
+    synthetic_options o;
+    o.records = 48;
+    o.shard_size = 24 << 10;
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
+    REQUIRE(local.shard_count() >= 4);
+
+    // $SHARDPACK_CACHE_DIR/shards is a local dataset of the user's (its shard-*.spk files named
+    // like the cache's), not a cache: refused with the folder named, every file kept.
+    const std::string data = tmp / "data";
+    synthetic_options theirs = o;
+    theirs.records = 30;
+    write_synthetic(data + "/shards", theirs);
+    const auto before = folder_contents(data + "/shards");
+    REQUIRE(before.size() >= 4);
+    remote_options ro;
+    ro.cache_dir = data;
+    ro.shard_cache_bytes = largest_shard(local) + 1;  // one shard at a time: every new shard would evict
+    auto read_all = [&](const remote_options& opts) {
+        const dataset ds = open_remote(open_s3_storage(std::make_shared<s3_client>(cfg), url, opts), url);
+        require_same_records(ds, local);
+    };
+    CHECK_THROWS_WITH(read_all(ro), Catch::Contains(data + "/shards") && Catch::Contains("not a shardpack cache"));
+    CHECK(folder_contents(data + "/shards") == before);
+    CHECK(dataset::open(data + "/shards").size() == 30);
+
+    // The same through the CLI, the cache set by the environment: exit 1, the folder named.
+    const auto v = run_cli({"verify", url}, {"SHARDPACK_CACHE_DIR=" + data, "SHARDPACK_SHARD_CACHE_BYTES=" +
+                                                                              std::to_string(ro.shard_cache_bytes)});
+    INFO(v.err);
+    CHECK(v.code == 1);
+    CHECK(v.err.find(data + "/shards") != std::string::npos);
+    CHECK(folder_contents(data + "/shards") == before);
+
+    // A link at the cache's place: refused, its target untouched.
+    const std::string linked = tmp / "linked";
+    std::filesystem::create_directories(linked);
+    std::filesystem::create_symlink(data + "/shards", linked + "/shards");
+    remote_options via_link = ro;
+    via_link.cache_dir = linked;
+    CHECK_THROWS_WITH(read_all(via_link), Catch::Contains(linked + "/shards"));
+    CHECK(folder_contents(data + "/shards") == before);
+}
+
+TEST_CASE("s3 whole-shard cache: evicts only the files it wrote, never a user's file in its folder", "[remote]") {
+    temp_dir tmp("s3evict");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/evict/ds";
+    synthetic_options o;
+    o.records = 48;
+    o.shard_size = 24 << 10;
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
+    REQUIRE(local.shard_count() >= 4);
+    const std::string cache = tmp / "cache";
+    remote_options ro;
+    ro.cache_dir = cache;
+    ro.shard_cache_bytes = largest_shard(local) + 1;  // one shard at a time: every new shard evicts
+    auto read_all = [&] {
+        auto st = open_s3_storage(std::make_shared<s3_client>(cfg), url, ro);
+        const dataset ds = open_through_storage(st, url);
+        require_same_records(ds, local);
+        return st->stats();
+    };
+    read_all();  // the cache makes and claims its folder
+
+    // Files the cache did not write, put into its folder by the user: shards of another dataset
+    // under their content names (the very form of the cache's own files), a note, a link, and
+    // a file of the right size at the name of one of this dataset's shards.
+    const std::string shards = cache + "/shards";
+    const auto cache_own = folder_contents(shards);
+    synthetic_options other = o;
+    other.records = 20;
+    other.width = 20;  // other bytes: other content names
+    write_synthetic(tmp / "other", other);
+    for (const auto& e : std::filesystem::directory_iterator(tmp / "other"))
+        if (is_shard_name(e.path().filename().string())) std::filesystem::copy_file(e.path(), shards + "/" + e.path().filename().string());
+    write_file(shards + "/notes.txt", "mine");
+    std::filesystem::create_symlink(shards + "/notes.txt", shards + "/link");
+    const std::string squatted = local.shard_name(1);
+    std::filesystem::remove(shards + "/" + squatted);
+    write_file(shards + "/" + squatted, std::string(std::size_t(local.shard_bytes(1)), 'x'));
+    std::map<std::string, std::string> users;
+    for (const auto& [name, bytes] : folder_contents(shards))
+        if (!cache_own.count(name) || name == squatted) users[name] = bytes;
+    REQUIRE(users.size() >= 4);
+
+    // Reading every shard again evicts at every download: only the cache's own files go, and
+    // the file at a shard's name that the cache did not write is neither read nor replaced.
+    const auto s = read_all();
+    CHECK(s.shard_downloads >= local.shard_count() - 1);
+    const auto after = folder_contents(shards);
+    for (const auto& [name, bytes] : users) {
+        INFO(name);
+        REQUIRE(after.count(name));
+        CHECK(after.at(name) == bytes);
+    }
+    std::size_t own = 0;
+    for (const auto& [name, bytes] : after) own += is_shard_name(name) && !users.count(name);
+    CHECK(own == 1);  // the cache still evicts its own shards
+}
+
+TEST_CASE("s3 whole-shard cache: a damaged cached shard is fetched again once, and when the server's copy is damaged too the error names both", "[remote]") {
+    temp_dir tmp("s3heal");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/heal/ds";
+    synthetic_options o;
+    o.records = 48;
+    o.shard_size = 24 << 10;
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
+    REQUIRE(local.shard_count() >= 4);
+    const std::string cache = tmp / "cache";
+    remote_options ro;
+    ro.cache_dir = cache;
+    ro.shard_cache_bytes = 1 << 30;
+    auto open_cached = [&] { return open_s3_storage(std::make_shared<s3_client>(cfg), url, ro); };
+    {
+        auto st = open_cached();
+        require_same_records(open_through_storage(st, url), local);
+        CHECK(st->stats().shard_downloads >= local.shard_count() - 1);
+    }
+    const std::string name = local.shard_name(2);
+    const std::string cached = cache + "/shards/" + name;
+    REQUIRE(read_file(cached) == read_file(tmp / ("ds/" + name)));
+    const auto e = local.shard(2).entry(1);
+    flip_byte(cached, e.offset + e.stored_size / 2);  // inside a record: the shard's head and index stay right
+
+    // The damaged copy is found before any of its bytes is used, removed and fetched again:
+    // every record exact, the cache repaired.
+    {
+        auto st = open_cached();
+        require_same_records(open_through_storage(st, url), local);
+        CHECK(st->stats().shard_downloads == 1);
+        CHECK(read_file(cached) == read_file(tmp / ("ds/" + name)));
+    }
+
+    // Damaged on the server as well: the second failure names the object and the cache file,
+    // and the damaged copy is not kept.
+    flip_byte(cached, e.offset + e.stored_size / 2);
+    auto bytes = client.get_object(server.bucket, "heal/ds/" + name, 1 << 26);
+    bytes[std::size_t(e.offset + e.stored_size / 2)] ^= 0x40;
+    client.put_object(server.bucket, "heal/ds/" + name, bytes);
+    const dataset damaged = open_through_storage(open_cached(), url);
+    CHECK_THROWS_WITH(require_same_records(damaged, local), Catch::Contains(url + "/" + name) && Catch::Contains(cached));
+    CHECK_FALSE(std::filesystem::exists(cached));
+}
+
+TEST_CASE("push: a file changed in place after it was verified is refused, nothing published", "[remote]") {
+    temp_dir tmp("s3pchg");
+    s3_server server(tmp / "server");
+    s3_client client(test_config(server, false));
+    ::setenv("SHARDPACK_CACHE_DIR", (tmp / "cache").c_str(), 1);
+    bool found = false;
+    for (const bool table : {false, true}) {
+        INFO((table ? "a shard table (format 1.2)" : "a manifest's shard list"));
+        const std::string prefix = table ? "chg/table" : "chg/list";
+        const std::string url = "s3://" + server.bucket + "/" + prefix, dir = tmp / prefix;
+        synthetic_options o;
+        o.records = 40;
+        o.shard_size = 24 << 10;
+        if (table) o.shard_table_above = 0;
+        write_synthetic(dir, o);
+        const dataset ds = dataset::open(dir);
+        // The file changed: the last shard, or the shard table; changed when the uploads begin
+        // (after verification), in place, keeping its size.
+        const std::string victim = table ? ds.shard_table_file() : ds.shard_name(ds.shard_count() - 1);
+        const std::string path = dir + "/" + victim;
+        const std::string good = read_file(path);
+        auto change = [&](const std::string& line) {
+            if (line.rfind("uploading", 0) == 0) flip_byte(path, good.size() / 2);
+        };
+        CHECK_THROWS_WITH(push_dataset(dir, url, client, change), Catch::Contains(path) && Catch::Contains("changed") &&
+                                                                       Catch::Contains("not published"));
+        client.get_object(server.bucket, prefix + "/manifest.json", 1 << 26, &found);
+        CHECK_FALSE(found);
+
+        // Over a published dataset: a rebuild whose upload meets a changed shard leaves the
+        // remote manifest as it was.
+        write_file(path, good);
+        push_dataset(dir, url, client, [](const std::string&) {});
+        const auto published = client.get_object(server.bucket, prefix + "/manifest.json", 1 << 26);
+        o.records = 56;
+        write_synthetic(dir, o);
+        const dataset rebuilt = dataset::open(dir);
+        const std::string victim2 = table ? rebuilt.shard_table_file() : rebuilt.shard_name(rebuilt.shard_count() - 1);
+        const std::string path2 = dir + "/" + victim2;
+        const std::string good2 = read_file(path2);
+        auto change2 = [&](const std::string& line) {
+            if (line.rfind("uploading", 0) == 0) flip_byte(path2, good2.size() / 2);
+        };
+        CHECK_THROWS_WITH(push_dataset(dir, url, client, change2), Catch::Contains(path2) && Catch::Contains("not published"));
+        CHECK(client.get_object(server.bucket, prefix + "/manifest.json", 1 << 26) == published);
+    }
+}
+
+TEST_CASE("s3 client: a response header over libcurl's limits is named as such, not as 'Out of memory'", "[remote]") {
+    temp_dir tmp("s3hdr");
+    s3_server server(tmp / "server");
+    s3_client direct(test_config(server, false));
+    const auto data = pattern(1 << 16, 5);
+    direct.put_object(server.bucket, "h/obj.bin", data);
+    s3_client client(test_config(server, true));
+    for (const char* mode : {"bigheader", "manyheaders"}) {
+        INFO(mode);
+        REQUIRE(server.command(std::string("fault ") + mode + " 100") == "ok");
+        CHECK_THROWS_WITH(client.get_range(server.bucket, "h/obj.bin", 0, 100, data.size()),
+                          Catch::Contains("s3://" + server.bucket + "/h/obj.bin") && Catch::Contains("header") &&
+                              Catch::Contains("KiB") && !Catch::Contains("Out of memory"));
+        REQUIRE(server.command("clear") == "ok");
+    }
+    // Within the limits: fine.
+    const auto got = client.get_range(server.bucket, "h/obj.bin", 0, 100, data.size());
+    CHECK(std::equal(got.begin(), got.end(), data.begin()));
+}
+
+TEST_CASE("s3 reads: a manifest whose content_hash changed in transit is refused, naming it", "[remote]") {
+    temp_dir tmp("s3chash");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    for (const bool table : {false, true}) {
+        INFO((table ? "a shard table (format 1.2)" : "a manifest's shard list"));
+        const std::string prefix = table ? "chash/table" : "chash/list";
+        const std::string url = "s3://" + server.bucket + "/" + prefix;
+        synthetic_options o;
+        o.records = 30;
+        o.shard_size = 24 << 10;
+        if (table) o.shard_table_above = 0;
+        const dataset local = push_synthetic(client, tmp / prefix, url, o);
+        const auto m = client.get_object(server.bucket, prefix + "/manifest.json", 1 << 26);
+        std::string text(m.begin(), m.end());
+        const std::string hash = local.content_hash();
+        const auto at = text.find("\"" + hash + "\"");
+        REQUIRE(at != std::string::npos);
+        text[at + 1] = text[at + 1] == '0' ? '1' : '0';  // one hex digit changed
+        client.put_object(server.bucket, prefix + "/manifest.json", std::vector<unsigned char>(text.begin(), text.end()));
+        CHECK_THROWS_WITH(open_remote(storage_for(cfg, url, tmp / "cache"), url),
+                          Catch::Contains(url) && Catch::Contains("manifest.json") && Catch::Contains("content_hash") &&
+                              Catch::Contains(hash));
+        ::setenv("SHARDPACK_CACHE_DIR", (tmp / "cache-cli").c_str(), 1);
+        const auto r = run_command(SHARDPACK_CLI, {"inspect", url});
+        INFO(r.err);
+        CHECK(r.code == 1);
+        CHECK(r.err.find("content_hash") != std::string::npos);
+    }
 }

@@ -269,8 +269,11 @@ TEST_CASE("a damaged or truncated shard table is refused, naming the file and th
     refused("last entry missing", {name});  // header count disagrees with the size
     replace_table(dir.str(), forged(32, 1000, 8));  // shard 0's record count
     refused("records", {"records"});
-    replace_table(dir.str(), forged(32 + 8, 99, 8));  // shard 0's size
-    refused("bytes", {"is ", "bytes, the manifest says 99"});
+    replace_table(dir.str(), forged(32 + 8, 999999, 8));  // shard 0's size
+    refused("bytes", {"is ", "bytes, the manifest says 999999"});
+    // A size its records cannot fit in: refused before any shard is opened, naming the shard.
+    replace_table(dir.str(), forged(32 + 8, 99, 8));
+    refused("bytes too few", {"shard 0 (\"shard-00000-", "records in 99 bytes: a shard holds at most (bytes - 104) / 40 records"});
     replace_table(dir.str(), forged(32 + 24 + 16, 0x1234, 8));  // shard 1's hash: its name
     refused("hash", {"shard-00001-0000000000001234.spk"});
 

@@ -1,7 +1,7 @@
 // bench_crop: training-loop reads with crops and flips at read time, as a trainer makes them.
 //
 //   bench_crop DATASET [--crop HxW | --crop none] [--threads N] [--seconds S] [--seed S]
-//              [--label index|onehot|none]
+//              [--label index|onehot|none] [--position random|foreground] [--background IDS]
 //
 // Reads the dataset in a seeded random permutation through dataset::read_into into caller-owned
 // float32 buffers (images normalised with normalization::imagenet(), NHWC) and, per --label,
@@ -9,13 +9,19 @@
 // HxW (default 512x512) each read takes a random HxW window with random horizontal and vertical
 // flips (probability 0.5 each) from the record: augmentation{random, flips random}, epoch = the
 // pass number; with --crop none it reads whole records (a dataset of stored crops).
+// --position foreground: crops centred on a labelled pixel (crop_position::foreground), the
+// classes of --background (comma-separated ids, default 0) not counting as labelled.
+// Segmentation with --crop: after the timing, one untimed pass of --fg-epochs epochs (default 4)
+// reports how much foreground the delivered crops hold: the share of crops with under 1% of
+// their pixels labelled (not background, not ignored), the median share, and the fallbacks
+// (foreground crops of records with no foreground).
 // Measures 1 thread, then N threads (default: all cores; each a contiguous share of the
 // permutation, one read_context each), each for about --seconds (default 3), in rounds of one
 // traversal of the permutation.
 //
 // Output: one JSON line on stdout: samples_per_s_1t, samples_per_s_nt, samples_per_cpu_s_1t
 // (samples per CPU-second of the process during the 1-thread measurement), threads, records,
-// crop, label, and the delivered bytes per sample. Exit 0; 1 on a read error; 2 on bad usage.
+// crop, label, position, the delivered bytes per sample, and the foreground figures. Exit 0; 1 on a read error; 2 on bad usage.
 #include <time.h>
 
 #include <algorithm>
@@ -35,7 +41,7 @@ namespace {
 
 [[noreturn]] void usage(const std::string& why) {
     std::fprintf(stderr, "bench_crop: %s\nusage: bench_crop DATASET [--crop HxW|none] [--threads N] [--seconds S] [--seed S] "
-                         "[--label index|onehot|none]\n", why.c_str());
+                         "[--label index|onehot|none] [--position random|foreground] [--background IDS] [--fg-epochs N]\n", why.c_str());
     std::exit(2);
 }
 
@@ -56,7 +62,9 @@ int main(int argc, char** argv) {
     unsigned threads = std::max(1u, std::thread::hardware_concurrency());
     double seconds = 3;
     std::uint64_t seed = 1;
-    std::string label = "index";
+    std::string label = "index", position = "random";
+    std::vector<std::uint32_t> background{0};
+    unsigned fg_epochs = 4;
     for (shardpack::bench::arg_walker args(argc, argv, usage, 2); args.next();) {
         const std::string& a = args.arg();
         const std::string v = args.value();
@@ -77,6 +85,18 @@ int main(int argc, char** argv) {
                 seconds = std::stod(v);
             } else if (a == "--seed") {
                 seed = std::stoull(v);
+            } else if (a == "--position") {
+                if (v != "random" && v != "foreground") usage("--position is random or foreground");
+                position = v;
+            } else if (a == "--background") {
+                background.clear();
+                for (std::size_t at = 0; at <= v.size();) {
+                    const std::size_t comma = std::min(v.find(',', at), v.size());
+                    background.push_back(std::uint32_t(std::stoul(v.substr(at, comma - at))));
+                    at = comma + 1;
+                }
+            } else if (a == "--fg-epochs") {
+                fg_epochs = unsigned(std::stoul(v));
             } else if (a == "--label") {
                 if (v != "index" && v != "onehot" && v != "none") usage("--label is index, onehot or none");
                 label = v;
@@ -104,7 +124,8 @@ int main(int argc, char** argv) {
         shardpack::augmentation aug;
         aug.height = crop_h;
         aug.width = crop_w;
-        aug.position = shardpack::crop_position::random;
+        aug.position = position == "foreground" ? shardpack::crop_position::foreground : shardpack::crop_position::random;
+        aug.background = background;
         aug.hflip = aug.vflip = shardpack::flip_mode::random;
         aug.seed = seed;
         std::vector<std::unique_ptr<worker>> workers;
@@ -173,12 +194,41 @@ int main(int argc, char** argv) {
         const double many = measure(threads);
         double sink = 0;
         for (const auto& wk : workers) sink += wk->sink;
+        // The foreground the crops hold (untimed): labelled pixels of no --background class.
+        std::vector<double> shares;
+        std::size_t fallbacks = 0;
+        if (seg && crop_h && fg_epochs) {
+            worker& wk = *workers[0];
+            std::vector<std::uint16_t> ids(px);
+            shardpack::sample_buffers b;
+            b.label_index = ids.data();
+            b.label_index_capacity = px;
+            b.augment = &aug;
+            shardpack::crop_box box;
+            b.applied = &box;
+            for (unsigned e = 0; e < fg_epochs; ++e) {
+                aug.epoch = e;
+                for (std::size_t i = 0; i < n; ++i) {
+                    ds.read_into(i, b, wk.ctx);
+                    std::size_t fg = 0;
+                    for (std::uint16_t v : ids)
+                        fg += v != info.ignore_value && std::find(background.begin(), background.end(), v) == background.end();
+                    shares.push_back(double(fg) / double(px));
+                    fallbacks += box.fallback;
+                }
+            }
+            std::sort(shares.begin(), shares.end());
+        }
+        const double under_1pct = shares.empty() ? 0.0
+            : double(std::lower_bound(shares.begin(), shares.end(), 0.01) - shares.begin()) / double(shares.size());
+        const double median = shares.empty() ? 0.0 : shares[shares.size() / 2];
         const std::size_t delivered = px * info.channels * 4 + (label == "index" ? px * 8 : label == "onehot" ? px * info.class_count * 4 : 0);
         std::printf("{\"tool\":\"bench_crop\",\"dataset\":\"%s\",\"records\":%zu,\"crop\":\"%s\",\"label\":\"%s\","
                     "\"threads\":%u,\"samples_per_s_1t\":%.2f,\"samples_per_s_nt\":%.2f,\"samples_per_cpu_s_1t\":%.2f,\"delivered_bytes_per_sample\":%zu,"
-                    "\"sink\":%d}\n",
+                    "\"position\":\"%s\",\"fg_crops\":%zu,\"fg_under_1pct\":%.4f,\"fg_median_share\":%.4f,\"fg_fallbacks\":%zu,\"sink\":%d}\n",
                     folder.c_str(), n, crop_h ? (std::to_string(crop_h) + "x" + std::to_string(crop_w)).c_str() : "none",
-                    label.c_str(), threads, one, many, one_cpu, delivered, sink != 0 ? 1 : 0);
+                    label.c_str(), threads, one, many, one_cpu, delivered, position.c_str(), shares.size(), under_1pct, median,
+                    fallbacks, sink != 0 ? 1 : 0);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_crop: %s\n", e.what());

@@ -34,7 +34,8 @@
 // --modes picks modes by name (in that order; for profiling one mode alone); ratios are given
 // for the pairs that ran.
 //
-// read_into fills: per --image, image_u8 (H*W*C as stored, the default) or image_f32 (normalised
+// read_into fills: per --image, image_u8 (H*W*C as stored, the default; image_u16 for a uint16
+// dataset, format 1.4) or image_f32 (normalised
 // with normalization::imagenet()); per --label, label_u8 (one-hot uint8, the default: H*W*K for
 // segmentation, K for classification), label_f32 (the same as float), label_index (uint16 H*W,
 // segmentation only), label_index_u8 (uint8 H*W, segmentation datasets of at most 255 classes:
@@ -213,6 +214,7 @@ using dctx_ptr = std::unique_ptr<ZSTD_DCtx, zstd_dctx_deleter>;
 struct worker_state {
     shardpack::read_context ctx;
     std::vector<std::uint8_t> image, label_u8;
+    std::vector<std::uint16_t> image16;  // uint16 datasets (format 1.4): the images as stored
     std::vector<std::uint16_t> label_index;
     std::vector<std::uint8_t> label_index_u8;
     std::vector<float> image_f32, label_f32;
@@ -242,6 +244,11 @@ int main(int argc, char** argv) {
         const auto& ds_main = o.verify ? ds_check : ds_nocheck;
         const auto& info = ds_check.schema();
         const bool seg = info.task == shardpack::task::segmentation;
+        // The bare zstd and manual paths lay records out themselves, without per-sample fields.
+        if (!ds_check.fields().empty() &&
+            (o.check || o.modes.empty() ||
+             std::any_of(o.modes.begin(), o.modes.end(), [](const std::string& m) { return m.rfind("reader", 0) != 0; })))
+            usage("a dataset with per-sample fields (format 1.5) is read with --check off and reader_* modes only");
         if ((o.label == label_mode::index || o.label == label_mode::index_u8) && !seg)
             usage("--label index and index_u8 are for segmentation datasets");
         if (o.label == label_mode::index_u8 && info.class_count > 255)
@@ -289,6 +296,7 @@ int main(int argc, char** argv) {
         }
         const std::size_t k_classes = info.class_count;
         const std::size_t image_cap = max_pixels * info.channels;
+        const bool wide = info.image_value_bytes == 2;
         const std::size_t one_hot_cap = seg ? max_pixels * k_classes : k_classes;
         const std::size_t label_u8_cap = o.label == label_mode::u8 ? one_hot_cap : 0;
         const std::size_t label_f32_cap = o.label == label_mode::f32 ? one_hot_cap : 0;
@@ -302,7 +310,7 @@ int main(int argc, char** argv) {
             if (!w->dctx) throw std::runtime_error("cannot create a zstd context");
             w->ctx.reserve(max_decoded);
             w->zbuf.resize(max_decoded);
-            w->image.resize(image_cap);
+            w->image.resize(image_cap * info.image_value_bytes);  // the zstd modes copy the stored bytes
             w->label_u8.resize(label_u8_cap);
             w->label_index.resize(label_index_cap);
             w->label_index_u8.resize(label_index_u8_cap);
@@ -311,6 +319,9 @@ int main(int argc, char** argv) {
             if (o.image_f32) {
                 w->out.image_f32 = w->image_f32.data();
                 w->out.norm = shardpack::normalization::imagenet();
+            } else if (wide) {  // --image u8 of a uint16 dataset: its images as stored, uint16
+                w->image16.resize(image_cap);
+                w->out.image_u16 = w->image16.data();
             } else {
                 w->out.image_u8 = w->image.data();
             }
@@ -344,7 +355,7 @@ int main(int argc, char** argv) {
         // Bytes read_into delivers for record i (layout from the record's own header).
         auto delivered = [&](const shardpack::sample& s) {
             const std::size_t px = s.height() * s.width();
-            std::size_t b = px * info.channels * (o.image_f32 ? sizeof(float) : 1) + sizeof(std::int32_t);
+            std::size_t b = px * info.channels * (o.image_f32 ? sizeof(float) : info.image_value_bytes) + sizeof(std::int32_t);
             if (o.label == label_mode::u8) b += seg ? px * k_classes : k_classes;
             if (o.label == label_mode::f32) b += (seg ? px * k_classes : k_classes) * sizeof(float);
             if (o.label == label_mode::index) b += px * 2;
@@ -369,7 +380,8 @@ int main(int argc, char** argv) {
                 }
                 const auto lay = shardpack::detail::parse_record(ds_frames.shard(0).schema(), rec, r.decoded);
                 ds_check.read_into(i, w.out, w.ctx);
-                bool ok = o.image_f32 || std::memcmp(w.image.data(), rec + lay.image_offset, lay.image_bytes) == 0;
+                const void* image = wide ? static_cast<const void*>(w.image16.data()) : w.image.data();
+                bool ok = o.image_f32 || std::memcmp(image, rec + lay.image_offset, lay.image_bytes) == 0;
                 ok = ok && w.class_id == lay.class_id;
                 if (seg && o.label == label_mode::u8 && info.layout == shardpack::label_layout::one_hot)
                     ok = ok && std::memcmp(w.label_u8.data(), rec + lay.label_offset, lay.label_bytes) == 0;
@@ -397,7 +409,8 @@ int main(int argc, char** argv) {
             return [&ds](worker_state& w, const std::size_t* idx, std::size_t count) {
                 for (std::size_t j = 0; j < count; ++j) {
                     ds.read_into(idx[j], w.out, w.ctx);
-                    w.sink += w.out.image_u8 ? w.out.image_u8[0] : std::uint64_t(w.out.image_f32[0] != 0.0f);
+                    w.sink += w.out.image_u8 ? w.out.image_u8[0]
+                            : w.out.image_u16 ? w.out.image_u16[0] : std::uint64_t(w.out.image_f32[0] != 0.0f);
                 }
             };
         };
@@ -740,7 +753,7 @@ int main(int argc, char** argv) {
                                               [&](const label_choice& l) { return l.mode == o.label; })->output;
         js += ",\"threads\":" + std::to_string(nt) + ",\"seed\":" + std::to_string(o.seed);
         js += std::string(",\"verify_checksums\":") + (o.verify ? "true" : "false");
-        js += std::string(",\"read_into_image\":\"") + (o.image_f32 ? "f32 imagenet-normalised" : "u8") + "\"";
+        js += std::string(",\"read_into_image\":\"") + (o.image_f32 ? "f32 imagenet-normalised" : wide ? "u16" : "u8") + "\"";
         js += std::string(",\"read_into_label\":\"") + label_name + "\"";
         js += ",\"rounds\":" + std::to_string(rounds) + ",\"traversals_per_measurement\":" + std::to_string(loops);
         js += ",\"gb_basis\":\"record decoded bytes (index decoded_size); delivered_gb_per_s: bytes written to caller buffers\"";

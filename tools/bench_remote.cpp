@@ -1,28 +1,34 @@
 // bench_remote: reading a dataset from S3-compatible object storage against reading the same
-// dataset from local disk, for the global shuffle and the locality-aware (blocks) order.
+// dataset from local disk: the reader's default (io_mode::automatic: the I/O engine over the S3
+// byte sources) beside io_mode::pread (the S3 storage's own range prefetch and buffer), first
+// and second epoch.
 //
-//   bench_remote --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 0] [--rounds 3]
-//                [--block-bytes 2097152] [--global-merge-gap 65536] [--seed 0]
+//   bench_remote --way WAY --local DIR --url s3://BUCKET/PREFIX [--batch 256] [--batches 0]
+//                [--threads 2] [--block-bytes 2097152] [--cache-bytes 0] [--seed 0]
 //   bench_remote --first-batch --url s3://BUCKET/PREFIX [--batch 256] [--rounds 3]
 //
-// The server comes from the AWS_* variables (scripts/bench.sh starts SeaweedFS on 127.0.0.1).
-// Each measurement reads `batches` batches of `batch` records (0: every whole batch of the
-// epoch) with dataset::read_batch into uint8 buffers (image and one-hot label), from the start
-// of the epoch's order, a different seed in each round (as an epoch of training reads it: the
-// GETs per MB then include no block fetched whole at the measurement's edges only to be read in
-// part); remote measurements open a fresh storage (so no range fetched by an earlier
-// measurement is reused) whose disk cache of heads and indexes is warm (as on a node that
-// opened the dataset before). A round runs the four modes in an order rotated by one; the
-// JSON gives per-mode medians of samples/s, and for remote modes GETs per batch, GETs per MB
-// delivered and bytes fetched per byte delivered (record bytes the reader asked for; GETs and
-// bytes of every kind: records, whole small shards, heads and tails). The global shuffle is
-// read from the server with --global-merge-gap (SHARDPACK_S3_MERGE_GAP's setting for
-// scattered reads), the blocks order with the storage's default (1 MiB), blocks of
-// --block-bytes stored bytes, windows of 16 blocks; in the blocks order, locally and from the
-// server, whole blocks are announced ahead with shardpack::block_read_ahead (those the current
-// batch and the next touch), as the torch Loader does. The range buffer must hold about two
-// windows of blocks (a window's blocks are all read until its end, and the next window's all
-// start at its beginning): remote_bench.sh sets it.
+// One way per process (its peak RSS is the way's): prints one JSON line with each epoch's
+// seconds (the first from dataset::open, the open included: the engine starts at open),
+// samples/s, MB/s (of the uint8 tensors delivered: image and one-hot label), GETs and bytes fetched, the
+// io_mode chosen, and the process's peak RSS. WAY:
+//   local         DIR evicted from the page cache (posix_fadvise DONTNEED on every file), opened
+//                 with the defaults: epoch 1 (cold) and 2 on that handle; then a fresh open
+//                 (the files now resident: mmap) and one epoch: "local warm";
+//   auto          the server, the defaults (io_mode::automatic, cache_bytes from --cache-bytes,
+//                 0: half the available memory), the dataset's preferred order;
+//   pread         the server, io_mode::pread (the storage's range prefetch and buffer), the
+//                 global shuffle (the default order before the engine);
+//   pread-blocks  the server, io_mode::pread, the blocks order with whole blocks announced
+//                 ahead (the recipe that was fastest before the engine).
+// Each epoch reads `batches` batches of `batch` records (0: every whole batch) with
+// dataset::read_batch into uint8 buffers (image and one-hot label), each batch split between
+// `threads` threads (one read_context each; as the torch Loader's threads). The order: a global
+// shuffle, or the blocks order (blocks of --block-bytes stored bytes, windows of 16 blocks) with
+// the blocks the current batch and the next touch announced ahead with dataset::prefetch
+// (shardpack::block_read_ahead, as the torch Loader does); a new seed each epoch. Remote ways
+// open a fresh storage whose disk cache of heads and indexes is warm (as on a node that opened
+// the dataset before); the server comes from the AWS_* variables (remote_bench.sh starts
+// SeaweedFS on 127.0.0.1).
 //
 // --first-batch: the time from dataset::open to the end of the first batch (blocks order, the
 // same read-ahead), with an empty disk cache (a fresh folder each round): the cold start of a
@@ -31,7 +37,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <filesystem>
+#include <future>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,10 +58,9 @@ namespace bench = shardpack::bench;
 namespace {
 
 struct args_t {
-    std::string local, url;
-    std::size_t batch = 256, batches = 0, rounds = 3;
-    std::uint64_t block_bytes = 2 << 20, seed = 0;
-    std::uint64_t global_merge_gap = 64 << 10;
+    std::string local, url, way;
+    std::size_t batch = 256, batches = 0, rounds = 3, threads = 2;
+    std::uint64_t block_bytes = 2 << 20, seed = 0, cache_bytes = 0;
     bool first_batch = false;
 };
 
@@ -104,44 +113,77 @@ struct buffers {
     }
 };
 
-struct run_result {
-    double samples_per_s = 0;
-    double gets_per_batch = 0, gets_per_mb = 0, fetched_per_delivered = 0;
+// The uint8 tensors of one record as read here: the image and the one-hot label (per pixel for
+// segmentation).
+std::size_t record_bytes(const dataset& ds) {
+    const buffers one(ds, 1);
+    return one.image.size() + one.label.size();
+}
+
+struct epoch_result {
+    double seconds = 0, samples_per_s = 0, mb_per_s = 0;
+    std::uint64_t gets = 0, fetched_bytes = 0;
 };
 
-// Reads `batches` batches from position `start` of the plan's order (start + batches * batch
-// stays within the order: the caller picks it so).
-run_result run_mode(const dataset& ds, const epoch_plan& plan, std::size_t start, const args_t& a,
-                    const remote::s3_storage* st) {
-    buffers b(ds, a.batch);
-    read_context ctx;
+// The dataset's shard bytes (what a whole epoch reads once, stored).
+std::uint64_t dataset_bytes(const dataset& ds) {
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < ds.shard_count(); ++k) total += ds.shard_bytes(k);
+    return total;
+}
+
+// Reads `batches` batches of the plan's order from its start, each batch split between
+// a.threads threads; t0: when the epoch's clock started (before open for a first epoch).
+epoch_result run_epoch(const dataset& ds, const epoch_plan& plan, const args_t& a, const remote::s3_storage* st,
+                       clock_type::time_point t0) {
+    const std::size_t parts = std::max<std::size_t>(1, a.threads);
+    std::vector<buffers> b;
+    std::vector<read_context> ctx(parts);
+    const std::size_t batch = std::min(a.batch, plan.order.size());
+    for (std::size_t p = 0; p < parts; ++p) b.emplace_back(ds, (batch + parts - 1) / parts);
     const auto& order = plan.order;
-    const std::size_t batch = std::min(a.batch, order.size());
-    const std::size_t batches = a.batches ? a.batches : order.size() / batch;
+    const std::size_t batches = a.batches ? std::min(a.batches, order.size() / batch) : order.size() / batch;
     const auto ahead = plan.read_ahead(batch);
     const remote::remote_stats before = st ? st->stats() : remote::remote_stats{};
-    const auto t0 = clock_type::now();
     std::size_t done = 0;
     for (std::size_t k = 0; k < batches; ++k) {
-        const std::size_t at = std::min(start + k * batch, order.size() - batch);
+        const std::size_t at = k * batch;
         if (ahead) {
             const auto& records = ahead->before(at);
-            if (!records.empty()) ds.prefetch(records.data(), records.size(), ctx);
+            if (!records.empty()) ds.prefetch(records.data(), records.size(), ctx[0]);
         }
-        ds.read_batch(order.data() + at, batch, b.out, ctx);
+        const std::size_t each = (batch + parts - 1) / parts;
+        std::vector<std::future<void>> others;
+        for (std::size_t p = 1; p < parts && p * each < batch; ++p)
+            others.push_back(std::async(std::launch::async, [&, p] {
+                ds.read_batch(order.data() + at + p * each, std::min(each, batch - p * each), b[p].out, ctx[p]);
+            }));
+        ds.read_batch(order.data() + at, std::min(each, batch), b[0].out, ctx[0]);
+        for (auto& f : others) f.get();
         done += batch;
     }
-    run_result r;
-    r.samples_per_s = double(done) / std::chrono::duration<double>(clock_type::now() - t0).count();
+    epoch_result r;
+    r.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+    r.samples_per_s = double(done) / r.seconds;
+    r.mb_per_s = double(done) * double(record_bytes(ds)) / r.seconds / 1e6;
     if (st) {
         const remote::remote_stats s = st->stats();
-        const double gets = double(all_gets(s) - all_gets(before));
-        const double delivered = double(s.bytes_delivered - before.bytes_delivered);
-        r.gets_per_batch = gets / double(batches);
-        r.gets_per_mb = delivered > 0 ? gets / (delivered / double(1 << 20)) : 0;
-        r.fetched_per_delivered = delivered > 0 ? double(all_get_bytes(s) - all_get_bytes(before)) / delivered : 0;
+        r.gets = all_gets(s) - all_gets(before);
+        r.fetched_bytes = all_get_bytes(s) - all_get_bytes(before);
     }
     return r;
+}
+
+// Every file of the folder evicted from the page cache (after fdatasync: dirty pages stay).
+void evict(const std::string& folder) {
+    for (const auto& e : std::filesystem::directory_iterator(folder)) {
+        if (!e.is_regular_file()) continue;
+        const int fd = ::open(e.path().c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        ::fdatasync(fd);
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(fd);
+    }
 }
 
 std::shared_ptr<remote::s3_storage> fresh_storage(const std::string& url, const std::string& cache,
@@ -152,10 +194,77 @@ std::shared_ptr<remote::s3_storage> fresh_storage(const std::string& url, const 
     return remote::open_s3_storage(url, ro);
 }
 
-dataset open_with(const std::string& url, const std::shared_ptr<remote::s3_storage>& st) {
+dataset open_with(const std::string& url, const std::shared_ptr<remote::s3_storage>& st, io_mode io = io_mode::automatic,
+                  std::uint64_t cache_bytes = 0) {
     open_options o;
     o.storage = st;
+    o.io = io;
+    o.cache_bytes = cache_bytes;
     return dataset::open(url, o);
+}
+
+std::string epoch_json(const char* name, const epoch_result& r) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "\"%s\":{\"seconds\":%.3f,\"samples_per_s\":%.1f,\"mb_per_s\":%.1f,\"gets\":%llu,\"fetched_bytes\":%llu}",
+                  name, r.seconds, r.samples_per_s, r.mb_per_s, (unsigned long long)r.gets, (unsigned long long)r.fetched_bytes);
+    return line;
+}
+
+// One way (see the top of the file), printed as one JSON line.
+int run_way(const args_t& a) {
+    const bool local_way = a.way == "local";
+    const bool blocks_order = a.way == "pread-blocks";
+    if (!local_way && a.way != "auto" && a.way != "pread" && !blocks_order)
+        throw std::runtime_error("unknown way " + a.way + " (local, auto, pread, pread-blocks)");
+    std::string epochs, io1, io2;
+    std::size_t records = 0, shards = 0;
+    std::uint64_t bytes = 0;
+    std::size_t record_size = 0;
+    if (local_way) {
+        evict(a.local);
+        const auto t0 = clock_type::now();
+        {
+            const dataset ds = dataset::open(a.local);
+            const bool blocks = std::string(ds.preferred_order()) == "blocks";
+            const epoch_result e1 = run_epoch(ds, make_order(ds, blocks, a.seed, a.block_bytes), a, nullptr, t0);
+            const epoch_result e2 = run_epoch(ds, make_order(ds, blocks, a.seed + 1, a.block_bytes), a, nullptr, clock_type::now());
+            epochs = epoch_json("epoch1", e1) + "," + epoch_json("epoch2", e2);
+            io1 = io_mode_name(ds.io());
+            records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds), record_size = record_bytes(ds);
+        }
+        const auto t1 = clock_type::now();
+        const dataset warm = dataset::open(a.local);
+        const bool blocks = std::string(warm.preferred_order()) == "blocks";
+        const epoch_result w = run_epoch(warm, make_order(warm, blocks, a.seed + 2, a.block_bytes), a, nullptr, t1);
+        epochs += "," + epoch_json("warm", w);
+        io2 = io_mode_name(warm.io());
+    } else {
+        const std::string cache = std::filesystem::temp_directory_path().string() + "/bench_remote_warm_" + std::to_string(::getpid());
+        std::filesystem::remove_all(cache);
+        { const dataset warm = open_with(a.url, fresh_storage(a.url, cache)); (void)warm; }  // heads and indexes on disk
+        const io_mode io = a.way == "auto" ? io_mode::automatic : io_mode::pread;
+        const auto t0 = clock_type::now();
+        auto st = fresh_storage(a.url, cache);
+        const dataset ds = open_with(a.url, st, io, a.cache_bytes);
+        const bool blocks = blocks_order || std::string(ds.preferred_order()) == "blocks";
+        const epoch_result e1 = run_epoch(ds, make_order(ds, blocks, a.seed, a.block_bytes), a, st.get(), t0);
+        const epoch_result e2 = run_epoch(ds, make_order(ds, blocks, a.seed + 1, a.block_bytes), a, st.get(), clock_type::now());
+        epochs = epoch_json("epoch1", e1) + "," + epoch_json("epoch2", e2);
+        io1 = io_mode_name(ds.io());
+        io2 = blocks ? "blocks" : "global";
+        records = ds.size(), shards = ds.shard_count(), bytes = dataset_bytes(ds), record_size = record_bytes(ds);
+        std::filesystem::remove_all(cache);
+    }
+    struct rusage ru {};
+    ::getrusage(RUSAGE_SELF, &ru);
+    std::printf("{\"tool\":\"bench_remote\",\"way\":\"%s\",\"io\":\"%s\",\"%s\":\"%s\",\"records\":%zu,\"shards\":%zu,"
+                "\"dataset_bytes\":%llu,\"record_bytes\":%zu,\"batch\":%zu,\"threads\":%zu,\"cache_bytes\":%llu,\"buffer_bytes\":%llu,"
+                "\"peak_rss_kb\":%ld,%s}\n",
+                a.way.c_str(), io1.c_str(), local_way ? "warm_io" : "order", io2.c_str(), records, shards,
+                (unsigned long long)bytes, record_size, a.batch, a.threads, (unsigned long long)a.cache_bytes,
+                (unsigned long long)remote::remote_options::from_environment().buffer_bytes, long(ru.ru_maxrss), epochs.c_str());
+    return 0;
 }
 
 int first_batch(const args_t& a) {
@@ -209,64 +318,24 @@ int main(int argc, char** argv) {
             else if (k == "--batches") a.batches = std::stoul(value());
             else if (k == "--rounds") a.rounds = std::stoul(value());
             else if (k == "--block-bytes") a.block_bytes = std::stoull(value());
-            else if (k == "--global-merge-gap") a.global_merge_gap = std::stoull(value());
+            else if (k == "--cache-bytes") a.cache_bytes = std::stoull(value());
+            else if (k == "--threads") a.threads = std::stoul(value());
+            else if (k == "--way") a.way = value();
             else if (k == "--seed") a.seed = std::stoull(value());
             else if (k == "--first-batch") a.first_batch = true;
             else throw std::runtime_error("unknown option " + k);
         }
-        if (a.url.empty() || (!a.first_batch && a.local.empty()) || a.batch == 0 || a.rounds == 0)
-            throw std::runtime_error("needs --url and --local (or --first-batch), and counts of at least 1");
+        if (a.url.empty() || (!a.first_batch && (a.local.empty() || a.way.empty())) || a.batch == 0 || a.rounds == 0)
+            throw std::runtime_error("needs --url, --way and --local (or --first-batch), and counts of at least 1");
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "bench_remote: %s\nusage: bench_remote --local DIR --url s3://B/P [--batch N] [--batches N] "
-                             "[--rounds N] [--block-bytes N] [--global-merge-gap N] [--seed N] | --first-batch --url s3://B/P\n", e.what());
+        std::fprintf(stderr, "bench_remote: %s\nusage: bench_remote --way local|auto|pread|pread-blocks --local DIR --url s3://B/P "
+                             "[--batch N] [--batches N] [--threads N] [--block-bytes N] [--cache-bytes N] [--seed N] | "
+                             "--first-batch --url s3://B/P [--batch N] [--rounds N]\n", e.what());
         return 2;
     }
     try {
         if (a.first_batch) return first_batch(a);
-        const dataset local = dataset::open(a.local);
-        const std::string cache = std::filesystem::temp_directory_path().string() + "/bench_remote_warm_" + std::to_string(::getpid());
-        { const dataset warm = open_with(a.url, fresh_storage(a.url, cache)); (void)warm; }  // heads and indexes on disk
-        const char* names[4] = {"local_global", "local_blocks", "remote_global", "remote_blocks"};
-        std::vector<run_result> results[4];
-        for (std::size_t r = 0; r < a.rounds; ++r) {
-            for (int m0 = 0; m0 < 4; ++m0) {
-                const int m = int((std::size_t(m0) + r) % 4);
-                const bool blocks = m % 2 == 1, remote = m >= 2;
-                const epoch_plan plan = make_order(local, blocks, a.seed + r, a.block_bytes);
-                const std::size_t start = 0;
-                if (remote) {
-                    // The global shuffle reads with small merges (its records are scattered:
-                    // what a large range brings along is rarely read); the blocks order with the
-                    // default (its neighbours are read by the next batches of the window).
-                    auto st = fresh_storage(a.url, cache, blocks ? 0 : a.global_merge_gap);
-                    const dataset ds = open_with(a.url, st);
-                    results[m].push_back(run_mode(ds, plan, start, a, st.get()));
-                } else {
-                    results[m].push_back(run_mode(local, plan, start, a, nullptr));
-                }
-            }
-        }
-        std::filesystem::remove_all(cache);
-        std::printf("{\"tool\":\"bench_remote\",\"records\":%zu,\"shards\":%zu,\"batch\":%zu,\"batches\":%zu,\"rounds\":%zu,"
-                    "\"block_bytes\":%llu,\"global_merge_gap\":%llu,\"buffer_bytes\":%llu,\"modes\":{",
-                    local.size(), local.shard_count(), a.batch, a.batches ? a.batches : local.size() / std::min(a.batch, local.size()), a.rounds, (unsigned long long)a.block_bytes,
-                    (unsigned long long)a.global_merge_gap,
-                    (unsigned long long)remote::remote_options::from_environment().buffer_bytes);
-        for (int m = 0; m < 4; ++m) {
-            std::vector<double> sps, gpb, gpm, fpd;
-            for (const auto& x : results[m]) {
-                sps.push_back(x.samples_per_s);
-                gpb.push_back(x.gets_per_batch);
-                gpm.push_back(x.gets_per_mb);
-                fpd.push_back(x.fetched_per_delivered);
-            }
-            std::string each;
-            for (double x : sps) each += (each.empty() ? "" : ",") + std::to_string(x);
-            std::printf("%s\"%s\":{\"samples_per_s\":%.1f,\"gets_per_batch\":%.2f,\"gets_per_mb_delivered\":%.3f,"
-                        "\"bytes_fetched_per_byte_delivered\":%.3f,\"samples_per_s_rounds\":[%s]}",
-                        m ? "," : "", names[m], bench::median(sps), bench::median(gpb), bench::median(gpm), bench::median(fpd), each.c_str());
-        }
-        std::printf("}}\n");
+        return run_way(a);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "bench_remote: %s\n", e.what());
         return 1;

@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
         const auto ds = shardpack::dataset::open(argv[1]);
         for (std::size_t i = 0; i < ds.size(); ++i) {
             const auto s = ds.at(i);
-            const auto img = s.image();
+            // The stored image bytes (uint16 images: little-endian, as the spec reader sees them).
+            const bool wide = ds.schema().image_value_bytes == 2;
+            const auto* img_data = wide ? reinterpret_cast<const unsigned char*>(s.image16().data()) : s.image().data();
+            const std::size_t img_bytes = wide ? s.image16().bytes() : s.image().bytes();
             const unsigned char* label = nullptr;
             std::size_t label_bytes = 0;
             if (ds.schema().task == shardpack::task::segmentation) {
@@ -77,7 +80,7 @@ int main(int argc, char** argv) {
             const std::string fields = ds.fields().empty() ? "" : "\"fields\": " + fields_json(s.fields()) + ", ";
             std::printf("{\"class_id\": %d, %s\"height\": %zu, \"image_crc\": %lu, \"index\": %zu, \"key\": %s, "
                         "\"label_crc\": %lu, \"width\": %zu}\n",
-                        s.class_id(), fields.c_str(), s.height(), crc(img.data(), img.bytes()), i,
+                        s.class_id(), fields.c_str(), s.height(), crc(img_data, img_bytes), i,
                         shardpack::detail::json(std::string(s.key())).dump(-1).c_str(), crc(label, label_bytes), s.width());
         }
         return 0;

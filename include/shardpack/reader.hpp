@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.2).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.5).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)
@@ -7,6 +7,7 @@
 //     for (std::size_t i = 0; i < ds.size(); ++i) {
 //         shardpack::sample s = ds.at(i);                       // owns its bytes
 //         auto img = s.image();                                 // uint8, shape {height, width, channels}
+//         // (uint16 datasets, format 1.4: s.image16(); read_into's image_u16; float is x / 65535)
 //         auto lab = s.label();                                 // segmentation: as stored (one-hot or index)
 //         std::int32_t cls = s.class_id();                      // classification (-1 for segmentation)
 //         std::string_view key = s.key();                       // the source path as the CSV wrote it
@@ -151,7 +152,7 @@ inline constexpr const char* manifest_file_name = "manifest.json";
 
 enum class task { segmentation, classification };
 enum class label_layout { one_hot, index, class_id };
-enum class channel_order { gray, rgb, rgba };
+enum class channel_order { gray, rgb, rgba, bands };  // bands: 1-255 channels as the source stored them (format 1.4)
 // How dataset::rank_share splits the records among the ranks of distributed training.
 enum class rank_share_policy {
     pad,     // every rank gets ceil(n / world) indices; the last ranks wrap around to index 0
@@ -171,6 +172,7 @@ struct schema_info {
     shardpack::task task = task::segmentation;
     channel_order order = channel_order::rgb;
     std::size_t channels = 3;
+    std::size_t image_value_bytes = 1;  // 1: uint8 images; 2: uint16 images (format 1.4)
     label_layout layout = label_layout::one_hot;
     std::size_t label_value_bytes = 1;  // index layout: 1 (uint8) or 2 (uint16)
     std::size_t fixed_height = 0;       // 0 when records differ in size
@@ -226,7 +228,9 @@ private:
     std::array<std::size_t, 3> shape_{0, 0, 0};
 };
 
-// Per-channel normalisation for float output: value = (u8 / 255 - mean[c]) / stddev[c].
+// Per-channel normalisation for float output: value = (u8 / 255 - mean[c]) / stddev[c], or
+// (u16 / 65535 - mean[c]) / stddev[c] for uint16 images. Images of more than 4 channels take one
+// mean and stddev for all: mean[0..3] and stddev[0..3] must then be equal (read_into refuses others).
 struct normalization {
     float mean[4] = {0, 0, 0, 0};
     float stddev[4] = {1, 1, 1, 1};
@@ -247,6 +251,12 @@ enum class crop_position {
     center,  // offset (H - height) / 2, (W - width) / 2, rounded down
     random,  // uniform over every valid offset, from (seed, epoch, record index) alone
     given,   // augmentation::given[slot].y and .x, per sample of the batch
+    // Centred on one labelled pixel (clamped into the record): a pixel drawn uniformly among the
+    // record's pixels of a class not in augmentation::background (ignored pixels never count),
+    // from (seed, epoch, record index) alone. Segmentation only; reads the record's whole label
+    // before its window. A record with no such pixel gets a uniform (random) window, and
+    // crop_box::fallback says so.
+    foreground,
 };
 enum class flip_mode {
     none,
@@ -259,6 +269,7 @@ enum class flip_mode {
 struct crop_box {
     std::uint32_t y = 0, x = 0, height = 0, width = 0;
     bool hflip = false, vflip = false;
+    bool fallback = false;  // crop_position::foreground on a record with no foreground: a uniform window
 };
 
 struct augmentation {
@@ -268,15 +279,24 @@ struct augmentation {
     float hflip_probability = 0.5f, vflip_probability = 0.5f;
     const crop_box* given = nullptr;  // one per sample of the batch, for crop_position::given / flip_mode::given
     std::uint64_t seed = 0, epoch = 0;
+    // crop_position::foreground: the class ids that are not foreground (by default class 0).
+    std::vector<std::uint32_t> background = {0};
 };
+
+class sample;
 
 // The window and flips a record of `record_height` x `record_width` gets under `a`: a pure function
 // of a, the record's dataset index and (for given boxes) the batch slot, so the same for any
 // thread count, worker count and order of reads. Random draws: r_j = splitmix64(h + j) for
 // h = splitmix64(seed ^ splitmix64(epoch ^ splitmix64(index))); y = r_1 mod (H - height + 1),
 // x = r_2 mod (W - width + 1), hflip = (r_3 >> 40) < p * 2^24, vflip likewise with r_4.
+// crop_position::foreground: the (r_5 mod F)-th foreground pixel in row-major order, of the
+// record's F; the window's top-left is (py - height / 2, px - width / 2), clamped into the
+// record. It needs the record's label: this form throws for it; use the next one.
 crop_box plan_augmentation(const augmentation& a, std::size_t index, std::size_t record_height, std::size_t record_width,
                            std::size_t slot = 0);
+// The same for a decoded record (dataset::at or read), any crop_position.
+crop_box plan_augmentation(const augmentation& a, const sample& record, std::size_t slot = 0);
 
 // Per-sample fields (format 1.5) of a batch, for read_batch / read_into (sample_buffers::fields).
 // Values are variable-length (lists, boxes), so they come per slot in the reader's own vectors,
@@ -293,7 +313,8 @@ struct field_batch {
 // others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
 // whole batch, sample after sample, which needs a fixed image size.
 struct sample_buffers {
-    std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored
+    std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored (uint8 images only: a uint16 dataset is refused)
+    std::uint16_t* image_u16 = nullptr;  // H*W*C: uint16 images as stored; uint8 images' values, widened
     float* image_f32 = nullptr;          // H*W*C, normalised with `norm`
     std::size_t image_capacity = 0;
     normalization norm;
@@ -359,8 +380,19 @@ public:
     std::string_view key() const& { return {reinterpret_cast<const char*>(rec_ + detail::record_header_size), layout_.key_length}; }
     std::size_t height() const { return layout_.height; }
     std::size_t width() const { return layout_.width; }
+    // The image as stored, {H, W, C} of uint8. A uint16 image is read with image16().
     tensor_view<std::uint8_t> image() const& {
+        if (state_->schema.image_dtype_bytes != 1)
+            throw error("image(): this dataset stores uint16 images; use image16()");
         return {rec_ + layout_.image_offset, {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
+    }
+    // A uint16 image {H, W, C} (format 1.4). Little-endian on disk; this view needs a
+    // little-endian host (read_into with image_u16 works on any host).
+    tensor_view<std::uint16_t> image16() const& {
+        if (state_->schema.image_dtype_bytes != 2)
+            throw error("image16(): this dataset stores uint8 images; use image()");
+        return {reinterpret_cast<const std::uint16_t*>(rec_ + layout_.image_offset),
+                {layout_.height, layout_.width, std::size_t(state_->schema.channels)}};
     }
     // Segmentation labels as stored: one-hot {H, W, K}, or an index map {H, W, 1} of uint8.
     // A uint16 index map is read with label_index16(). Classification: empty (see class_id()).
@@ -386,6 +418,7 @@ public:
     // the sample first (auto s = ds.at(i); s.image()). The key of a temporary comes as a copy.
     std::string key() const&& { return std::string(static_cast<const sample&>(*this).key()); }
     tensor_view<std::uint8_t> image() const&& = delete;
+    tensor_view<std::uint16_t> image16() const&& = delete;
     tensor_view<std::uint8_t> label() const&& = delete;
     tensor_view<std::uint16_t> label_index16() const&& = delete;
     std::int32_t class_id() const { return layout_.class_id; }
@@ -397,6 +430,7 @@ public:
 
 private:
     friend class dataset;
+    friend crop_box plan_augmentation(const augmentation& a, const sample& record, std::size_t slot);
     std::shared_ptr<const detail::dataset_state> state_;
     std::shared_ptr<const void> keep_;  // owns the bytes, or null when they belong to a read_context
     const unsigned char* rec_ = nullptr;

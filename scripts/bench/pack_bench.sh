@@ -36,6 +36,9 @@
 #   bands        the same reads and crops of both with the default codec at fixed band heights
 #                (--band-rows: one height for image and label, format 1.1's codec 2), against the
 #                default (a height per region from the data, codec 3): what the rule rests on
+#   16-bit       the seg job on the same scenes as 16-bit PNGs (uint16 images, format 1.4, every
+#                bit used): the build under peak_rss, and full-record reads (bench_read, the
+#                images delivered as stored, uint16), beside the seg job's 8-bit figures
 #
 # Writes WORK/results.jsonl (raw), WORK/pack.json and WORK/pack.md (the tables); prints the tables.
 # Exit 0; 1 when a measurement fails; 2 on bad usage.
@@ -93,6 +96,8 @@ log "data sets under $src ($size)"
 seg_src=$src/seg1080-$n_seg cls_src=$src/jpeg500-$n_cls
 gen "$seg_src" --task seg --count "$n_seg" --width 1920 --height 1080
 gen "$cls_src" --task cls --jpeg --count "$n_cls" --width 500 --height 375 --seed 2
+seg16_src=$src/seg1080-16bit-$n_seg
+gen "$seg16_src" --task seg --count "$n_seg" --width 1920 --height 1080 --bits 16
 # repeat_list SRC: SRC/repeat-R.csv, the rows of SRC/list.csv R times (beside it: relative paths).
 repeat_list() { { head -n 1 "$1/list.csv"; for ((i = 0; i < repeat; i++)); do tail -n +2 "$1/list.csv"; done; } >"$1/repeat-$repeat.csv"; }
 repeat_list "$seg_src"
@@ -217,6 +222,14 @@ for r in $(seq "$reps"); do
     record "pack.read1080_ids.$codec" "$("$bin/bench_read" "$work/crop-$codec.ds" --threads 1 --modes reader_1t,zstd_1t \
       --label index_u8 "${read_args[@]}" 2>/dev/null)"
   done
+  job_args seg
+  log "16-bit: pack and read the seg job's scenes as 16-bit PNGs (rep $r/$reps)"
+  rm -rf "$work/seg16.ds"
+  record "pack.seg16.pack" "$("$bin/peak_rss" -- "$bin/shardpack" -q build --csv "$seg16_src/list.csv" --out "$work/seg16.ds" \
+    --threads "$threads" "${build_args[@]/$seg_src/$seg16_src}" 2>/dev/null)"
+  record "pack.size.seg16.zstd" "{\"bytes\":$(du -sb "$work/seg16.ds" | cut -f1)}"
+  record "pack.read.seg16.zstd" "$("$bin/bench_read" "$work/seg16.ds" --threads 1 --modes reader_1t,zstd_1t \
+    "${read_args[@]}" 2>/dev/null)"
   for i in $(rotate "$r" 0 1 2 3 4); do
     rows=${seg_band_rows[$i]}
     log "read seg records, --band-rows $rows (rep $r/$reps)"

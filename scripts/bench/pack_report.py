@@ -167,12 +167,26 @@ def main():
                         verdict(s["python_over_pack_cpu"], PYTHON_TARGET[job], False)])
 
     read_rows = []
+    # 16-bit: the seg job's scenes as 16-bit PNGs, the seg job's options: its pack beside the 8-bit one.
+    if "pack.seg16.pack" in runs:
+        cpu16 = median_of(runs, "pack.seg16.pack", cpu)
+        wall16 = median_of(runs, "pack.seg16.pack", lambda r: r["seconds"])
+        seg8 = data["pack"].get("seg", {})
+        data["pack"]["seg16"] = {"pack_cpu_s": cpu16, "pack_wall_s": wall16,
+                                 "over_8_bit_cpu": ratio(cpu16, seg8.get("pack_cpu_s")),
+                                 "over_8_bit_wall": ratio(wall16, seg8.get("pack_wall_s"))}
+        pack_rows.append(["seg16: the seg job's scenes as 16-bit PNGs (uint16 images; vs 8-bit: "
+                          f"{fmt(data['pack']['seg16']['over_8_bit_cpu'], 2, 'x')} CPU, "
+                          f"{fmt(data['pack']['seg16']['over_8_bit_wall'], 2, 'x')} wall)",
+                          fmt(cpu16, 3), fmt(wall16, 3), "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a"])
+
     # The pack jobs' records, and the full 1080p records (index labels) delivered one-hot (the
     # reader's default label output: 6x the stored bytes) and as stored (uint8 class ids: the
     # codec's cost alone, what bare zstd decodes).
     read_sets = {job: (f"pack.read.{job}.{{}}", f"pack.size.{job}.{{}}", f"{job} records") for job in JOBS}
     read_sets["1080p"] = ("pack.read1080.{}", "pack.size.crop.{}", "1080p records, labels one-hot")
     read_sets["1080p_ids"] = ("pack.read1080_ids.{}", "pack.size.crop.{}", "1080p records, labels as stored (uint8 ids)")
+    read_sets["seg16"] = ("pack.read.seg16.{}", "pack.size.seg16.{}", "seg records, 16-bit images (uint16, as stored)")
     for job, (read_name, size_name, what) in read_sets.items():
         rate = {}
         for codec in CODECS:

@@ -3,7 +3,9 @@
 #
 # The virtual environment of the Python reading benchmark (scripts/bench/py_read_bench.py):
 # Debian's /usr/bin/python3 with --system-site-packages, so that Debian's python3-torch (1.13.1),
-# python3-torchvision, python3-numpy, python3-opencv and python3-pil are seen, plus from PyPI:
+# python3-torchvision, python3-numpy, python3-opencv and python3-pil are seen (the first three
+# installed here where missing; OpenCV and Pillow only needed by py_read_bench.py's baselines),
+# plus from PyPI:
 #   webdataset          1.0.2, with its dependencies;
 #   mosaicml-streaming  0.13.0 with --no-deps (its declared dependencies pull cloud SDKs and a
 #                       torch from PyPI) plus what it imports: xxhash, zstd, python-snappy,
@@ -29,8 +31,18 @@ repo=${2:-}
 py=/usr/bin/python3
 log() { echo "setup_py_venv: $*" >&2; }
 
-"$py" -c 'import torch, numpy, cv2, PIL' 2>/dev/null \
-  || { log "$py cannot import torch/numpy/cv2/PIL (apt-get install python3-torch python3-torchvision python3-numpy python3-opencv python3-pil)"; exit 1; }
+# python3-torchvision: MosaicML Streaming imports it at `import streaming`.
+"$(dirname "$0")/../install-deps.sh" python3-venv python3-numpy python3-torch python3-torchvision >&2 \
+  || log "Debian's python3-torch/python3-torchvision could not be installed"
+"$py" -c 'import torch, numpy' 2>/dev/null \
+  || { log "$py cannot import torch/numpy (apt-get install python3-torch python3-numpy)"; exit 1; }
+# OpenCV and Pillow only for py_read_bench.py's baselines: without them the peers of the remote
+# benchmark still run, and the JSON says what is missing.
+declare -A status
+if ! "$py" -c 'import cv2, PIL' 2>/dev/null; then
+  log "$py cannot import cv2/PIL: py_read_bench.py's baselines need them (apt-get install python3-torchvision python3-opencv python3-pil)"
+  status[opencv-pil]='{"ok":false,"reason":"Debian python3-opencv/python3-pil not installed"}'
+fi
 if [[ ! -x $venv/bin/python ]]; then
   log "creating $venv (--system-site-packages) with $("$py" --version 2>&1)"
   rm -rf "$venv"
@@ -39,7 +51,6 @@ fi
 vpy=$venv/bin/python
 pip=("$vpy" -m pip --disable-pip-version-check -q)
 
-declare -A status
 # try NAME IMPORT_CHECK INSTALL_ARGS...: install unless IMPORT_CHECK already succeeds
 try() {
   local name=$1 check=$2; shift 2

@@ -19,6 +19,7 @@ Prints a table (Markdown) and writes WORK/writer.json. Needs this package instal
 interpreter running this script) with its CLI.
 """
 import argparse
+import csv
 import json
 import os
 import pathlib
@@ -42,19 +43,38 @@ def cpu_self():
     return r.ru_utime + r.ru_stime
 
 
+# The peaks are VmHWM of each process (/proc/PID/status: the high-water mark of its own memory
+# since exec; ru_maxrss would include what a forked child inherited): the build's sampled every
+# 20 ms while it runs, this script's read at its end.
 MEMORY_SCRIPT = """
-import resource, sys, numpy as np, shardpack
+import pathlib, sys, threading, time, numpy as np, shardpack
+def hwm_kib(pid):
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+peak = [0]
+done = threading.Event()
+def watch():
+    me = pathlib.Path(f"/proc/self/task")
+    while not done.is_set():
+        for task in me.iterdir():
+            for child in (task / "children").read_text().split():
+                try:
+                    peak[0] = max(peak[0], hwm_kib(child))
+                except OSError:
+                    pass
+        time.sleep(0.02)
+threading.Thread(target=watch, daemon=True).start()
 n = int(sys.argv[2])
 rng = np.random.default_rng(0)
 pool = [rng.integers(0, 256, (64, 64, 3), dtype=np.uint8) for _ in range(16)]
 def samples():
     for i in range(n):
         yield f"s{i:07d}", pool[i % 16], i % 10
-shardpack.write(sys.argv[1], samples(), task="cls", classes=[str(c) for c in range(10)], quiet=True,
-                memory_limit="512MiB")
-me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-print(me, child)
+shardpack.write(sys.argv[1], samples(), task="cls", classes=[str(c) for c in range(10)], quiet=True)
+done.set()
+print(hwm_kib("self"), peak[0])
 """
 
 
@@ -72,7 +92,14 @@ def main():
     a = p.parse_args()
     import numpy as np
     import shardpack
-    from pngread import read_png
+    try:  # PIL decodes in C; tests/python/pngread.py (pure Python) where it is missing
+        from PIL import Image
+
+        def read_png(path):
+            with Image.open(path) as im:
+                return np.asarray(im)
+    except ImportError:
+        from pngread import read_png
 
     binary = pathlib.Path(a.bin)
     work = pathlib.Path(a.work)
@@ -83,14 +110,16 @@ def main():
         if a.task == "cls":
             args += ["--task", "cls"]
         subprocess.run([str(x) for x in args], check=True, stdout=subprocess.DEVNULL)
-    rows = [line.split(",") for line in (src / "list.csv").read_text().splitlines()]
+    with open(src / "list.csv", newline="") as f:
+        rows = list(csv.reader(f))
     if rows and not (src / rows[0][0]).exists():
         rows = rows[1:]
     if a.task == "seg":
         classes_file = src / "class_dict.csv"
-        head = [h.strip() for h in classes_file.read_text().splitlines()[0].split(",")]
-        classes = [(r[head.index("name")], tuple(int(r[head.index(c)]) for c in "rgb"))
-                   for r in (line.split(",") for line in classes_file.read_text().splitlines()[1:])]
+        with open(classes_file, newline="") as f:
+            table = list(csv.reader(f))
+        head = [h.strip().lower() for h in table[0]]
+        classes = [(r[head.index("name")].strip(), tuple(int(r[head.index(c)]) for c in "rgb")) for r in table[1:]]
         samples = [(img, read_png(src / img), read_png(src / mask)) for img, mask in rows]
     else:
         names = sorted({label for _, label in rows})

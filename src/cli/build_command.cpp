@@ -89,8 +89,13 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
     b->add_option("--task", o.task, "seg (label = mask image), cls (label = class id or name), or auto")
         ->check(CLI::IsMember(words_of(task_words)))->capture_default_str();
     b->add_option("--classes", o.classes, "seg: class_dict.csv (name,r,g,b); cls: optional list of class names");
-    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L) or rgba")
+    b->add_option("--color", o.color, "Stored image channels: rgb, gray (BT.601 luma, as PIL's L), rgba, or bands "
+                  "(every sample a pixel has, as stored: as many as the first row's image has, 1 to 255)")
         ->check(CLI::IsMember(words_of(color_words)))->capture_default_str();
+    b->add_option("--depth", o.depth, "Bits a stored image sample: auto (16 when the first row's image has 16, as 16-bit "
+                  "PNG and TIFF may: uint16 images, format 1.4; else 8), 8, or 16 (8-bit images are widened, v * 257). "
+                  "16-bit images in an 8-bit build keep their high byte: the log and report.json count them")
+        ->check(CLI::IsMember({"auto", "8", "16"}))->capture_default_str();
     b->add_option("--size", o.size, "Output size WxH, e.g. 512x512");
     b->add_option("--resize", o.resize, "none (crop or pad), stretch, shorter (cover, then crop) or fit (contain, then pad); default: none, or shorter with --size")
         ->check(CLI::IsMember(words_of(resize_words)));
@@ -248,6 +253,18 @@ void check_report_path(const std::string& path, const std::string& out_dir) {
 }
 }  // namespace
 
+void refuse_url(const std::string& option, const std::string& path, const std::string& hint) {
+    // RFC 3986's scheme: a letter, then letters, digits, '+', '-' or '.'; then "://".
+    const auto end = path.find("://");
+    if (end == std::string::npos || end == 0 || !std::isalpha(static_cast<unsigned char>(path[0]))) return;
+    for (std::size_t i = 1; i < end; ++i) {
+        const unsigned char c = static_cast<unsigned char>(path[i]);
+        if (!std::isalnum(c) && c != '+' && c != '-' && c != '.') return;
+    }
+    throw usage_error(option + " " + path + ": is a URL, and this writes local files only; " + hint +
+                      " (a local folder of that name: ./" + path + ")");
+}
+
 namespace {
 // --samples - (the Python writer): the samples come from standard input, so the options about
 // a list, its order and its parts do not apply.
@@ -266,6 +283,8 @@ void check_stream_options(const build_command_options& o, build_options& b) {
 
 build_options to_build_options(const build_command_options& o) {
     build_options b;
+    refuse_url("--out", o.out, "build into a local folder, then upload it with `shardpack push DIR " + o.out + "`");
+    refuse_url("--report", o.report, "give a local file");
     b.input.csv_path = o.csv;
     b.input.root = o.root;
     if (!o.samples.empty()) check_stream_options(o, b);
@@ -295,6 +314,7 @@ build_options to_build_options(const build_command_options& o) {
     }
     b.out_dir = o.out;
     b.color = value_of(color_words, o.color, "--color");
+    b.depth = o.depth == "8" ? 8 : o.depth == "16" ? 16 : 0;
 
     if (!o.size.empty()) parse_wxh(o.size, b.geometry.width, b.geometry.height);
     const std::string resize = o.resize.empty() ? (o.size.empty() ? "none" : "shorter") : o.resize;

@@ -13,7 +13,7 @@ namespace shardpack {
 struct build_command_options {
     std::string csv, out, root, image_col = "0", label_col = "1", task = "auto", classes;
     bool header = false, no_header = false;
-    std::string color = "rgb", size, resize, crop = "center", filter = "area";
+    std::string color = "rgb", size, resize, crop = "center", filter = "area", depth = "auto";
     std::string label_layout = "onehot", unknown_label = "error";
     std::string compression = "zstd";
     int level = 1;
@@ -46,6 +46,10 @@ struct build_command_options {
 std::vector<std::uint16_t> parse_ignore_values(const std::string& text);
 
 CLI::App* add_build_command(CLI::App& app, build_command_options& options);
+// A local path option (build --out and --report, merge --out, export --out) given a URL
+// (SCHEME://..., s3:// or any other): a usage_error saying so, with `hint` (what to do instead),
+// rather than a local folder named "s3:". "./s3://x" is a local path and passes.
+void refuse_url(const std::string& option, const std::string& path, const std::string& hint);
 // --mask-suffix and --image-suffix (build and colors): how --images pairs masks with images.
 void add_mask_pairing_options(CLI::App& command, std::string& mask_suffix, std::string& image_suffix);
 build_options to_build_options(const build_command_options& options);

@@ -9,6 +9,7 @@ namespace shardpack {
 struct inspect_command_options {
     std::string dir;
     bool json = false;
+    std::string chart;  // --chart FILE.png: class frequencies as a bar chart
 };
 
 CLI::App* add_inspect_command(CLI::App& app, inspect_command_options& options);

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/build_command.hpp"
 #include "errors.hpp"
 #include "dataset/dataset_merger.hpp"
 #include "io/output_folder.hpp"
@@ -37,6 +38,7 @@ CLI::App* add_merge_command(CLI::App& app, merge_command_options& o) {
 int run_merge_command(const merge_command_options& o) {
     if (o.out.empty() && !o.check) throw usage_error("merge: --out DIR is required (or --check to only check the parts)");
     if (!o.out.empty() && o.check) throw usage_error("merge: --check writes nothing; leave out --out");
+    refuse_url("--out", o.out, "merge into a local folder, then upload it with `shardpack push DIR " + o.out + "`");
     merge_options mo;
     mo.check_only = o.check;
     mo.parts = o.parts;

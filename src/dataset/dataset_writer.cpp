@@ -38,9 +38,10 @@ std::string hex64(std::uint64_t value) {
 json schema_to_json(const detail::schema_record& s) {
     using namespace detail;
     json image = json::object();
-    image.set("dtype", "uint8");
+    image.set("dtype", s.image_dtype_bytes == 2 ? "uint16" : "uint8");
     image.set("channels", unsigned(s.channels));
-    image.set("channel_order", s.channel_order == order_code::gray ? "L" : s.channel_order == order_code::rgb ? "RGB" : "RGBA");
+    image.set("channel_order", s.channel_order == order_code::gray ? "L" : s.channel_order == order_code::rgb ? "RGB"
+                             : s.channel_order == order_code::rgba ? "RGBA" : "bands");
     image.set("height", s.fixed_height);
     image.set("width", s.fixed_width);
     json label = json::object();
@@ -372,6 +373,7 @@ json dataset_writer::publish() {
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
                                 std::to_string(!opt_.schema.fields.empty() ? detail::version_minor_fields
+                                               : detail::uses_wide_pixels(opt_.schema) ? detail::version_minor_wide_pixels
                                                : opt_.uses_region_bands ? detail::version_minor_region_bands
                                                : with_table       ? detail::version_minor_shard_table
                                                : opt_.uses_bands ? detail::version_minor

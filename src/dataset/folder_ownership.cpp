@@ -191,7 +191,7 @@ void check_claim(output_claim& c, const std::string& dir, bool force, const std:
     if (manifest && manifest->is_shardpack && !manifest->version_known && !force)
         throw usage_error("--out " + dir + " holds a dataset of format version \"" + manifest->version +
                           "\", which this shardpack does not write (it writes " + std::to_string(detail::version_major) + "." +
-                          std::to_string(detail::version_minor_region_bands) + ")" +
+                          std::to_string(detail::version_minor_wide_pixels) + ")" +
                           (force_offered ? "; it is not replaced without --force" : "; choose another --out"));
 }
 }  // namespace

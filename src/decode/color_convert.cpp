@@ -24,6 +24,27 @@ void rgb_to_gray_pil(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pi
     for (std::size_t i = 0; i < pixels; ++i, rgb += 3) gray[i] = luma(rgb[0], rgb[1], rgb[2]);
 }
 
+void rgb16_to_gray_pil(const std::uint16_t* rgb, std::uint16_t* gray, std::size_t pixels) {
+    for (std::size_t i = 0; i < pixels; ++i, rgb += 3)
+        gray[i] = static_cast<std::uint16_t>((std::uint64_t(rgb[0]) * 19595u + std::uint64_t(rgb[1]) * 38470u +
+                                              std::uint64_t(rgb[2]) * 7471u + 0x8000u) >> 16);
+}
+
+void convert_depth(image_u8& img, std::uint32_t sample_bytes) {
+    if (img.sample_bytes == sample_bytes) return;
+    const std::size_t n = std::size_t(img.width) * img.height * img.channels;
+    if (sample_bytes == 2) {
+        img.pixels.resize(2 * n);
+        std::uint16_t* v = img.samples16();
+        for (std::size_t i = n; i-- > 0;) v[i] = static_cast<std::uint16_t>(img.pixels[i] * 257u);  // back to front: in place
+    } else {
+        const std::uint16_t* v = img.samples16();
+        for (std::size_t i = 0; i < n; ++i) img.pixels[i] = static_cast<std::uint8_t>(v[i] >> 8);
+        img.pixels.resize(n);
+    }
+    img.sample_bytes = sample_bytes;
+}
+
 void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels, bool adobe_inverted) {
     for (std::size_t i = 0; i < pixels; ++i, cmyk += 4, rgb += 3) {
         std::uint32_t c = cmyk[0], m = cmyk[1], y = cmyk[2], k = cmyk[3];

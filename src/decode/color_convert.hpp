@@ -13,6 +13,10 @@ namespace shardpack {
 // rounding). `gray` may equal `rgb` (in-place conversion works front to back).
 void rgb_to_gray_pil(const std::uint8_t* rgb, std::uint8_t* gray, std::size_t pixels);
 
+// The same for 16-bit samples (in the host's byte order): L = (R*19595 + G*38470 + B*7471 +
+// 0x8000) >> 16, the same weights and rounding at 16 bits.
+void rgb16_to_gray_pil(const std::uint16_t* rgb, std::uint16_t* gray, std::size_t pixels);
+
 // CMYK as libjpeg hands it out to RGB. `adobe_inverted` is for files with an Adobe APP14
 // marker (Photoshop and most other writers), whose samples store 255 - ink: then
 // R = C*K/255 (rounded), likewise G from M and B from Y. Without the marker the samples are
@@ -25,5 +29,9 @@ void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels
 // Returns `img` itself (moved) when it already has `layout`. Throws std::invalid_argument
 // when img.channels is not 1, 3 or 4 or the pixel buffer has the wrong size.
 image_u8 convert_layout(image_u8 img, pixel_layout layout);
+
+// 8-bit samples to 16 (v * 257: 255 becomes 65535), or 16-bit samples to their high byte (v >> 8,
+// as PIL and OpenCV reduce 16-bit PNGs), in place; `img` then has `sample_bytes`.
+void convert_depth(image_u8& img, std::uint32_t sample_bytes);
 
 }  // namespace shardpack

@@ -19,13 +19,19 @@ void check_decoded_size(const char* format, std::uint64_t width, std::uint64_t h
 }
 
 std::uint64_t decode_memory_estimate(const image_probe& probe, const decode_request& req) {
-    const std::uint64_t want = channel_count(req.layout);
+    // bands: as many as the source has (at most 4 in a PNG); a 16-bit source kept at 16 bits: twice the bytes.
+    const std::uint64_t sample = req.keep_16 && probe.bit_depth == 16 ? 2 : 1;
+    const std::uint64_t want = (req.layout == pixel_layout::bands ? std::max<std::uint64_t>(probe.channels, 4) : channel_count(req.layout)) * sample;
     const auto rows_of = [&](std::uint64_t h) { return req.max_rows == 0 || req.max_rows >= h ? h : std::uint64_t(req.max_rows); };
     const std::uint32_t width = probe.width, height = probe.height;
     if (probe.format == file_format::jpeg) {
         const unsigned m = jpeg_dct_scale_eighths(width, height, req.min_width, req.min_height);
         const std::uint64_t w = (std::uint64_t(width) * m + 7) / 8, h = (std::uint64_t(height) * m + 7) / 8;
         return w * rows_of(h) * want + w * 4;  // the output and a row to convert in
+    }
+    if (probe.format == file_format::tiff) {  // the samples as stored, then the layout's copy, and a strip
+        const std::uint64_t stored = std::uint64_t(width) * height * probe.channels * (probe.bit_depth / 8);
+        return 2 * stored + std::uint64_t(width) * height * want;
     }
     // PNG: IHDR's bit depth, color type and interlace.
     static const unsigned channels_of[7] = {1, 0, 3, 1, 2, 0, 4};
@@ -34,7 +40,7 @@ std::uint64_t decode_memory_estimate(const image_probe& probe, const decode_requ
     const bool interlaced = probe.interlaced;
     const std::uint64_t w = width, h = height;
     const std::uint64_t inflated = h * ((w * channels * depth + 7) / 8 + 1);
-    const std::uint64_t out = w * (interlaced ? h : rows_of(h)) * (interlaced ? std::max<std::uint64_t>(want, 3) : want);
+    const std::uint64_t out = w * (interlaced ? h : rows_of(h)) * (interlaced ? std::max<std::uint64_t>(want, 3 * sample) : want);
     return inflated + out;
 }
 

@@ -15,6 +15,10 @@ struct decode_request {
     // added as opaque 0xFF for rgba when the source has none.
     pixel_layout layout = pixel_layout::rgb;
 
+    // 16-bit sources (PNG, TIFF): keep all 16 bits (image_u8::sample_bytes 2) instead of their
+    // high byte. Sources of 8 bits or fewer decode to 8 bits either way.
+    bool keep_16 = false;
+
     // 0: decode all rows. Otherwise the caller needs only rows [0, max_rows) of the (possibly
     // DCT-scaled) output. A decoder that can stop early (JPEG, non-interlaced PNG) returns
     // exactly min(max_rows, full height) rows and never decodes the rest; one that cannot

@@ -1,5 +1,5 @@
 // Entry point for decoding a file's bytes of unknown format: sniffs the magic bytes and hands
-// PNG and JPEG to their decoders; every other format is refused with a message naming it.
+// PNG, JPEG and TIFF to their decoders; every other format is refused with a message naming it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,9 +12,9 @@
 
 namespace shardpack {
 
-// Decodes a PNG or JPEG (see decode_png / decode_jpeg for the exact pixel semantics).
-// Throws decode_error: "unsupported image format GIF (only PNG and JPEG are supported)" for
-// GIF/BMP/WebP/TIFF, "unrecognised image data ..." (with the first bytes in hex) for anything
+// Decodes a PNG, JPEG or TIFF (see decode_png / decode_jpeg / decode_tiff for the exact pixel
+// semantics). Throws decode_error: "unsupported image format GIF (only PNG, JPEG and TIFF are
+// supported)" for GIF/BMP/WebP, "unrecognised image data ..." (with the first bytes in hex) for anything
 // else, "empty file" for no bytes, and the decoders' messages for corrupt files.
 image_u8 decode_image(const std::uint8_t* data, std::size_t size, const decode_request& req, decoded_info* info = nullptr);
 // The same, into `out`, whose pixel buffer is reused: the packer's hot path allocates nothing.

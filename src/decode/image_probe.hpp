@@ -14,6 +14,7 @@ struct image_probe {
     std::uint32_t width = 0, height = 0;          // the full size, before any scaling
     std::uint8_t bit_depth = 8, color_type = 0;   // PNG: IHDR's (color type 3: palette); JPEG: 8, 0
     bool interlaced = false;                      // PNG: Adam7
+    std::uint32_t channels = 0;                   // TIFF: samples per pixel (0 where not read)
 };
 
 }  // namespace shardpack

@@ -11,6 +11,7 @@
 
 #include "decode/png_session.hpp"
 #include "errors.hpp"
+#include "shardpack/detail/endian.hpp"
 
 namespace shardpack {
 
@@ -51,11 +52,13 @@ void flush_nothing(png_structp) {}
 void write_body(png_write_session& s) {
     const image_u8& img = *s.img;
     const int color_type = img.channels == 1 ? PNG_COLOR_TYPE_GRAY
+                         : img.channels == 2 ? PNG_COLOR_TYPE_GRAY_ALPHA
                          : img.channels == 3 ? PNG_COLOR_TYPE_RGB
                                              : PNG_COLOR_TYPE_RGB_ALPHA;
-    png_set_IHDR(s.png, s.info, img.width, img.height, 8, color_type, PNG_INTERLACE_NONE,
+    png_set_IHDR(s.png, s.info, img.width, img.height, img.sample_bytes == 2 ? 16 : 8, color_type, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
     png_write_info(s.png, s.info);
+    if (img.sample_bytes == 2 && detail::little_endian_host()) png_set_swap(s.png);  // host order to PNG's big-endian
     for (std::uint32_t y = 0; y < img.height; ++y) png_write_row(s.png, img.row(y));
     png_write_end(s.png, nullptr);
 }
@@ -63,7 +66,7 @@ void write_body(png_write_session& s) {
 }  // namespace
 
 std::vector<std::uint8_t> encode_png(const image_u8& img) {
-    if (img.channels != 1 && img.channels != 3 && img.channels != 4)
+    if (img.channels < 1 || img.channels > 4 || (img.sample_bytes != 1 && img.sample_bytes != 2))
         throw std::invalid_argument("encode_png: unsupported channel count " + std::to_string(img.channels));
     if (img.width == 0 || img.height == 0) throw std::invalid_argument("encode_png: empty image");
     if (img.pixels.size() != img.row_bytes() * img.height)

@@ -98,7 +98,10 @@ void read_rows_body(png_session& s) {
             std::uint8_t* row = s.dst + y * s.dst_stride;
             if (s.scratch != nullptr) {
                 png_read_row(s.png, s.scratch, nullptr);
-                rgb_to_gray_pil(s.scratch, row, s.width);
+                if (s.sample_bytes == 2)
+                    rgb16_to_gray_pil(reinterpret_cast<const std::uint16_t*>(s.scratch), reinterpret_cast<std::uint16_t*>(row), s.width);
+                else
+                    rgb_to_gray_pil(s.scratch, row, s.width);
             } else {
                 png_read_row(s.png, row, nullptr);
             }

@@ -59,6 +59,8 @@ struct png_session {
     char warning[160] = {};
 
     pixel_layout layout = pixel_layout::rgb;  // wanted output, read by the decoder's transforms body
+    bool keep_16 = false;                     // a 16-bit file keeps its 16 bits (decode_request::keep_16)
+    std::uint32_t sample_bytes = 1;           // per sample, after the transforms
     const std::atomic<int>* interrupt = nullptr;  // a signal arrived: stop at the next read
 
     // Set just before the last row is read (libpng inflates what follows the rows while reading

@@ -11,6 +11,8 @@ record_layout encode_record(const schema_record& schema, std::string_view key, c
                    const std::uint16_t* label_ids, std::int32_t class_id, std::vector<unsigned char>& out,
                    const std::vector<unsigned char>* field_values) {
     if (image.channels != schema.channels) throw std::logic_error("encode_record: image channels differ from the schema");
+    if (image.sample_bytes != schema.image_dtype_bytes)
+        throw std::logic_error("encode_record: image sample size differs from the schema");
     if (key.size() > max_key_bytes) throw std::length_error("record key is longer than 65536 bytes");
     if (image.width == 0 || image.height == 0 || image.width > max_side || image.height > max_side)
         throw std::length_error("image is " + std::to_string(image.width) + "x" + std::to_string(image.height) +
@@ -36,7 +38,12 @@ record_layout encode_record(const schema_record& schema, std::string_view key, c
         store_u32(p + r.fields_offset - 4, static_cast<std::uint32_t>(field_bytes));
         if (field_bytes) std::memcpy(p + r.fields_offset, field_values->data(), field_bytes);
     }
-    std::memcpy(p + r.image_offset, image.pixels.data(), static_cast<std::size_t>(r.image_bytes));
+    if (image.sample_bytes == 1 || detail::little_endian_host()) {
+        std::memcpy(p + r.image_offset, image.pixels.data(), static_cast<std::size_t>(r.image_bytes));
+    } else {  // uint16 samples are stored little-endian
+        const std::uint16_t* v = image.samples16();
+        for (std::size_t i = 0; i < r.image_bytes / 2; ++i) store_u16(p + r.image_offset + 2 * i, v[i]);
+    }
     if (schema.task != task_code::segmentation) return r;
     if (!label_ids) throw std::logic_error("encode_record: segmentation record without labels");
     const std::size_t pixels = std::size_t(image.height) * image.width;

@@ -27,9 +27,10 @@ std::vector<unsigned char> build_shard_header(const schema_record& schema, const
     std::memcpy(header.data(), shard_magic, 8);
     store_u16(header.data() + 8, version_major);
     const bool fields = !schema.fields.empty();
-    store_u16(header.data() + 10, shard_minor_version(id, fields));
+    store_u16(header.data() + 10, shard_minor_version(id, fields, uses_wide_pixels(schema)));
     store_u64(header.data() + 16, (id.uses_zstd ? feature_zstd_records : 0) | (id.uses_bands ? feature_band_frames : 0) |
-                                        (id.uses_region_bands ? feature_region_bands : 0) | (fields ? feature_fields : 0));
+                                        (id.uses_region_bands ? feature_region_bands : 0) | (fields ? feature_fields : 0) |
+                                        (uses_wide_pixels(schema) ? feature_wide_pixels : 0));
     store_u64(header.data() + 24, 0);
     store_u32(header.data() + 32, static_cast<std::uint32_t>(2 + (fields ? 1 : 0) + extra.size()));
     store_u32(header.data() + 36, record_alignment);
@@ -55,7 +56,7 @@ shard_writer::shard_writer(const output_folder& folder, const std::string& name,
                            const std::vector<extra_section>& extra)
     : file_(folder, name), hash_(XXH3_createState()), header_(build_shard_header(schema, classes, id, extra)),
       uses_zstd_(id.uses_zstd), uses_bands_(id.uses_bands), uses_region_bands_(id.uses_region_bands),
-      minor_(shard_minor_version(id, !schema.fields.empty())) {
+      minor_(shard_minor_version(id, !schema.fields.empty(), uses_wide_pixels(schema))) {
     if (!hash_) throw std::bad_alloc();
     XXH3_64bits_reset(hash_);
     put(header_.data(), header_.size());

@@ -53,10 +53,12 @@ private:
     std::uint64_t count_ = 0;
 };
 
-// The minor version a shard declares: the lowest that has its features (5 with fields, 3 with
-// codec 3, 1 with codec 2, else 0), so that a shard without them stays a 1.0 (or 1.1) file byte for byte.
-inline std::uint16_t shard_minor_version(const shard_identity& id, bool fields = false) {
+// The minor version a shard declares: the lowest that has its features (5 with fields, 4 with
+// uint16 images or bands, 3 with codec 3, 1 with codec 2, else 0), so that a shard without them
+// stays a 1.0 (or 1.1) file byte for byte.
+inline std::uint16_t shard_minor_version(const shard_identity& id, bool fields = false, bool wide_pixels = false) {
     return fields ? detail::version_minor_fields
+           : wide_pixels ? detail::version_minor_wide_pixels
            : id.uses_region_bands ? detail::version_minor_region_bands
            : id.uses_bands      ? detail::version_minor
                                 : detail::version_minor_plain;

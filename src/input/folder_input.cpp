@@ -106,7 +106,34 @@ fs::path nested_folder(const std::string& inner, const std::string& outer) {
     return in;
 }
 
+// What an error about the listing adds about the files it left out: a FIFO, socket or device
+// named like an image may be the very image or mask the error says is missing. Names with an
+// image extension first, at most 5.
+std::string left_out_note(std::vector<left_out_file> left_out) {
+    if (left_out.empty()) return "";
+    std::stable_sort(left_out.begin(), left_out.end(), [](const left_out_file& a, const left_out_file& b) {
+        return is_image_file(a.path) && !is_image_file(b.path);
+    });
+    std::string note = "; " + std::to_string(left_out.size()) + " file(s) of the folders were left out, e.g. ";
+    for (std::size_t i = 0; i < left_out.size() && i < 5; ++i)
+        note += (i ? ", " : "") + left_out[i].path + " (" + left_out[i].reason + ")";
+    return note;
+}
+
+// list_image_folders, filling `listing` as it goes (its errors then name what was left out).
+void list_into(const image_folder_options& f, input_options& o, folder_listing& listing);
+
 }  // namespace
+
+folder_listing list_image_folders(const image_folder_options& f, input_options& o) {
+    folder_listing listing;
+    try {
+        list_into(f, o, listing);
+    } catch (const usage_error& e) {
+        throw usage_error(e.what() + left_out_note(listing.left_out));
+    }
+    return listing;
+}
 
 std::string folder_listing::left_out_summary() const {
     if (left_out.empty()) return "";
@@ -120,10 +147,10 @@ std::string folder_listing::left_out_summary() const {
     return text;
 }
 
-folder_listing list_image_folders(const image_folder_options& f, input_options& o) {
+namespace {
+void list_into(const image_folder_options& f, input_options& o, folder_listing& listing) {
     const std::string& images = f.images;
     const std::string& masks = f.masks;
-    folder_listing listing;
     listing.source = "--images " + images;
     if (!masks.empty()) listing.source += " --masks " + masks;
     if (!f.mask_suffix.empty()) listing.source += " --mask-suffix " + f.mask_suffix;
@@ -233,8 +260,8 @@ folder_listing list_image_folders(const image_folder_options& f, input_options& 
     o.root = images;
     o.csv_path = images;
     o.header = header_mode::present;
-    return listing;
 }
+}  // namespace
 
 void log_folder_listing(const folder_listing& listing) {
     const std::string left = listing.left_out_summary();

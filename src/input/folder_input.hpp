@@ -39,7 +39,9 @@ struct folder_listing {
 // Throws usage_error for a missing folder, no images, images without a mask (naming a few, and
 // the --mask-suffix that would pair them when the masks' names show one), two masks for one image
 // or masks whose names differ only in case (naming both), and (for classification) images
-// outside any class subfolder. Returns what it listed and what it left out.
+// outside any class subfolder; such an error also names (up to 5 of) the files left out, those
+// named like images first: a FIFO, socket or device named like the missing mask is said, not
+// hidden. Returns what it listed and what it left out.
 folder_listing list_image_folders(const image_folder_options& folders, input_options& o);
 
 // Logs the listing: one info line (pairs and what was left out, by reason), and with -v (debug)

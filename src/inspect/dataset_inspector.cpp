@@ -128,8 +128,11 @@ std::string format_inspection(const json& in) {
         for (const auto& c : bad->as_array()) out += "             " + c.as_string() + "\n";
     }
     const std::uint64_t h = image.at("height").as_u64(), w = image.at("width").as_u64();
-    std::snprintf(line, sizeof line, "task         %s\nimage        %s uint8, %s\nlabel        %s (%s)\n",
-                  schema.at("task").as_string().c_str(), image.at("channel_order").as_string().c_str(),
+    const std::string order = image.at("channel_order").as_string() == "bands"
+                                  ? std::to_string(image.at("channels").as_u64()) + " bands"
+                                  : image.at("channel_order").as_string();
+    std::snprintf(line, sizeof line, "task         %s\nimage        %s %s, %s\nlabel        %s (%s)\n",
+                  schema.at("task").as_string().c_str(), order.c_str(), image.at("dtype").as_string().c_str(),
                   h ? (std::to_string(w) + "x" + std::to_string(h)).c_str() : "size varies",
                   label.at("layout").as_string().c_str(), label.at("dtype").as_string().c_str());
     out += line;

@@ -7,6 +7,7 @@
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "image.hpp"
+#include "inspect/contact_sheet.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
@@ -74,12 +75,25 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
     }
     const dataset ds = dataset::open(dir);
     const sample s = ds.at(index);
-    const auto view = s.image();
     image_u8 img;
-    img.height = static_cast<std::uint32_t>(view.shape()[0]);
-    img.width = static_cast<std::uint32_t>(view.shape()[1]);
-    img.channels = static_cast<std::uint32_t>(view.shape()[2]);
-    img.pixels.assign(view.begin(), view.end());
+    img.height = static_cast<std::uint32_t>(s.height());
+    img.width = static_cast<std::uint32_t>(s.width());
+    img.channels = static_cast<std::uint32_t>(ds.schema().channels);
+    if (img.channels > 4)
+        throw input_error(dir + ": record " + std::to_string(index) + " has " + std::to_string(img.channels) +
+                          " bands; export writes PNG, which holds 1 to 4");
+    if (ds.schema().image_value_bytes == 2) {  // a 16-bit PNG, every bit kept
+        img.sample_bytes = 2;
+        img.pixels.resize(std::size_t(img.width) * img.height * img.channels * 2);
+        read_context image_ctx;
+        sample_buffers image_out;
+        image_out.image_u16 = img.samples16();
+        image_out.image_capacity = img.pixels.size() / 2;
+        ds.read_into(index, image_out, image_ctx);
+    } else {
+        const auto view = s.image();
+        img.pixels.assign(view.begin(), view.end());
+    }
     json out = json::object();
     out.set("index", index);
     out.set("key", std::string(s.key()));
@@ -116,14 +130,10 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
             }
             continue;
         }
-        const auto& c = ds.classes()[ids[p]];
-        if (c.has_color) {
-            px[0] = c.r;
-            px[1] = c.g;
-            px[2] = c.b;
-        } else {  // no color in the table: a grey level per class
-            px[0] = px[1] = px[2] = std::uint8_t(40 + (ids[p] * 53) % 200);
-        }
+        const rgb c = class_color(ds, ids[p]);  // the dictionary's, or the palette's
+        px[0] = c.r;
+        px[1] = c.g;
+        px[2] = c.b;
         ++counts[ids[p]];
     }
     if (overlay) {
@@ -134,7 +144,8 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
         blend.pixels.resize(pixels * 3);
         for (std::size_t p = 0; p < pixels; ++p)
             for (int k = 0; k < 3; ++k) {
-                const std::uint8_t v = img.channels == 1 ? img.pixels[p] : img.pixels[p * img.channels + std::size_t(k)];
+                const std::size_t at = img.channels < 3 ? p * img.channels : p * img.channels + std::size_t(k);
+                const std::uint8_t v = img.sample_bytes == 2 ? std::uint8_t(img.samples16()[at] >> 8) : img.pixels[at];
                 blend.pixels[p * 3 + std::size_t(k)] = std::uint8_t((unsigned(v) + label.pixels[p * 3 + std::size_t(k)] + 1) / 2);
             }
         const std::string overlay_path = prefix + ".overlay.png";

@@ -9,7 +9,7 @@
 namespace shardpack {
 
 // Writes PREFIX.image.png and, for segmentation, PREFIX.label.png (RGB, each class in its
-// dictionary color, or a grey level for classes without one) and, with overlay,
+// dictionary color, or class_color's palette for classes without one) and, with overlay,
 // PREFIX.overlay.png (the image with the label colors blended at 50%). Ignored label pixels
 // are drawn as a checkerboard of 4x4 magenta (255,0,255) and black squares, in the label and
 // the overlay alike. Creates PREFIX's folder. Returns what it wrote: index, key, image, class_id

@@ -12,10 +12,11 @@ void check_fixed_record_size(const detail::schema_record& s, const memory_plan& 
     const std::uint64_t pixels = std::uint64_t(s.fixed_width) * s.fixed_height;
     const std::uint64_t label_bytes = s.label_layout == detail::layout_code::one_hot ? std::uint64_t(s.class_count)
                                     : s.label_layout == detail::layout_code::index ? s.label_dtype_bytes : 0;
-    const std::uint64_t bytes = pixels * (s.channels + label_bytes);
+    const std::uint64_t image_bytes = std::uint64_t(s.channels) * s.image_dtype_bytes;  // per pixel
+    const std::uint64_t bytes = pixels * (image_bytes + label_bytes);
     if (bytes >= detail::max_record_bytes)
         throw usage_error("--size " + std::to_string(s.fixed_width) + "x" + std::to_string(s.fixed_height) + ": each record would be " +
-                          std::to_string(bytes) + " bytes (" + std::to_string(s.channels) + " image + " +
+                          std::to_string(bytes) + " bytes (" + std::to_string(image_bytes) + " image + " +
                           std::to_string(label_bytes) + " label bytes per pixel), over the format's 4 GiB record limit");
     if (2 * bytes > memory.per_row)  // the payload and its compressed copy
         throw usage_error("--size " + std::to_string(s.fixed_width) + "x" + std::to_string(s.fixed_height) + ": each record would be " +

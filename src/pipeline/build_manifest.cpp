@@ -18,6 +18,7 @@ json effective_options_json(const build_options& o, task_kind task) {
     json b = json::object();
     b.set("task", word_of(task_words, task));
     b.set("color", word_of(color_words, o.color));
+    if (o.depth) b.set("depth", std::uint64_t(o.depth));  // absent: auto (the dtype is the schema's image.dtype)
     if (o.geometry.width) b.set("size", std::to_string(o.geometry.width) + "x" + std::to_string(o.geometry.height));
     else b.set("size", nullptr);
     b.set("resize", word_of(resize_words, o.geometry.resize));

@@ -25,6 +25,7 @@ struct build_options {
     input_options input;
     std::string out_dir;
     pixel_layout color = pixel_layout::rgb;
+    unsigned depth = 0;                                   // --depth: 8 or 16 bits a sample; 0: auto (the first row's image)
     geometry_options geometry;
     label_layout_option label_layout = label_layout_option::one_hot;
     unknown_color_policy unknown_label = unknown_color_policy::error;

@@ -59,8 +59,13 @@ build_result run_build(const build_options& options) {
     spdlog::debug("memory limit {}: {} threads, {} rows in flight, {} per row", format_bytes(memory.limit), memory.threads,
                   memory.rows_in_flight, format_bytes(memory.per_row));
     const unsigned threads = memory.threads;
-    detail::schema_record schema = make_schema(options, input.task, input.classes.size());
+    detail::schema_record schema =
+        make_schema(options, input.task, input.classes.size(), resolve_stored_pixels(options, input));
     schema.fields = input.fields.declarations();
+    if (schema.image_dtype_bytes == 2 || schema.channel_order == detail::order_code::bands)
+        spdlog::info("images stored as {} {} (format 1.4)", schema.image_dtype_bytes == 2 ? "uint16" : "uint8",
+                     schema.channel_order == detail::order_code::bands ? std::to_string(schema.channels) + " bands"
+                                                                       : std::string(word_of(color_words, options.color)));
     check_fixed_record_size(schema, memory);
 
     dataset_writer_options wo;

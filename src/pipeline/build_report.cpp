@@ -81,6 +81,16 @@ std::vector<std::string> build_warnings(const input_list& input, const build_tot
                                         const build_options& options) {
     std::vector<std::string> out;
     const bool seg = input.task == task_kind::segmentation;
+    if (t.lost_bits)
+        out.push_back(std::to_string(t.lost_bits) + " of the " + std::to_string(t.records - t.reused) +
+                      " images decoded in this build had 16 bits a sample and were stored with 8, the high byte of each (" +
+                      (options.depth == 8 ? std::string("--depth 8")
+                                          : std::string("--depth auto: the first row's image has 8 bits")) +
+                      "), e.g. " + t.lost_bits_example +
+                      (input.from_folders ? std::string() : " (line " + std::to_string(t.lost_bits_line) + ")") +
+                      "; give --depth 16 to keep every bit" +
+                      (t.reused ? " (the " + std::to_string(t.reused) + " records taken back from the previous build are not counted)"
+                                : std::string()));
     for (std::size_t c = 0; c < input.classes.size() && c < t.class_counts.size(); ++c)
         if (t.class_counts[c] == 0)
             out.push_back("class " + std::to_string(c) + " '" + input.classes[c].name + "' has 0 " +
@@ -295,6 +305,7 @@ json make_report(const build_options& o, const input_list& input, const build_to
         freq.push(e);
     }
     r.set("class_frequencies", freq);
+    r.set("images_reduced_to_8_bits", t.lost_bits);  // of decoded_records
     if (seg) r.set("unknown_color_pixels", t.unknown_pixels);
     if (seg) r.set(index_masks ? "unknown_values" : "unknown_colors", unknown_values_json(t, index_masks));
     if (seg) r.set("unknown_pixels_counted", unknown_pixels_counted(o));

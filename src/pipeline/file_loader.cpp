@@ -32,7 +32,7 @@ std::string read_file_into(const std::string& path, std::vector<std::uint8_t>& o
     const long long head_got = file.read_some(head, std::min<std::uint64_t>(sizeof head, size));
     if (head_got < 0) return std::string("read error: ") + std::strerror(errno);
     const file_format format = sniff_format(head, static_cast<std::size_t>(head_got));
-    if (format != file_format::png && format != file_format::jpeg) {
+    if (format != file_format::png && format != file_format::jpeg && format != file_format::tiff) {
         try {
             std::uint32_t w = 0, h = 0;
             read_image_size(head, static_cast<std::size_t>(head_got), w, h);  // throws the decoder's refusal

@@ -25,7 +25,7 @@ struct option_word {
 inline constexpr option_word<task_kind> task_words[] = {
     {"auto", task_kind::automatic}, {"seg", task_kind::segmentation}, {"cls", task_kind::classification}};
 inline constexpr option_word<pixel_layout> color_words[] = {
-    {"rgb", pixel_layout::rgb}, {"gray", pixel_layout::gray}, {"rgba", pixel_layout::rgba}};
+    {"rgb", pixel_layout::rgb}, {"gray", pixel_layout::gray}, {"rgba", pixel_layout::rgba}, {"bands", pixel_layout::bands}};
 inline constexpr option_word<resize_mode> resize_words[] = {
     {"none", resize_mode::none}, {"stretch", resize_mode::stretch}, {"shorter", resize_mode::shorter}, {"fit", resize_mode::fit}};
 inline constexpr option_word<crop_mode> crop_words[] = {

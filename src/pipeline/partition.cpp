@@ -61,19 +61,40 @@ partition_spec parse_partition(const std::string& text, const env_lookup& lookup
     };
     const std::uint64_t id = *value("SLURM_ARRAY_TASK_ID", true);
     const std::uint64_t count = *value("SLURM_ARRAY_TASK_COUNT", true);
-    const std::uint64_t min = value("SLURM_ARRAY_TASK_MIN", false).value_or(0);
+    const auto min_given = value("SLURM_ARRAY_TASK_MIN", false);
+    const std::uint64_t min = min_given.value_or(0);
     const auto max = value("SLURM_ARRAY_TASK_MAX", false);
     const auto step = value("SLURM_ARRAY_TASK_STEP", false);
+    const auto ids = [&] {
+        return "SLURM_ARRAY_TASK_ID " + std::to_string(id) + ", SLURM_ARRAY_TASK_MIN " +
+               (min_given ? std::to_string(min) : std::string("unset (0)")) + ", SLURM_ARRAY_TASK_MAX " +
+               (max ? std::to_string(*max) : std::string("unset")) + ", SLURM_ARRAY_TASK_COUNT " + std::to_string(count);
+    };
+    // Variables that contradict each other are not a job array Slurm made (a script that set
+    // some of them, or a copy from another job): no part is guessed from them.
+    const std::string not_one_array = " (" + ids() + "): these are not the variables of one job array";
+    if (max && *max < min)
+        throw usage_error("--partition slurm: SLURM_ARRAY_TASK_MAX " + std::to_string(*max) + " is below SLURM_ARRAY_TASK_MIN " +
+                          std::to_string(min) + not_one_array);
+    if (id < min)
+        throw usage_error("--partition slurm: SLURM_ARRAY_TASK_ID " + std::to_string(id) + " is below SLURM_ARRAY_TASK_MIN " +
+                          std::to_string(min) + not_one_array);
+    if (max && id > *max)
+        throw usage_error("--partition slurm: SLURM_ARRAY_TASK_ID " + std::to_string(id) + " is above SLURM_ARRAY_TASK_MAX " +
+                          std::to_string(*max) + not_one_array);
     if (step && *step != 1)
         throw usage_error("--partition slurm: the job array has a step of " + std::to_string(*step) +
                           " (SLURM_ARRAY_TASK_STEP); parts need consecutive task ids, e.g. --array=0-" +
                           std::to_string(count ? count - 1 : 0));
-    if (max && *max >= min && *max - min + 1 != count)
+    if (max && *max - min + 1 < count)  // (*max - min + 1 cannot wrap: ids are below 10^18)
+        throw usage_error("--partition slurm: SLURM_ARRAY_TASK_COUNT " + std::to_string(count) + " is more than the " +
+                          std::to_string(*max - min + 1) + " ids " + std::to_string(min) + ".." + std::to_string(*max) +
+                          not_one_array);
+    if (max && *max - min + 1 != count)
         throw usage_error("--partition slurm: task ids " + std::to_string(min) + ".." + std::to_string(*max) + " are not " +
                           std::to_string(count) + " consecutive ids (SLURM_ARRAY_TASK_COUNT): an array with holes "
                           "(e.g. --array=0,2,5) cannot name the parts; use a range such as --array=0-" +
                           std::to_string(count ? count - 1 : 0));
-    if (id < min) throw usage_error("--partition slurm: SLURM_ARRAY_TASK_ID " + std::to_string(id) + " is below SLURM_ARRAY_TASK_MIN " + std::to_string(min));
     const partition_spec p{id - min, count};
     check_range(p, "--partition slurm (SLURM_ARRAY_TASK_ID " + std::to_string(id) + ", SLURM_ARRAY_TASK_MIN " +
                        std::to_string(min) + ", SLURM_ARRAY_TASK_COUNT " + std::to_string(count) + ")");

@@ -24,7 +24,9 @@ row_slice partition_slice(std::uint64_t rows, const partition_spec& part);
 
 // Parses "K/N" or "slurm". For "slurm", `getenv` (std::getenv by default) supplies
 // SLURM_ARRAY_TASK_ID, SLURM_ARRAY_TASK_COUNT, SLURM_ARRAY_TASK_MIN, SLURM_ARRAY_TASK_MAX and
-// SLURM_ARRAY_TASK_STEP: K = ID - MIN, N = COUNT; an array with a step or holes is refused.
+// SLURM_ARRAY_TASK_STEP: K = ID - MIN, N = COUNT; an array with a step or holes is refused, and
+// so are variables that contradict each other (MAX below MIN, ID outside [MIN, MAX], COUNT more
+// than MAX - MIN + 1).
 // Throws usage_error with the reason.
 using env_lookup = std::function<const char*(const char*)>;
 partition_spec parse_partition(const std::string& text, const env_lookup& getenv = {});

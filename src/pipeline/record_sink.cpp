@@ -32,6 +32,13 @@ void record_sink::operator()(const sample_job& job) {
     totals_.unknown_pixels += fp.unknown_pixels;
     totals_.boxes_clipped += job.boxes_clipped;
     totals_.boxes_dropped += job.boxes_dropped;
+    if (job.lost_bits && !job.reuse) {
+        if (!totals_.lost_bits || job.row.csv_line < totals_.lost_bits_line) {
+            totals_.lost_bits_example = std::string(job.row.key);
+            totals_.lost_bits_line = job.row.csv_line;
+        }
+        ++totals_.lost_bits;
+    }
     for (const auto& [c, n] : fp.class_counts)
         if (c < totals_.class_counts.size()) totals_.class_counts[c] += n;
     for (const auto& [c, n] : fp.tolerance_counts)

@@ -27,6 +27,9 @@ struct build_totals {
     std::uint64_t decoded_bytes = 0;  // record payload bytes before compression
     std::uint64_t stored_bytes = 0;   // after
     std::uint64_t unknown_pixels = 0;
+    std::uint64_t lost_bits = 0;      // records decoded in this build whose 16-bit image was stored at 8 bits
+    std::string lost_bits_example;   // the first of them in list order (its image cell), and its CSV line
+    std::size_t lost_bits_line = 0;
     std::vector<std::uint64_t> class_counts;
     std::vector<std::uint64_t> tolerance_counts;  // of class_counts, mapped by --color-tolerance
     // Unknown colors (packed 0xRRGGBB) or index-mask values mapped to the ignore value: the

@@ -41,6 +41,7 @@ struct sample_job {
     std::string error;                        // why the sample is rejected; empty when good
     std::vector<std::uint64_t> class_counts;  // pixels (segmentation) or 1 (classification) per class
     std::uint64_t unknown_pixels = 0;         // mapped to the ignore value (--unknown-label ignore)
+    bool lost_bits = false;                   // a 16-bit image stored at 8 bits (--depth 8)
     const previous_record* reuse = nullptr;   // unchanged since the previous build: its bytes are taken back
     record_fingerprint fingerprint;           // the inputs behind this record, for the next rebuild
     std::uint64_t key_hash = 0;               // XXH3-64 of the key; places shard boundaries
@@ -65,6 +66,7 @@ struct sample_job {
         error.clear();
         image_format = label_format = file_format::unknown;
         unknown_pixels = 0;
+        lost_bits = false;
         reuse = nullptr;
         key_hash = 0;
         field_source = {};

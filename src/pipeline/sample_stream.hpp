@@ -21,6 +21,9 @@
 //   u64 image_bytes, label_bytes   ('E': image_bytes is the count of samples sent)
 // then the key, the label key, the reason and the image and label bytes.
 // A stream that ends without its 'E' frame (the writer was killed) publishes nothing.
+// Fields (boxes, tags: the issue "Beyond one 8-bit image and one label") will follow the label
+// bytes, sized by a member the next version of the head adds (SPSAMPv2); the writer refuses
+// them until then.
 #pragma once
 #include <atomic>
 #include <cstdint>

@@ -9,16 +9,65 @@
 #include "decode/sniff.hpp"
 #include "errors.hpp"
 #include "format/record_encoder.hpp"
+#include "pipeline/file_loader.hpp"
 #include "pipeline/memory_budget.hpp"
 
 namespace shardpack {
 using namespace detail;
 
-schema_record make_schema(const build_options& o, task_kind task, std::size_t class_count) {
+namespace {
+// The layout a file is decoded in: --color's, but a JPEG's bands are its RGB (libjpeg converts
+// every JPEG to RGB; gray ones are replicated).
+pixel_layout decode_layout(pixel_layout color, file_format format) {
+    return color == pixel_layout::bands && format == file_format::jpeg ? pixel_layout::rgb : color;
+}
+}  // namespace
+
+stored_pixels resolve_stored_pixels(const build_options& o, const input_list& input) {
+    stored_pixels p;
+    p.sample_bytes = o.depth == 16 ? 2 : 1;
+    if (input.empty() && o.color == pixel_layout::bands)  // a sample stream: no first row to read ahead
+        throw usage_error("--color bands takes its band count from the first row's image, which a sample stream "
+                          "(--samples -) does not give ahead; give --color gray, rgb or rgba");
+    if ((o.depth != 0 && o.color != pixel_layout::bands) || input.empty()) return p;  // a stream: --depth auto is 8
+    std::string path;
+    input.image_path(0, path);
+    std::vector<std::uint8_t> bytes;
+    file_format format = file_format::unknown;
+    std::string why = read_file_into(path, bytes, nullptr, UINT64_MAX, false, &format);
+    image_u8 first;
+    if (why.empty()) {
+        try {
+            decode_request req;
+            req.layout = decode_layout(o.color, format);
+            req.keep_16 = true;
+            decode_image(bytes.data(), bytes.size(), format, req, first);
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+    }
+    if (!why.empty()) {
+        if (o.color == pixel_layout::bands)
+            throw input_error(path + ": --color bands stores as many bands as the first row's image has, and it cannot be read: " + why);
+        return p;  // --depth auto: 8 bits; the row fails as it would anyway
+    }
+    if (o.depth == 0) p.sample_bytes = static_cast<std::uint8_t>(first.sample_bytes);
+    if (o.color == pixel_layout::bands) {
+        if (first.channels == 0 || first.channels > detail::max_bands)
+            throw input_error(path + ": " + std::to_string(first.channels) + " bands; a record holds 1 to " +
+                              std::to_string(detail::max_bands));
+        p.bands = static_cast<std::uint8_t>(first.channels);
+    }
+    return p;
+}
+
+schema_record make_schema(const build_options& o, task_kind task, std::size_t class_count, const stored_pixels& pixels) {
     schema_record s;
-    s.channels = static_cast<std::uint8_t>(channel_count(o.color));
+    s.channels = static_cast<std::uint8_t>(o.color == pixel_layout::bands ? pixels.bands : channel_count(o.color));
     s.channel_order = o.color == pixel_layout::gray ? order_code::gray
-                    : o.color == pixel_layout::rgb ? order_code::rgb : order_code::rgba;
+                    : o.color == pixel_layout::rgb ? order_code::rgb
+                    : o.color == pixel_layout::rgba ? order_code::rgba : order_code::bands;
+    s.image_dtype_bytes = pixels.sample_bytes;
     s.class_count = static_cast<std::uint32_t>(class_count);
     s.ignore_value = class_count <= 255 ? 255 : 65535;
     const bool fixed = o.geometry.width != 0 && !(o.geometry.resize == resize_mode::shorter && o.geometry.crop == crop_mode::none) &&
@@ -90,8 +139,16 @@ void take_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, pix
     img.width = shape.width;
     img.height = shape.height;
     img.channels = shape.channels;
+    img.sample_bytes = shape.value_bytes;
     img.pixels.swap(bytes);
     bytes.swap(out.pixels);
+    if (layout == pixel_layout::bands || img.channels == channel_count(layout)) {  // as given
+        out = std::move(img);
+        return;
+    }
+    if (img.sample_bytes != 1)
+        throw input_error("uint16 pixels are stored in their own channels: give " + std::to_string(channel_count(layout)) +
+                          " channels, or --color bands");
     out = convert_layout(std::move(img), layout);
 }
 
@@ -164,7 +221,11 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     const geometry_plan mask_plan = plan_geometry(width, height, options_.geometry);
     geometry_plan image_plan = mask_plan;
     decode_request request;
-    request.layout = options_.color;
+    request.layout = decode_layout(options_.color, image.format);
+    request.keep_16 = schema_.image_dtype_bytes == 2;
+    // A 16-bit image in a build of 8-bit images (--depth 8, or auto after an 8-bit first row)
+    // keeps the high byte of each sample: counted, and the log and report.json say so.
+    job.lost_bits = schema_.image_dtype_bytes == 1 && image.bit_depth > 8;
     // A classification JPEG that will be downscaled is decoded at the smallest DCT scale that
     // still covers the scaled size. Masks keep full resolution so that image and mask share the
     // exact same box; hence segmentation never takes this path.
@@ -182,7 +243,8 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     {
         const std::uint64_t label_bytes = !segmentation ? 0
                                         : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
-        const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len * (schema_.channels + label_bytes);
+        const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len *
+                                     (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
         // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
         std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
                              (image_is_pixels ? std::uint64_t(width) * height * 4 : decode_memory_estimate(image, request));
@@ -205,6 +267,10 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     }
     if (decoded.width != image_plan.x.src_len)
         throw input_error(job.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
+    if (decoded.channels != schema_.channels)  // --color bands: the count of the first row's image
+        throw input_error(job.image_path + ": the image has " + std::to_string(decoded.channels) + " bands, the dataset " +
+                          std::to_string(unsigned(schema_.channels)) + " (--color bands keeps the count of the first row's image)");
+    convert_depth(decoded, schema_.image_dtype_bytes);  // an 8-bit image in a 16-bit build: v * 257
     apply_geometry(decoded, image_plan, options_.geometry.filter, scratch.image, scratch.resample);
 
     const std::uint16_t* label_ids = nullptr;

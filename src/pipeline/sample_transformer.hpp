@@ -35,8 +35,18 @@ struct transform_scratch {
     std::vector<std::vector<source_box>> field_boxes;
 };
 
+// The pixels a build stores, resolved before it starts from --depth and --color and, where those
+// leave it open, from the image of the input list's first row (the same row for every part of a
+// --partition build): its bits a sample (--depth auto) and its band count (--color bands).
+struct stored_pixels {
+    std::uint8_t sample_bytes = 1;  // 1: uint8; 2: uint16
+    std::uint8_t bands = 0;         // --color bands: the channel count; else 0
+};
+stored_pixels resolve_stored_pixels(const build_options& options, const input_list& input);
+
 // The schema a build with these options writes.
-detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count);
+detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count,
+                                  const stored_pixels& pixels = {});
 
 // For a JPEG of width x height that `full_plan` (made with `g`) downscales: asks `request` for the
 // smallest DCT scale that still covers the scaled size and returns the plan over that smaller

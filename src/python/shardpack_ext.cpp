@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -35,6 +36,7 @@
 #include <mutex>
 #include <thread>
 
+#include "inspect/contact_sheet.hpp"  // shardpack.contact_sheet: the CLI's drawing code (src/inspect/)
 #include "shardpack/mix.hpp"
 #include "shardpack/order.hpp"
 #include "shardpack/reader.hpp"
@@ -283,6 +285,14 @@ const char* dtype_name(nb::dlpack::dtype t) {
 // converted or copied (that would fill a temporary instead of the caller's array).
 any_array caller_array(nb::handle obj, const char* what, const std::vector<std::size_t>& shape,
                        nb::dlpack::dtype dtype) {
+    // Writing into a tensor that requires grad would change values autograd has recorded (or
+    // will record) without it knowing: torch itself refuses in-place writes to such leaves.
+    const int requires_grad = nb::hasattr(obj, "requires_grad") ? PyObject_IsTrue(obj.attr("requires_grad").ptr()) : 0;
+    if (requires_grad < 0) throw nb::python_error();
+    if (requires_grad)
+        throw argument_error(std::string("read_batch: out ") + what +
+                             " is a tensor that requires grad, which read_batch does not write into (autograd would not "
+                             "see the write); give a tensor without it, e.g. created with requires_grad=False or .detach()");
     any_array a;
     if (!nb::try_cast(obj, a, false))
         throw argument_type_error(std::string("read_batch: out ") + what +
@@ -585,6 +595,17 @@ public:
         return nb::make_tuple(s.fixed_height, s.fixed_width, s.channels);
     }
     std::size_t channels() const { return ds_.schema().channels; }
+    // "uint8", or "uint16" (format 1.4).
+    std::string image_dtype() const { return ds_.schema().image_value_bytes == 2 ? "uint16" : "uint8"; }
+    // "L", "RGB", "RGBA", or "bands" (format 1.4: the source's samples, no color meaning).
+    std::string channel_order() const {
+        switch (ds_.schema().order) {
+            case shardpack::channel_order::gray: return "L";
+            case shardpack::channel_order::rgb: return "RGB";
+            case shardpack::channel_order::rgba: return "RGBA";
+            default: return "bands";
+        }
+    }
     std::size_t class_count() const { return ds_.schema().class_count; }
     std::size_t ignore_value() const { return ds_.schema().ignore_value; }
     std::string content_hash() const { return ds_.content_hash(); }
@@ -631,7 +652,7 @@ public:
             gil_released unlocked;
             smp = ds_.read(k, ctx);
         }
-        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels;
+        const std::size_t image_bytes = smp.height() * smp.width() * sc.channels * sc.image_value_bytes;
         const std::size_t label_at = (image_bytes + 63) / 64 * 64;  // aligned for uint16 maps
         std::size_t label_bytes = 0;
         const unsigned char* label_src = nullptr;
@@ -650,7 +671,7 @@ public:
         auto* dst = static_cast<std::uint8_t*>(data);
         {
             gil_released unlocked;
-            std::memcpy(dst, smp.image().data(), image_bytes);
+            std::memcpy(dst, image_bytes_of(smp), image_bytes);
             if (label_bytes) std::memcpy(dst + label_at, label_src, label_bytes);
         }
         return arrays(smp, owner, dst, false, label_at);
@@ -677,7 +698,8 @@ public:
                          nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
                          const std::string& crop_position, const std::string& hflip, float hflip_probability,
                          const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes) {
+                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16,
+                         std::vector<std::uint32_t> background) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
 
@@ -691,7 +713,9 @@ public:
         aug.vflip_probability = vflip_probability;
         aug.position = crop_position == "random" ? shardpack::crop_position::random
                      : crop_position == "given"  ? shardpack::crop_position::given
+                     : crop_position == "foreground" ? shardpack::crop_position::foreground
                                                  : shardpack::crop_position::center;
+        aug.background = std::move(background);
         const auto flip_mode = [](const std::string& m) {
             return m == "random" ? shardpack::flip_mode::random
                  : m == "given"  ? shardpack::flip_mode::given
@@ -732,7 +756,7 @@ public:
         const label_mode mode = label == "onehot" ? label_mode::one_hot
                               : label == "index"  ? label_mode::index
                                                   : label_mode::none;
-        const auto image_dtype = as_float ? nb::dtype<float>() : nb::dtype<std::uint8_t>();
+        const auto image_dtype = as_float ? nb::dtype<float>() : as_uint16 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>();
         const std::vector<std::size_t> image_shape =
             channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
         std::vector<std::size_t> label_shape;
@@ -749,7 +773,7 @@ public:
         }
 
         shardpack::normalization norm;
-        for (std::size_t ch = 0; ch < c && ch < mean.size() && ch < stddev.size(); ++ch) {
+        for (std::size_t ch = 0; ch < c && ch < 4 && ch < mean.size() && ch < stddev.size(); ++ch) {
             norm.mean[ch] = mean[ch];
             norm.stddev[ch] = stddev[ch];
         }
@@ -775,7 +799,9 @@ public:
         }
         if (mode != label_mode::none && overlap(images, labels))
             throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
-        std::vector<shardpack::crop_box> applied(augmented && !boxes_obj.is_none() ? n : 0);
+        // Foreground crops: the boxes always, to count the records that had no foreground.
+        const bool foreground = aug.position == shardpack::crop_position::foreground;
+        std::vector<shardpack::crop_box> applied(augmented && (!boxes_obj.is_none() || foreground) ? n : 0);
 
         // One sample_buffers for the whole batch; each part reads its slice.
         shardpack::sample_buffers all;
@@ -784,6 +810,7 @@ public:
         const std::size_t image_n = h * w * c;
         std::size_t label_n = 0;
         if (as_float) all.image_f32 = static_cast<float*>(images.data());
+        else if (as_uint16) all.image_u16 = static_cast<std::uint16_t*>(images.data());
         else all.image_u8 = static_cast<std::uint8_t*>(images.data());
         // Class ids of a classification batch in a type the reader has no output for (uint8,
         // uint16) are read as int32 and narrowed afterwards.
@@ -829,6 +856,8 @@ public:
                 else
                     std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(labels.data()));
             }
+            if (foreground)
+                for (const shardpack::crop_box& a : applied) fallbacks_ += a.fallback;
             if (!boxes_obj.is_none()) {
                 // Without crops or flips each sample is its whole record: (0, 0, 0, 0).
                 std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
@@ -844,10 +873,87 @@ public:
         return nb::make_tuple(images_obj, labels_obj, boxes_obj);
     }
 
+    // -- class colors, contact sheets, foreground crops (issue 33)
+    // (r, g, b) per class: the dictionary's color, or the palette's (src/inspect/contact_sheet.hpp).
+    nb::list class_colors() const {
+        nb::list out;
+        for (std::size_t c = 0; c < ds_.classes().size(); ++c) {
+            const shardpack::rgb k = shardpack::class_color(ds_, c);
+            out.append(nb::make_tuple(k.r, k.g, k.b));
+        }
+        return out;
+    }
+    // Foreground-crop reads (read_batch) that found no foreground pixel and took a uniform window.
+    std::uint64_t foreground_fallbacks() const { return fallbacks_.load(); }
+    // shardpack.contact_sheet, from arguments it checked: (pixels (H, W, 3) uint8, tiles, legend).
+    // No records given: `count` of them, the first or (random) drawn with sample_seed, as the CLI's.
+    nb::tuple contact_sheet(std::vector<std::size_t> records, std::size_t count, bool random, std::uint64_t sample_seed,
+                            std::size_t tile, std::size_t columns, double alpha,
+                            std::vector<std::uint32_t> hidden, const std::string& title, bool augmented,
+                            std::size_t crop_height, std::size_t crop_width, const std::string& crop_position,
+                            float hflip, float vflip, std::uint64_t seed, std::uint64_t epoch,
+                            std::vector<std::uint32_t> background) const {
+        shardpack::augmentation aug;
+        aug.height = crop_height;
+        aug.width = crop_width;
+        aug.position = crop_position == "random" ? shardpack::crop_position::random
+                     : crop_position == "foreground" ? shardpack::crop_position::foreground
+                                                     : shardpack::crop_position::center;
+        aug.background = std::move(background);
+        aug.hflip = hflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
+        aug.vflip = vflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
+        aug.hflip_probability = hflip;
+        aug.vflip_probability = vflip;
+        aug.seed = seed;
+        aug.epoch = epoch;
+        shardpack::contact_sheet_options o;
+        o.records = records.empty() ? shardpack::sheet_records(ds_.size(), count, random, sample_seed) : std::move(records);
+        o.tile = tile;
+        o.columns = columns;
+        o.alpha = alpha;
+        o.hidden = std::move(hidden);
+        o.title = title;
+        o.augment = augmented ? &aug : nullptr;
+        shardpack::contact_sheet sheet;
+        {
+            gil_released unlocked;
+            sheet = shardpack::render_contact_sheet(ds_, o);
+        }
+        const std::vector<std::size_t> shape{sheet.canvas.height, sheet.canvas.width, 3};
+        nb::object pixels = new_numpy(shape, nb::dtype<std::uint8_t>());
+        std::memcpy(nb::cast<nb::ndarray<std::uint8_t>>(pixels).data(), sheet.canvas.pixels.data(), sheet.canvas.pixels.size());
+        nb::list tiles, legend;
+        for (const shardpack::sheet_tile& t : sheet.tiles) {
+            nb::dict d;
+            d["index"] = t.index;
+            d["x"] = t.x;
+            d["y"] = t.y;
+            d["width"] = t.width;
+            d["height"] = t.height;
+            d["source_height"] = t.source_height;
+            d["source_width"] = t.source_width;
+            d["box"] = nb::make_tuple(t.box.y, t.box.x, int(t.box.hflip), int(t.box.vflip));
+            d["fallback"] = t.box.fallback;
+            tiles.append(d);
+        }
+        for (const shardpack::sheet_legend_entry& e : sheet.legend) {
+            nb::dict d;
+            d["class_id"] = e.class_id;
+            d["x"] = e.x;
+            d["y"] = e.y;
+            d["size"] = e.size;
+            d["color"] = nb::make_tuple(e.color.r, e.color.g, e.color.b);
+            d["hidden"] = e.hidden;
+            legend.append(d);
+        }
+        return nb::make_tuple(pixels, tiles, legend);
+    }
+
 private:
     shardpack::dataset ds_;
     std::string path_;
     std::string io_note_;  // what open() said about its choice of I/O (open_options::log)
+    std::atomic<std::uint64_t> fallbacks_{0};
 
     // read_batch's indices as positions in [0, len), checked here as they are copied (the one
     // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
@@ -891,15 +997,17 @@ private:
     nb::tuple get_fixed(std::size_t k, shardpack::read_context& ctx) const {
         const auto& sc = ds_.schema();
         const std::size_t h = sc.fixed_height, w = sc.fixed_width, c = sc.channels;
-        const std::size_t image_bytes = h * w * c, label_at = (image_bytes + 63) / 64 * 64;
+        const bool wide = sc.image_value_bytes == 2;
+        const std::size_t image_bytes = h * w * c * sc.image_value_bytes, label_at = (image_bytes + 63) / 64 * 64;
         const bool seg = sc.task == shardpack::task::segmentation;
         const bool index = sc.layout == shardpack::label_layout::index, index16 = index && sc.label_value_bytes == 2;
         const std::size_t label_bytes = !seg ? 0 : index16 ? h * w * 2 : index ? h * w : h * w * sc.class_count;
         auto [data, owner] = output_memory(label_at + label_bytes);
         auto* dst = static_cast<std::uint8_t*>(data);
         shardpack::sample_buffers out;
-        out.image_u8 = dst;
-        out.image_capacity = image_bytes;
+        if (wide) out.image_u16 = reinterpret_cast<std::uint16_t*>(dst);
+        else out.image_u8 = dst;
+        out.image_capacity = h * w * c;
         if (seg && index16) out.label_index = reinterpret_cast<std::uint16_t*>(dst + label_at);
         else if (seg && index) out.label_index_u8 = dst + label_at;
         else if (seg) out.label_u8 = dst + label_at;
@@ -910,7 +1018,7 @@ private:
             gil_released unlocked;
             ds_.read_into(k, out, ctx);
         }
-        nb::object image = view(dst, {h, w, c}, nb::dtype<std::uint8_t>(), owner, false);
+        nb::object image = view(dst, {h, w, c}, wide ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, false);
         if (!seg) return nb::make_tuple(image, nb::int_(class_id));
         nb::object label = index16 ? view(dst + label_at, {h, w}, nb::dtype<std::uint16_t>(), owner, false)
                          : index   ? view(dst + label_at, {h, w}, nb::dtype<std::uint8_t>(), owner, false)
@@ -925,8 +1033,9 @@ private:
                      std::size_t label_at = 0) const {
         const auto& sc = ds_.schema();
         const std::size_t h = smp.height(), w = smp.width();
-        const void* image_data = copy ? static_cast<const void*>(copy) : smp.image().data();
-        nb::object image = view(image_data, {h, w, sc.channels}, nb::dtype<std::uint8_t>(), owner, read_only);
+        const void* image_data = copy ? static_cast<const void*>(copy) : image_bytes_of(smp);
+        nb::object image = view(image_data, {h, w, sc.channels},
+                                sc.image_value_bytes == 2 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>(), owner, read_only);
         nb::object label;
         if (sc.task == shardpack::task::classification) {
             label = nb::int_(smp.class_id());
@@ -943,6 +1052,12 @@ private:
         else
             label = view(label_data, {h, w, std::size_t(sc.class_count)}, nb::dtype<std::uint8_t>(), owner, read_only);
         return nb::make_tuple(image, label);
+    }
+
+    // A sample's image bytes, uint8 or uint16 (little-endian: the wheels are built for little-endian hosts).
+    const void* image_bytes_of(const shardpack::sample& smp) const {
+        if (ds_.schema().image_value_bytes == 2) return smp.image16().data();
+        return smp.image().data();
     }
 
     // A view of a sample's bytes: read-only for raw records (the memory map), writable for
@@ -1045,6 +1160,8 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("image_shape", &reader::image_shape,
                      nb::sig("def image_shape(self) -> tuple[int, int, int] | None"))
         .def_prop_ro("channels", &reader::channels)
+        .def_prop_ro("image_dtype", &reader::image_dtype)
+        .def_prop_ro("channel_order", &reader::channel_order)
         .def_prop_ro("class_count", [](const reader& r) { return r.class_count(); })
         .def_prop_ro("ignore_value", &reader::ignore_value)
         .def_prop_ro("content_hash", &reader::content_hash)
@@ -1053,7 +1170,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
         .def("get", &reader::get, "i"_a,
-             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+             nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16], "
                      "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),
              "(image, label) of record i, in [0, len).")
         .def("prefetch", &reader::prefetch, "indices"_a,
@@ -1062,15 +1179,30 @@ NB_MODULE(_shardpack, m) {
         .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
              "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
              "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
-             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(),
+             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
+             "background"_a = std::vector<std::uint32_t>{0},
              nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
                      "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
                      "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
                      "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
                      "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None) "
+                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False, "
+                     "background: collections.abc.Sequence[int] = [0]) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
              "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+        // Contact sheets, class colors, foreground crops (issue 33).
+        .def_prop_ro("class_colors", &reader::class_colors, nb::sig("def class_colors(self) -> list[tuple[int, int, int]]"))
+        .def_prop_ro("foreground_fallbacks", &reader::foreground_fallbacks)
+        .def("contact_sheet", &reader::contact_sheet, "records"_a, "count"_a, "random"_a, "sample_seed"_a, "tile"_a, "columns"_a, "alpha"_a, "hidden"_a, "title"_a,
+             "augmented"_a, "crop_height"_a, "crop_width"_a, "crop_position"_a, "hflip"_a, "vflip"_a, "seed"_a, "epoch"_a,
+             "background"_a,
+             nb::sig("def contact_sheet(self, records: collections.abc.Sequence[int], count: int, random: bool, "
+                     "sample_seed: int, tile: int, columns: int, alpha: float, "
+                     "hidden: collections.abc.Sequence[int], title: str, augmented: bool, crop_height: int, crop_width: int, "
+                     "crop_position: str, hflip: float, vflip: float, seed: int, epoch: int, "
+                     "background: collections.abc.Sequence[int]) -> tuple[numpy.typing.NDArray[numpy.uint8], "
+                     "list[dict[str, typing.Any]], list[dict[str, typing.Any]]]"),
+             "shardpack.contact_sheet, from arguments it checked.")
         .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
                      nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
         .def("read_fields",

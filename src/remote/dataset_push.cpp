@@ -76,7 +76,14 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
     r.content_hash = manifest.at("content_hash").as_string();
     r.records = manifest.at("records").as_u64();
     std::map<std::string, std::uint64_t> local;  // name -> bytes
+    std::map<std::string, std::uint64_t> verified;  // name -> the XXH3-64 verify found for its bytes
     std::vector<std::string> order;
+    // A shard's name holds its whole-file hash, which verify checked against its bytes.
+    auto hash_in_name = [](const std::string& name) {
+        std::uint64_t h = 0;
+        detail::parse_hex16(name.substr(name.size() - 4 - 16, 16), h);
+        return h;
+    };
     if (const detail::json* table = manifest.find("shard_table")) {
         // Format 1.2: the shards listed in the binary shard table, which is pushed like a shard
         // (before the manifest that names it).
@@ -85,16 +92,20 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
         const std::string bytes = folder->read_own(name, detail::shard_table_max_bytes);
         for (const auto& [shard, size] : table_files(bytes, dir + "/" + name)) {
             local[shard] = size;
+            verified[shard] = hash_in_name(shard);
             order.push_back(shard);
         }
         r.shards = order.size();
         local[name] = bytes.size();
+        if (!detail::parse_hex16(table->at("xxh3").as_string(), verified[name]))  // the reader checked the table against it
+            throw error(manifest_path + ": shard_table: \"xxh3\" is not 16 lowercase hex digits");
         order.push_back(name);
     } else {
         for (const auto& s : manifest.at("shards").as_array()) {
             const std::string& name = s.at("file").as_string();
             if (!is_shard_name(name)) throw error(manifest_path + ": \"" + name + "\" is not a shard name");
             local[name] = s.at("bytes").as_u64();
+            verified[name] = hash_in_name(name);
             order.push_back(name);
         }
         r.shards = order.size();
@@ -165,6 +176,23 @@ push_result push_dataset(const std::string& dir, const std::string& url, s3_clie
             }
         }
         if (!failure.empty()) throw error("not published (the remote manifest is unchanged): " + failure);
+        // What was sent must be what was verified: a file changed in place since (same size) is
+        // an upload of other bytes under the verified file's name. Such objects are removed, so
+        // that no later push takes them for the verified file (it goes by name and size).
+        std::vector<std::string> changed;
+        for (std::size_t i = 0; i < send.size(); ++i) {
+            std::uint64_t sent = 0;
+            const bool known = puts[i].sent_xxh3(sent);
+            if (known && sent == verified[send[i]]) continue;
+            changed.push_back(dir + "/" + send[i] + (known ? ": the bytes uploaded hash to " + detail::hex16(sent) + ", the verified file's to " +
+                                                                    detail::hex16(verified[send[i]])
+                                                              : ": its upload was not read in one pass, so its bytes could not be checked"));
+            client.delete_object(where.bucket, where.key(send[i]));
+        }
+        if (!changed.empty())
+            throw error(changed.front() + (changed.size() > 1 ? " (and " + std::to_string(changed.size() - 1) + " more)" : "") +
+                        ": it changed after it was verified (rewritten in place?); not published (the remote manifest is "
+                        "unchanged, the uploaded object removed); push again");
         std::map<std::string, std::uint64_t> after;
         for (const auto& o : client.list_objects(where.bucket, list_prefix)) after[o.key.substr(list_prefix.size())] = o.size;
         for (const auto& n : send) {

@@ -22,6 +22,7 @@
 #include "remote/curl_library.hpp"
 #include "shardpack/detail/error.hpp"
 #include "shardpack/detail/regular_file.hpp"
+#include "shardpack/detail/xxhash.hpp"
 
 namespace shardpack::remote {
 
@@ -309,6 +310,8 @@ struct s3_pending::state {
     bool found = true;
     std::string etag;
     std::uint64_t content_length = 0;
+    bool sent_hash_known = false;  // a file upload read in one pass: sent_hash is its XXH3-64
+    std::uint64_t sent_hash = 0;
 
     // Engine thread only:
     int started = 0;            // attempts started (hedges included)
@@ -334,6 +337,12 @@ struct attempt {
     int upload_fd = -1;
     std::uint64_t upload_pos = 0;
     bool upload_changed = false;
+    // The XXH3-64 of the file's bytes as they are sent: valid while they were read in order from 0.
+    XXH3_state_t upload_hash;
+    bool upload_hash_valid = true;
+    // Response headers: their bytes so far, and whether the blank line that ends them came.
+    std::uint64_t header_bytes = 0;
+    bool headers_done = false;
     char errbuf[CURL_ERROR_SIZE] = {0};
 };
 
@@ -424,10 +433,13 @@ struct s3_client::engine {
         const std::size_t bytes = size * n;
         std::string line(data, bytes);
         const std::size_t colon = line.find(':');
+        a->header_bytes += bytes;
+        if (line == "\r\n" || line == "\n") a->headers_done = true;
         if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a 100 Continue): forget the old headers
             a->content_range.clear();
             a->etag.clear();
             a->has_content_length = false;
+            a->headers_done = false;
             const std::size_t sp = line.find(' ');
             a->status = sp == std::string::npos ? 0 : std::strtol(line.c_str() + sp + 1, nullptr, 10);
         }
@@ -459,6 +471,7 @@ struct s3_client::engine {
                 a->upload_changed = true;
                 return CURL_READFUNC_ABORT;
             }
+            if (a->upload_hash_valid) XXH3_64bits_update(&a->upload_hash, dst, std::size_t(got));
             a->upload_pos += std::uint64_t(got);
             return std::size_t(got);
         }
@@ -469,6 +482,8 @@ struct s3_client::engine {
     static int on_seek(void* user, curl_off_t offset, int origin) {
         auto* a = static_cast<attempt*>(user);
         if (origin != SEEK_SET || offset < 0) return CURL_SEEKFUNC_CANTSEEK;
+        if (offset == 0) XXH3_64bits_reset(&a->upload_hash), a->upload_hash_valid = true;  // sent again from the start
+        else if (std::uint64_t(offset) != a->upload_pos) a->upload_hash_valid = false;
         a->upload_pos = std::uint64_t(offset);
         return CURL_SEEKFUNC_OK;
     }
@@ -480,6 +495,7 @@ struct s3_client::engine {
         a->req = st;
         a->hedge = hedge;
         a->start = clock_type::now();
+        XXH3_64bits_reset(&a->upload_hash);
         if (!s.upload_path.empty()) {
             struct stat sb {};
             std::string why;
@@ -616,6 +632,18 @@ struct s3_client::engine {
                                    : "larger than " + std::to_string(s.max_body) + " bytes";
             else if (a->upload_changed)
                 problem = s.upload_path + ": cannot be read to the end (changed during the upload?)", retry = false;
+            else if (code == CURLE_OUT_OF_MEMORY && !a->errbuf[0] && !a->headers_done)
+                // libcurl keeps a response header line in a buffer of at most CURL_MAX_HTTP_HEADER
+                // bytes and fails with "Out of memory", saying nothing more, when one is longer.
+                problem = "the response has a header line longer than libcurl accepts (" +
+                          std::to_string(CURL_MAX_HTTP_HEADER / 1024) + " KiB, CURL_MAX_HTTP_HEADER; " +
+                          std::to_string(a->header_bytes) + " bytes of headers came before it)",
+                retry = false;
+            else if (std::strncmp(a->errbuf, "Too large response headers", 26) == 0)
+                // ... and all of a response's header lines in at most 300 KiB (since curl 8.3, and
+                // in Debian's 7.88.1 since its fix of CVE-2023-38039).
+                problem = "the response's headers are larger than libcurl accepts (300 KiB in all): curl: " + std::string(a->errbuf),
+                retry = false;
             else
                 problem = std::string("curl: ") + (a->errbuf[0] ? a->errbuf : curl.easy_strerror(code));
             if (a->too_long && !s.ranged) retry = false;
@@ -662,6 +690,8 @@ struct s3_client::engine {
                 st->body = std::move(a->body);
                 st->etag = a->etag;
                 st->content_length = a->has_content_length ? a->content_length : 0;
+                st->sent_hash_known = !s.upload_path.empty() && a->upload_hash_valid && a->upload_pos == s.upload_size;
+                st->sent_hash = XXH3_64bits_digest(&a->upload_hash);
             }
             finish(st, {});
             return;
@@ -778,6 +808,12 @@ struct s3_client::engine {
 bool s3_pending::ready() const {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->done;
+}
+
+bool s3_pending::sent_xxh3(std::uint64_t& hash) const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    hash = state_->sent_hash;
+    return state_->done && state_->failure.empty() && state_->sent_hash_known;
 }
 
 const std::vector<unsigned char>& s3_pending::wait() const {

@@ -100,6 +100,10 @@ public:
     bool ready() const;
     // The body (a ranged GET: exactly the range; PUT/DELETE: empty).
     const std::vector<unsigned char>& wait() const;
+    // After wait(), for put_file_async: the XXH3-64 of the bytes the PUT that succeeded sent,
+    // hashed as they were read from the file (so a file changed since it was checked is seen).
+    // False when not known (another request, or the upload was not read in one pass).
+    bool sent_xxh3(std::uint64_t& hash) const;
     struct state;
 
 private:
@@ -127,7 +131,8 @@ public:
                                           bool* found = nullptr, std::string* etag = nullptr);
     // The object's size and ETag, or found = false.
     s3_object_info head_object(const std::string& bucket, const std::string& key, bool* found);
-    // Uploads bytes (copied) or a local file (read when sent, checked to keep its size).
+    // Uploads bytes (copied) or a local file (read when sent, checked to keep its size, and
+    // hashed: s3_pending::sent_xxh3).
     s3_pending put_object_async(const std::string& bucket, const std::string& key, std::vector<unsigned char> body);
     s3_pending put_file_async(const std::string& bucket, const std::string& key, const std::string& path);
     void put_object(const std::string& bucket, const std::string& key, std::vector<unsigned char> body);

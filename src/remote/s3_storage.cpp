@@ -1,19 +1,14 @@
 #include "remote/s3_storage.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
 #include <mutex>
-#include <random>
 
 #include "dataset/dataset_names.hpp"
+#include "io/cache_folder.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
 #include "shardpack/detail/json.hpp"
@@ -58,44 +53,6 @@ std::string hash_in_name(const std::string& name) {
     return name.substr(dash + 1, 16);
 }
 
-bool make_dirs(const std::string& path) {
-    std::string at;
-    for (std::size_t i = 0; i <= path.size(); ++i) {
-        if (i == path.size() || path[i] == '/') {
-            if (!at.empty()) {
-                if (::mkdir(at.c_str(), 0700) != 0 && errno != EEXIST) return false;
-            }
-        }
-        if (i < path.size()) at += path[i];
-    }
-    struct stat st {};
-    return ::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// Writes bytes to dir/name through a temporary and a rename (never through a link: O_EXCL on
-// a fresh name). A cache that cannot be written is not an error: false.
-bool write_cache_file(const std::string& dir, const std::string& name, const unsigned char* a, std::size_t na,
-                      const unsigned char* b = nullptr, std::size_t nb = 0) {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    const std::string tmp = dir + "/.tmp-" + std::to_string(::getpid()) + "-" + hex64(rng());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0) return false;
-    bool ok = true;
-    for (auto [p, n] : {std::pair<const unsigned char*, std::size_t>{a, na}, {b, nb}}) {
-        std::size_t done = 0;
-        while (ok && done < n) {
-            const ssize_t w = ::write(fd, p + done, n - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) ok = false;
-            else done += std::size_t(w);
-        }
-    }
-    if (::close(fd) != 0) ok = false;
-    if (ok && ::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) ok = false;
-    if (!ok) ::unlink(tmp.c_str());
-    return ok;
-}
-
 }  // namespace
 
 remote_options remote_options::from_environment() {
@@ -124,7 +81,7 @@ struct s3_storage::impl {
     std::shared_ptr<s3_client> client;
     s3_location where;
     remote_options opts;
-    std::string meta_dir, shard_dir;  // empty: no disk cache
+    std::shared_ptr<cache_folder> meta, shards;  // null: no disk cache
 
     mutable std::mutex m;
     std::map<std::string, std::uint64_t> sizes;  // from the last manifest read
@@ -136,7 +93,6 @@ struct s3_storage::impl {
     std::deque<std::shared_ptr<chunk>> fifo;  // every chunk holding memory, oldest first
     std::uint64_t held = 0;
     remote_stats stats;
-    std::mutex shard_cache_m;  // one whole-shard download or eviction at a time
 
     // Adds c to the memory budget, evicting the oldest chunks beyond it. Caller holds m.
     void account(const std::shared_ptr<chunk>& c) {
@@ -155,9 +111,6 @@ class s3_source final : public byte_source {
 public:
     s3_source(std::shared_ptr<s3_storage::impl> st, std::string name, std::uint64_t size)
         : st_(std::move(st)), name_(std::move(name)), key_(st_->where.key(name_)), size_(size) {}
-    ~s3_source() override {
-        if (cache_fd_ >= 0) ::close(cache_fd_);
-    }
 
     std::uint64_t size() const override { return size_; }
     std::string describe() const override { return st_->where.url(name_); }
@@ -300,8 +253,7 @@ public:
         bool cached[2] = {false, false};
         const std::uint64_t at[2] = {0, size_ - n};
         for (int i = 0; i < 2; ++i) {
-            const std::string path = cache_path(at[i], n);
-            cached[i] = !path.empty() && ::access(path.c_str(), R_OK) == 0;
+            cached[i] = st_->meta && st_->meta->holds(metadata_name(at[i], n));
         }
         if (cached[0] && cached[1]) return;
         if (!whole_shard_wanted() && size_ <= 2 * speculative + st_->opts.merge_gap) {
@@ -325,7 +277,9 @@ private:
     mutable std::mutex dl_m_;
     mutable std::vector<s3_pending> parts_;
     mutable bool download_failed_ = false;
-    mutable int cache_fd_ = -1;
+    mutable bool cache_looked_ = false;             // the cache was asked for this shard
+    mutable std::shared_ptr<cached_file> cached_;   // the shard's cached copy, checked
+    mutable std::string cache_damage_;              // a cached copy that failed its check (removed), for messages
 
     // Heads and tails are read once by the shard's parse (and kept by it, and on disk): their
     // memory goes back to the budget at once.
@@ -368,60 +322,63 @@ private:
         index_offset_ = detail::load_u64(t);
     }
 
-    std::string cache_path(std::uint64_t offset, std::uint64_t length) const {
-        if (st_->meta_dir.empty()) return {};
-        return st_->meta_dir + "/" + name_ + "." + std::to_string(offset) + "-" + std::to_string(length);
+    // The metadata cache's name for a range of this shard.
+    std::string metadata_name(std::uint64_t offset, std::uint64_t length) const {
+        return name_ + "." + std::to_string(offset) + "-" + std::to_string(length);
     }
 
     bool load_metadata(std::uint64_t offset, std::uint64_t length, unsigned char* dst) const {
-        const std::string path = cache_path(offset, length);
-        if (path.empty()) return false;
-        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd < 0) return false;
-        struct stat st {};
-        bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && std::uint64_t(st.st_size) == length + 8;
-        unsigned char sum[8];
-        if (ok) ok = ::pread(fd, dst, length, 0) == ssize_t(length) && ::pread(fd, sum, 8, off_t(length)) == 8;
-        ::close(fd);
-        // A damaged cache file is ignored (and replaced by the next fetch).
-        if (ok && detail::load_u64(sum) != XXH3_64bits(dst, length)) ok = false;
-        if (ok) {
-            std::lock_guard<std::mutex> lock(st_->m);
-            ++st_->stats.metadata_cache_hits;
-        }
-        return ok;
+        if (!st_->meta) return false;
+        // The bytes, then their XXH3-64: a damaged file is ignored (the range is fetched).
+        const auto text = st_->meta->read(metadata_name(offset, length), length + 8);
+        if (!text) return false;
+        const auto* p = reinterpret_cast<const unsigned char*>(text->data());
+        if (detail::load_u64(p + length) != XXH3_64bits(p, length)) return false;
+        std::memcpy(dst, p, length);
+        std::lock_guard<std::mutex> lock(st_->m);
+        ++st_->stats.metadata_cache_hits;
+        return true;
     }
 
     void store_metadata(std::uint64_t offset, std::uint64_t length, const unsigned char* bytes) const {
-        if (st_->meta_dir.empty() || hash_in_name(name_).empty()) return;  // only content-named shards
-        const std::string path = cache_path(offset, length);
-        if (::access(path.c_str(), F_OK) == 0) return;
+        if (!st_->meta || hash_in_name(name_).empty()) return;  // only content-named shards
         unsigned char sum[8];
-        const std::uint64_t h = XXH3_64bits(bytes, length);
-        for (int i = 0; i < 8; ++i) sum[i] = static_cast<unsigned char>(h >> (8 * i));
-        write_cache_file(st_->meta_dir, path.substr(st_->meta_dir.size() + 1), bytes, length, sum, 8);
+        detail::store_u64(sum, XXH3_64bits(bytes, length));
+        st_->meta->add(metadata_name(offset, length), {{bytes, std::size_t(length)}, {sum, 8}});
     }
 
     // ---- whole-shard cache
     bool whole_shard_wanted() const {
-        return !st_->shard_dir.empty() && st_->opts.shard_cache_bytes >= size_ && !hash_in_name(name_).empty();
+        return st_->shards && st_->opts.shard_cache_bytes >= size_ && !hash_in_name(name_).empty();
     }
 
+    // The cached copy when the cache wrote one and it is still right (checked whole against the
+    // hash in its name before any of its bytes is used); else the download starts. A copy that
+    // fails the check is removed and the shard fetched again, once.
     void start_download() const {
         std::lock_guard<std::mutex> lock(dl_m_);
-        if (cache_fd_ >= 0 || !parts_.empty() || download_failed_) return;
-        const std::string path = st_->shard_dir + "/" + name_;
-        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-        if (fd >= 0) {
-            struct stat sb {};
-            if (::fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && std::uint64_t(sb.st_size) == size_) {
-                cache_fd_ = fd;
-                ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);  // recently used
-                std::lock_guard<std::mutex> l2(st_->m);
-                ++st_->stats.shard_cache_hits;
-                return;
+        if (cached_ || !parts_.empty() || download_failed_) return;
+        if (!cache_looked_) {
+            cache_looked_ = true;
+            if (auto copy = st_->shards->open_listed(name_)) {
+                std::string why;
+                try {
+                    const std::string h = hex64(copy->xxh3());
+                    if (copy->size() != size_) why = std::to_string(copy->size()) + " bytes, the manifest says " + std::to_string(size_);
+                    else if (h != hash_in_name(name_)) why = "its bytes hash to " + h + ", its name says " + hash_in_name(name_);
+                } catch (const std::exception& e) {
+                    why = e.what();
+                }
+                if (why.empty()) {
+                    copy->touch();  // recently used
+                    cached_ = std::move(copy);
+                    std::lock_guard<std::mutex> l2(st_->m);
+                    ++st_->stats.shard_cache_hits;
+                    return;
+                }
+                st_->shards->remove_listed(name_);
+                cache_damage_ = copy->path() + " (" + why + ")";
             }
-            ::close(fd);
         }
         for (std::uint64_t off = 0; off < size_; off += st_->opts.max_request)
             parts_.push_back(st_->client->get_range_async(st_->where.bucket, key_, off,
@@ -439,7 +396,7 @@ private:
         start_download();
         std::lock_guard<std::mutex> lock(dl_m_);
         if (download_failed_) return false;
-        if (cache_fd_ < 0) {
+        if (!cached_) {
             std::vector<std::vector<unsigned char>> bodies;
             try {
                 for (auto& p : parts_) bodies.push_back(p.wait());
@@ -452,66 +409,37 @@ private:
             XXH3_state_t h;
             XXH3_64bits_reset(&h);
             for (const auto& b : bodies) XXH3_64bits_update(&h, b.data(), b.size());
-            if (hex64(XXH3_64bits_digest(&h)) != hash_in_name(name_))
-                throw error(describe() + ": the object's bytes do not hash to the XXH3 in its name: it is damaged on the server");
-            std::vector<unsigned char> whole;
-            whole.reserve(static_cast<std::size_t>(size_));
-            for (auto& b : bodies) whole.insert(whole.end(), b.begin(), b.end());
-            bodies.clear();
-            {
-                std::lock_guard<std::mutex> l2(st_->shard_cache_m);
-                make_room(size_);
-                write_cache_file(st_->shard_dir, name_, whole.data(), whole.size());
+            const std::string got = hex64(XXH3_64bits_digest(&h));
+            if (got != hash_in_name(name_)) {
+                if (!cache_damage_.empty())
+                    throw error(describe() + ": the cached copy " + cache_damage_ +
+                                " failed its check and was removed; fetched again, the object's bytes hash to " + got +
+                                " too, not to the XXH3 in its name: it is damaged on the server");
+                throw error(describe() + ": the object's bytes hash to " + got +
+                            ", not to the XXH3 in its name: it is damaged on the server");
             }
-            cache_fd_ = ::open((st_->shard_dir + "/" + name_).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (cache_fd_ < 0) {  // the cache could not be written: serve this read from memory
-                std::memcpy(dst, whole.data() + offset, length);
+            cache_folder::pieces pieces;
+            for (const auto& b : bodies) pieces.push_back({b.data(), b.size()});
+            if (st_->shards->add_listed(name_, pieces, st_->opts.shard_cache_bytes)) cached_ = st_->shards->open_listed(name_);
+            if (!cached_) {  // the cache could not be written: this read from memory, the next ones by range
                 download_failed_ = true;
+                std::uint64_t at = 0;
+                for (const auto& b : bodies) {
+                    const std::uint64_t lo = std::max<std::uint64_t>(at, offset), hi = std::min<std::uint64_t>(at + b.size(), offset + length);
+                    if (lo < hi) std::memcpy(static_cast<unsigned char*>(dst) + (lo - offset), b.data() + (lo - at), std::size_t(hi - lo));
+                    at += b.size();
+                }
                 return true;
             }
         }
-        std::size_t done = 0;
-        while (done < length) {
-            const ssize_t got = ::pread(cache_fd_, static_cast<char*>(dst) + done, length - done, off_t(offset + done));
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) throw error(st_->shard_dir + "/" + name_ + ": cannot read the cached shard");
-            done += std::size_t(got);
+        try {
+            cached_->read_at(offset, length, dst);
+        } catch (const std::exception& e) {
+            throw error(describe() + ": " + e.what());
         }
         std::lock_guard<std::mutex> l2(st_->m);
         st_->stats.bytes_delivered += length;
         return true;
-    }
-
-    // Removes the least recently used cached shards until `incoming` more bytes fit the limit.
-    void make_room(std::uint64_t incoming) const {
-        DIR* d = ::opendir(st_->shard_dir.c_str());
-        if (!d) return;
-        struct entry {
-            std::string name;
-            std::uint64_t size;
-            std::int64_t used;
-        };
-        std::vector<entry> files;
-        std::uint64_t total = 0;
-        while (dirent* e = ::readdir(d)) {
-            const std::string n = e->d_name;
-            if (n == "." || n == "..") continue;
-            struct stat sb {};
-            // Only what this cache wrote: a shard's content name, a regular file of this user
-            // (a user's own files in the folder, links and others' files are never removed).
-            if (!is_shard_name(n)) continue;
-            if (::fstatat(::dirfd(d), n.c_str(), &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode) ||
-                sb.st_uid != ::geteuid())
-                continue;
-            files.push_back({n, std::uint64_t(sb.st_size), std::int64_t(sb.st_mtim.tv_sec) * 1000000000 + sb.st_mtim.tv_nsec});
-            total += std::uint64_t(sb.st_size);
-        }
-        std::sort(files.begin(), files.end(), [](const entry& a, const entry& b) { return a.used < b.used; });
-        for (const auto& f : files) {
-            if (total + incoming <= st_->opts.shard_cache_bytes) break;
-            if (::unlinkat(::dirfd(d), f.name.c_str(), 0) == 0) total -= f.size;
-        }
-        ::closedir(d);
     }
 };
 
@@ -526,8 +454,14 @@ s3_storage::s3_storage(std::shared_ptr<s3_client> client, s3_location where, rem
         else if (!env("HOME").empty()) dir = env("HOME") + "/.cache/shardpack";
     }
     if (!dir.empty() && dir != "off") {
-        if (make_dirs(dir + "/meta")) impl_->meta_dir = dir + "/meta";
-        if (options.shard_cache_bytes > 0 && make_dirs(dir + "/shards")) impl_->shard_dir = dir + "/shards";
+        // Folders of the cache's own (io/cache_folder.hpp): a folder there that the cache did
+        // not make, or a link, is an error, never written to or emptied.
+        try {
+            impl_->meta = cache_folder::claim(dir + "/meta");
+            if (options.shard_cache_bytes > 0) impl_->shards = cache_folder::claim(dir + "/shards");
+        } catch (const std::exception& e) {
+            throw error(std::string("the object-storage disk cache (SHARDPACK_CACHE_DIR): ") + e.what());
+        }
     }
 }
 

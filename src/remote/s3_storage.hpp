@@ -24,11 +24,16 @@
 //
 // Local disk cache (cache_dir, by default $SHARDPACK_CACHE_DIR, else $XDG_CACHE_HOME/shardpack,
 // else ~/.cache/shardpack; "off" for none): the first and last bytes of each shard (header,
-// trailer, index) are kept under the shard's content name (shard-NNNNN-<xxh3>.spk: the name
-// changes when a byte does), so a second open fetches nothing but the manifest, and opening a
-// shard again fetches nothing. With
-// shard_cache_bytes > 0, whole shards are also kept there (checked against the hash in their
-// name), the least recently used removed beyond that many bytes.
+// trailer, index) are kept in its meta/ folder under the shard's content name
+// (shard-NNNNN-<xxh3>.spk: the name changes when a byte does), so a second open fetches nothing
+// but the manifest, and opening a shard again fetches nothing. With shard_cache_bytes > 0, whole
+// shards are also kept, in its shards/ folder, the least recently used removed beyond that many
+// bytes. Both folders are the cache's own (io/cache_folder.hpp): made by it and marked by its
+// ledger, which lists the files it wrote; a folder there that it did not make, or a link, is an
+// error naming it, and a file it did not write is never read, replaced or removed. A cached
+// shard is checked whole against the hash in its name before its first byte is used (once per
+// open shard); one that fails is removed and fetched again, and when the fetched bytes fail too
+// the error names the object and the cache file.
 #pragma once
 #include <cstdint>
 #include <memory>

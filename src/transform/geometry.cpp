@@ -450,6 +450,106 @@ const std::uint8_t* const* row_pointers(const image_u8& src, const resample_axis
     return rows.data();
 }
 
+// The weights of every content pixel of one resampled axis, in double: the wide resampler's
+// table (16-bit samples, or channel counts other than 1, 3 and 4).
+struct wide_axis_table {
+    std::vector<std::uint32_t> first, count;
+    std::vector<std::size_t> at;  // where pixel j's weights start in `weights`
+    std::vector<double> weights;
+    std::uint32_t span_first = 0, span_end = 0;
+};
+
+void build_wide_table(wide_axis_table& t, const axis_plan& a, resample_filter f) {
+    const kernel kern = kernel_for(f, a.src_len, a.scaled_len);
+    const std::uint32_t n = a.content_len;
+    t.first.resize(n);
+    t.count.resize(n);
+    t.at.resize(n);
+    t.weights.clear();
+    t.span_first = UINT32_MAX;
+    t.span_end = 0;
+    std::vector<double> w;
+    for (std::uint32_t j = 0; j < n; ++j) {
+        pixel_weights(a.src_len, a.scaled_len, a.crop_offset + j, kern, t.first[j], w);
+        t.count[j] = static_cast<std::uint32_t>(w.size());
+        t.at[j] = t.weights.size();
+        t.weights.insert(t.weights.end(), w.begin(), w.end());
+        t.span_first = std::min(t.span_first, t.first[j]);
+        t.span_end = std::max(t.span_end, t.first[j] + t.count[j]);
+    }
+    if (n == 0) t.span_first = 0;
+}
+
+// Sample i of a row of 1- or 2-byte samples.
+inline double sample_at(const std::uint8_t* row, std::size_t i, std::uint32_t bytes) {
+    if (bytes == 1) return row[i];
+    std::uint16_t v;
+    std::memcpy(&v, row + 2 * i, 2);
+    return v;
+}
+
+inline void store_sample(std::uint8_t* row, std::size_t i, double v, std::uint32_t bytes) {
+    const double top = bytes == 1 ? 255.0 : 65535.0;
+    const double r = std::floor(v + 0.5);
+    const double c = r < 0.0 ? 0.0 : r > top ? top : r;
+    if (bytes == 1) {
+        row[i] = static_cast<std::uint8_t>(c);
+    } else {
+        const auto u = static_cast<std::uint16_t>(c);
+        std::memcpy(row + 2 * i, &u, 2);
+    }
+}
+
+// apply_geometry's resampling for 16-bit samples and for any channel count: the same plan and
+// filter weights as the 8-bit path, applied in double precision (16-bit values need more than the
+// 14-bit coefficients and 7-bit intermediates of the fixed-point kernels), separable (vertical,
+// then horizontal, clamped and rounded once at the end), over the output's window only.
+void resample_wide(const image_u8& src, const geometry_plan& plan, resample_filter filter, image_u8& out) {
+    const axis_plan &ax = plan.x, &ay = plan.y;
+    const std::uint32_t C = src.channels, B = src.sample_bytes;
+    wide_axis_table tx, ty;
+    // A copied axis is an identity table: one weight of 1 at the window's pixel.
+    const auto identity = [](wide_axis_table& t, const axis_plan& a) {
+        t.first.resize(a.content_len);
+        t.count.assign(a.content_len, 1);
+        t.at.resize(a.content_len);
+        t.weights.assign(a.content_len, 1.0);
+        for (std::uint32_t j = 0; j < a.content_len; ++j) {
+            t.first[j] = a.crop_offset + j;
+            t.at[j] = j;
+        }
+        t.span_first = a.crop_offset;
+        t.span_end = a.crop_offset + a.content_len;
+    };
+    if (ax.copy()) identity(tx, ax); else build_wide_table(tx, ax, filter);
+    if (ay.copy()) identity(ty, ay); else build_wide_table(ty, ay, filter);
+    if (src.height < ty.span_end)
+        throw input_error("image has " + std::to_string(src.height) + " rows but " + std::to_string(ty.span_end) +
+                          " are needed");
+    const std::size_t cols = std::size_t(tx.span_end - tx.span_first) * C;
+    std::vector<double> mid(cols);
+    const std::size_t out_x0 = std::size_t(ax.pad_before) * C;
+    for (std::uint32_t t = 0; t < ay.content_len; ++t) {
+        std::fill(mid.begin(), mid.end(), 0.0);
+        const double* wy = ty.weights.data() + ty.at[t];
+        for (std::uint32_t k = 0; k < ty.count[t]; ++k) {
+            const std::uint8_t* row = src.row(ty.first[t] + k);
+            const std::size_t base = std::size_t(tx.span_first) * C;
+            for (std::size_t i = 0; i < cols; ++i) mid[i] += wy[k] * sample_at(row, base + i, B);
+        }
+        std::uint8_t* dst = out.row(ay.pad_before + t);
+        for (std::uint32_t j = 0; j < ax.content_len; ++j) {
+            const double* wx = tx.weights.data() + tx.at[j];
+            const double* m = mid.data() + std::size_t(tx.first[j] - tx.span_first) * C;
+            for (std::uint32_t c = 0; c < C; ++c) {
+                double acc = 0.0;
+                for (std::uint32_t k = 0; k < tx.count[j]; ++k) acc += wx[k] * m[std::size_t(k) * C + c];
+                store_sample(dst, out_x0 + std::size_t(j) * C + c, acc, B);
+            }
+        }
+    }
+}
+
 void check_plan(const axis_plan& a, const char* axis) {
     const bool ok = a.src_len > 0 && a.scaled_len > 0 && std::uint64_t(a.crop_offset) + a.content_len <= a.scaled_len &&
                     std::uint64_t(a.pad_before) + a.content_len <= a.out_len;
@@ -562,7 +662,7 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
     check_plan(plan.x, "x");
     check_plan(plan.y, "y");
     const std::uint32_t C = src.channels;
-    if (C == 0 || src.pixels.size() < std::size_t(src.width) * src.height * C)
+    if (C == 0 || src.pixels.size() < std::size_t(src.width) * src.height * src.pixel_bytes())
         throw std::invalid_argument("apply_geometry: the source image's buffer does not match its size");
     if (src.width != plan.x.src_len)
         throw input_error("image is " + std::to_string(src.width) + " pixels wide but the plan expects " +
@@ -586,20 +686,24 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
     out.width = ax.out_len;
     out.height = ay.out_len;
     out.channels = C;
-    out.pixels.resize(std::size_t(out.width) * out.height * C);
+    out.sample_bytes = src.sample_bytes;
+    const std::size_t P = src.pixel_bytes();
+    out.pixels.resize(std::size_t(out.width) * out.height * P);
     const bool padded = ax.content_len < ax.out_len || ay.content_len < ay.out_len;
     if (padded) std::fill(out.pixels.begin(), out.pixels.end(), std::uint8_t(0));
     if (!ax.content_len || !ay.content_len) return;
 
-    const std::size_t out_x0 = std::size_t(ax.pad_before) * C;
-    const std::size_t content_bytes = std::size_t(ax.content_len) * C;
-
-    if (ax.copy() && ay.copy()) {
-        const std::size_t src_x0 = std::size_t(ax.crop_offset) * C;
+    if (ax.copy() && ay.copy()) {  // crop and pad: whole pixels of any size, copied
+        const std::size_t src_x0 = std::size_t(ax.crop_offset) * P, out_x0 = std::size_t(ax.pad_before) * P;
+        const std::size_t content_bytes = std::size_t(ax.content_len) * P;
         for (std::uint32_t t = 0; t < ay.content_len; ++t)
             std::memcpy(out.row(ay.pad_before + t) + out_x0, src.row(ay.crop_offset + t) + src_x0, content_bytes);
         return;
     }
+    if (src.sample_bytes != 1 || (C != 1 && C != 3 && C != 4)) return resample_wide(src, plan, filter, out);
+
+    const std::size_t out_x0 = std::size_t(ax.pad_before) * C;
+    const std::size_t content_bytes = std::size_t(ax.content_len) * C;
     if (ay.copy()) {  // horizontal only, straight from the source rows
         build_table(scratch.x, ax, filter, true);
         const std::size_t col0 = std::size_t(scratch.x.span_first) * C;

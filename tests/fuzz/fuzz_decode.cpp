@@ -5,7 +5,8 @@
 //           shorter, fit); bits 4-5 crop (center, topleft, none, center); bit 6 filter lanczos
 //           (else area / bilinear by bit 7); bit 7 also: unknown mask colors are errors
 //   byte 1: target size: 0 = none, else width 1 + (b & 31), height 1 + (b >> 3)
-//   byte 2: bit 0: recompute the CRC of every PNG chunk first, so that mutations get past them
+//   byte 2: bit 0: recompute the CRC of every PNG chunk first, so that mutations get past them;
+//           bit 1: keep 16-bit samples (decode_request::keep_16: 16-bit PNG and TIFF)
 // Steps, as the build's sample_transformer does them:
 //   1. sniff_format, read_image_size (header only). Images over max_fuzz_pixels are skipped
 //      here: the decoders' own limits allow up to 2 GiB, more than a fuzzer's memory limit,
@@ -50,7 +51,8 @@ volatile std::uint64_t sink;
 void check_image(const image_u8& img, std::uint32_t want_channels, const char* what) {
     if (img.channels != want_channels) finding(std::string(what) + ": wrong channel count");
     if (img.width == 0 || img.height == 0) finding(std::string(what) + ": an empty image");
-    if (img.pixels.size() != std::size_t(img.width) * img.height * img.channels)
+    if (img.sample_bytes != 1 && img.sample_bytes != 2) finding(std::string(what) + ": a sample size other than 1 or 2");
+    if (img.pixels.size() != std::size_t(img.width) * img.height * img.channels * img.sample_bytes)
         finding(std::string(what) + ": pixel buffer of the wrong size");
 }
 
@@ -98,7 +100,7 @@ void map_as_mask(const image_u8& mask, const geometry_plan& plan, bool strict) {
     sink = sink + total;
 }
 
-void run(const std::uint8_t* data, std::size_t size, unsigned o0, unsigned o1) {
+void run(const std::uint8_t* data, std::size_t size, unsigned o0, unsigned o1, bool keep_16) {
     static const pixel_layout layouts[4] = {pixel_layout::gray, pixel_layout::rgb, pixel_layout::rgba, pixel_layout::rgb};
     const pixel_layout layout = layouts[o0 & 3];
     const std::uint32_t want = channel_count(layout);
@@ -123,6 +125,7 @@ void run(const std::uint8_t* data, std::size_t size, unsigned o0, unsigned o1) {
     geometry_plan image_plan = mask_plan;
     decode_request req;
     req.layout = layout;
+    req.keep_16 = keep_16;
     if (format == file_format::jpeg && g.resize != resize_mode::none)
         image_plan = plan_jpeg_dct_scaling(width, height, mask_plan, g, req);
     req.max_rows = image_plan.y.src_rows_needed();
@@ -146,11 +149,12 @@ void run(const std::uint8_t* data, std::size_t size, unsigned o0, unsigned o1) {
     apply_geometry(decoded, image_plan, g.filter, out, scratch);
     check_image(out, want, "apply_geometry");
     if (out.width != image_plan.x.out_len || out.height != image_plan.y.out_len) finding("apply_geometry: wrong output size");
-    if (image_plan == mask_plan) map_as_mask(decoded, mask_plan, (o0 & 0x80) != 0);
+    if (image_plan == mask_plan && decoded.sample_bytes == 1) map_as_mask(decoded, mask_plan, (o0 & 0x80) != 0);
 
     // The whole image, and for PNG the fast path against libpng.
     decode_request full;
     full.layout = layout;
+    full.keep_16 = keep_16;
     image_u8 whole;
     decode_image(data, size, full, whole, &info);
     check_image(whole, want, "full decode");
@@ -204,7 +208,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<std::uint8_t> file(data + 3, data + size);  // its own allocation: ASan sees overreads
     if ((data[2] & 1) && sniff_format(file.data(), file.size()) == file_format::png) fix_png_crcs(file);
     try {
-        run(file.data(), file.size(), data[0], data[1]);
+        run(file.data(), file.size(), data[0], data[1], (data[2] & 2) != 0);
     } catch (const input_error&) {   // decode_error included
     } catch (const usage_error&) {   // plan_geometry on options it refuses
     } catch (const std::exception& e) {

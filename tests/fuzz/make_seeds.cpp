@@ -6,11 +6,14 @@
 //   manifest: the fixtures' manifest.json files (their shards are those fuzz_manifest reads
 //             against), the golden vector's manifest, and tests/fuzz/seeds/manifest/*;
 //   decode:   ../shared/data/pngsuite/*.png and ../shared/data/jpeg/*, plus PNGs and JPEGs the
-//             project's encoders make (gray, RGB, RGBA; baseline and progressive), each behind
-//             three option bytes;
+//             project's encoders make (gray, RGB, RGBA; baseline and progressive) and TIFFs
+//             libtiff writes (16-bit grey strips, 4-band tiles), each behind three option bytes;
 //   csv:      tests/fuzz/seeds/csv/* behind a few selector bytes.
+#include <tiffio.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -101,6 +104,49 @@ int main(int argc, char** argv) {
     for (const auto& p : files_in(shared + "/jpeg"))
         if (p.extension() == ".jpg" || p.extension() == ".png") image_seed(p.filename().string(), test::read_file(p.string()));
     for (std::uint32_t c : {1u, 3u, 4u}) image_seed("enc-" + std::to_string(c) + ".png", as_string(encode_png(pattern(13, 7, c))));
+    // TIFFs (libtiff's writer): 16-bit grey in deflate strips, 4 bands of 8 bits in LZW tiles;
+    // each also with the keep_16 bit (decode option byte 2, bit 1).
+    for (int t = 0; t < 2; ++t) {
+        const std::string path = work + "/seed.tif";
+        TIFF* tif = TIFFOpen(path.c_str(), "w");
+        if (!tif) return 1;
+        const std::uint32_t w = 19, h = 11, c = t == 0 ? 1 : 4, b = t == 0 ? 2 : 1;
+        TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, w);
+        TIFFSetField(tif, TIFFTAG_IMAGELENGTH, h);
+        TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, std::uint16_t(c));
+        TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, std::uint16_t(8 * b));
+        TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, c == 1 ? PHOTOMETRIC_MINISBLACK : PHOTOMETRIC_RGB);
+        if (c == 4) {
+            const std::uint16_t extra = EXTRASAMPLE_UNASSALPHA;
+            TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, std::uint16_t(1), &extra);
+        }
+        TIFFSetField(tif, TIFFTAG_COMPRESSION, t == 0 ? COMPRESSION_ADOBE_DEFLATE : COMPRESSION_LZW);
+        std::vector<std::uint8_t> px(std::size_t(w) * h * c * b);
+        for (std::size_t i = 0; i < px.size(); ++i) px[i] = static_cast<std::uint8_t>(i * 7 + i / 13);
+        if (t == 0) {
+            TIFFSetField(tif, TIFFTAG_ROWSPERSTRIP, 4u);
+            for (std::uint32_t y = 0; y < h; y += 4)
+                TIFFWriteEncodedStrip(tif, TIFFComputeStrip(tif, y, 0), px.data() + std::size_t(y) * w * c * b,
+                                      tmsize_t(std::size_t(std::min(4u, h - y)) * w * c * b));
+        } else {
+            TIFFSetField(tif, TIFFTAG_TILEWIDTH, 16u);
+            TIFFSetField(tif, TIFFTAG_TILELENGTH, 16u);
+            std::vector<std::uint8_t> tile(std::size_t(TIFFTileSize(tif)));
+            for (std::uint32_t y = 0; y < h; y += 16)
+                for (std::uint32_t x = 0; x < w; x += 16) {
+                    std::fill(tile.begin(), tile.end(), std::uint8_t(0));
+                    for (std::uint32_t r = 0; r < 16 && y + r < h; ++r)
+                        for (std::uint32_t q = 0; q < 16 && x + q < w; ++q)
+                            std::memcpy(tile.data() + (std::size_t(r) * 16 + q) * c, px.data() + (std::size_t(y + r) * w + x + q) * c, c);
+                    TIFFWriteTile(tif, tile.data(), x, y, 0, 0);
+                }
+        }
+        TIFFClose(tif);
+        const std::string bytes = test::read_file(path);
+        for (unsigned char o2 : {0, 2})
+            seed(decode_dir, "tiff-" + std::to_string(t) + "-" + std::to_string(o2) + ".tif",
+                 {static_cast<unsigned char>(t * 53 + 1), static_cast<unsigned char>(t ? 0 : 77), o2}, bytes);
+    }
     for (std::uint32_t c : {1u, 3u})
         for (bool progressive : {false, true})
             image_seed("enc-" + std::to_string(c) + (progressive ? "-prog" : "") + ".jpg",

@@ -65,8 +65,8 @@ def test_argument_errors_are_shardpack_errors_and_the_matching_builtin(built):
 
 # The words each option takes (#20 item 3): written out here, not taken from the package's tables,
 # so that a changed table shows.
-WORDS = {"dtype": ("float32", "uint8"), "layout": ("NCHW", "NHWC"), "label": ("onehot", "index", "stored"),
-         "crop_position": ("center", "random"), "order": ("global", "blocks")}
+WORDS = {"dtype": ("float32", "uint8", "uint16"), "layout": ("NCHW", "NHWC"), "label": ("onehot", "index", "stored"),
+         "crop_position": ("center", "random", "foreground"), "order": ("global", "blocks")}
 
 
 def check_word_errors(make, options, words_only=()):

@@ -5,6 +5,7 @@ installed or cannot start, or the extension was built without libcurl. About 15 
 tests, libcurl's loading, need no server."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import time
@@ -177,6 +178,48 @@ def test_torch_loader_blocks_order_from_the_server_equals_local(env, tmp_path):
 
 def torch_equal(a, b):
     return a.shape == b.shape and bool((a == b).all())
+
+
+
+def folder_bytes(folder):
+    return {p.name: p.read_bytes() for p in pathlib.Path(folder).iterdir()}
+
+
+def test_a_content_hash_changed_in_transit_is_refused_naming_the_manifest(env, built):
+    """The manifest's content_hash is checked against the shards' hashes it is computed from
+    (spec 13.2) at open: a changed one is an error naming manifest.json, not a wrong identity."""
+    url = f"s3://{s3_fixture.BUCKET}/py/chash"
+    push(built["index"], url)
+    good = remote_or_skip(url).content_hash
+    key = f"/{s3_fixture.BUCKET}/py/chash/manifest.json"
+    status, text = s3_fixture.signed_request(env.ports[3], "GET", key)
+    assert status == 200
+    changed = text.replace(good.encode(), (("1" if good[0] == "0" else "0") + good[1:]).encode())
+    assert changed != text
+    status, _ = s3_fixture.signed_request(env.ports[3], "PUT", key, body=changed)
+    assert status == 200
+    with pytest.raises(shardpack.Error, match=r"manifest\.json: content_hash .*" + good):
+        shardpack.open(url)
+
+
+def test_the_shard_cache_refuses_a_folder_it_did_not_make(env, built, tmp_path, monkeypatch):
+    """$SHARDPACK_CACHE_DIR/shards holding a user's dataset (shard-*.spk files) is not the
+    whole-shard cache's: opening refuses it, naming it, and none of its files is removed."""
+    url = f"s3://{s3_fixture.BUCKET}/py/owncache"
+    push(built["onehot"], url)
+    data = tmp_path / "data"
+    shutil.copytree(built["index"], data / "shards")
+    before = folder_bytes(data / "shards")
+    largest = max(p.stat().st_size for p in pathlib.Path(built["onehot"]).glob("shard-*.spk"))
+    monkeypatch.setenv("SHARDPACK_CACHE_DIR", str(data))
+    monkeypatch.setenv("SHARDPACK_SHARD_CACHE_BYTES", str(largest + 1))  # one shard at a time: each new one would evict
+    with pytest.raises(shardpack.Error, match="not a shardpack cache") as e:
+        remote = shardpack.open(url)
+        remote.read_batch(np.arange(len(remote), dtype=np.int64), dtype="uint8")
+    if "remote library" in str(e.value):
+        pytest.skip("this build of the extension has no libcurl (s3:// URLs): " + str(e.value))
+    assert str(data / "shards") in str(e.value)
+    assert folder_bytes(data / "shards") == before
 
 
 # No server: fresh interpreters, so nothing earlier in this process has loaded libcurl. About 1 s.

@@ -267,6 +267,21 @@ def test_read_batch_fills_torch_tensors_in_place_through_dlpack(built):
         ds.read_batch(idx, label="index", out=(images, torch.empty(y.shape, dtype=torch.int32)))
 
 
+def test_read_batch_refuses_a_torch_out_tensor_that_requires_grad(built):
+    ds = shardpack.open(built["index"])
+    idx = [5, 1, 8]
+    x, y = ds.read_batch(idx, label="index")
+    images, labels = torch.zeros(x.shape, requires_grad=True), torch.empty(y.shape, dtype=torch.int64)
+    with pytest.raises(ValueError, match="out images is a tensor that requires grad"):
+        ds.read_batch(idx, label="index", out=(images, labels))
+    assert torch.count_nonzero(images.detach()) == 0  # nothing was written into it
+    with pytest.raises(shardpack.ArgumentValueError, match="requires grad"):
+        ds.read_batch(idx, label="onehot", out=(torch.empty(x.shape), torch.zeros((3, 24, 32, 4), requires_grad=True)))
+    # Its detached view is the caller's explicit choice: written in place.
+    ds.read_batch(idx, label="index", out=(images.detach(), labels))
+    assert torch.equal(images.detach(), torch.from_numpy(x))
+
+
 def test_the_process_exits_cleanly_with_a_loader_iterator_still_running(built):
     # Python kills daemon threads at exit wherever they are; one killed inside read_batch would
     # abort the process ("terminate called without an active exception", exit 134).
@@ -434,6 +449,38 @@ def test_ring_never_overwrites_a_batch_that_is_still_referenced(built):
     for _ in loader:
         pass
     assert loader.buffers_allocated == before
+
+
+def test_ring_serves_two_live_iterators_over_one_loader(built):
+    """An evaluation pass started inside a training pass, or zip(loader, loader): two producers
+    share the ring, and each iterator gets its own epoch's batches, exact. The ring gave the
+    second producer "min() arg is an empty sequence" once both had filled their queues."""
+    ds = shardpack.open(built["onehot"])
+    loader = spt.Loader(ds, batch_size=1, reuse_buffers=True, prefetch=2, threads=2, shuffle=False)
+    want = [ds.read_batch([i]) for i in range(len(ds))]
+
+    def check(k, batch):
+        images, labels = batch
+        assert torch.equal(images, torch.from_numpy(want[k][0])) and torch.equal(labels, torch.from_numpy(want[k][1]))
+
+    first, second = iter(loader), iter(loader)
+    check(0, next(first))
+    time.sleep(0.5)  # its producer fills its queue and holds one slot more
+    check(0, next(second))
+    time.sleep(0.5)
+    for k, batch in enumerate(second, start=1):
+        check(k, batch)
+    for k, batch in enumerate(first, start=1):
+        check(k, batch)
+    # prefetch + 3 places per live iterator: two at once allocate no more than that, each pass.
+    assert loader.buffers_allocated <= 2 * (loader.prefetch + 3)
+    before, n = loader.buffers_allocated, 0
+    for a, b in zip(loader, loader):
+        check(n, a)
+        check(n, b)
+        n += 1
+    assert n == len(ds) > loader.prefetch + 3
+    assert loader.buffers_allocated - before <= 2 * (loader.prefetch + 3)
 
 
 class FakeEvent:

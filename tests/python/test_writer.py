@@ -280,3 +280,22 @@ def test_cli_sample_stream_refusals(tmp_path):
     r = subprocess.run(base + ["--out", str(tmp_path / "o")], input=b"SPSAMPv1" + bytes(8), capture_output=True)
     assert r.returncode == 1 and b"without its end mark" in r.stderr
     assert not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_unknown_entries_refused(tmp_path):
+    """A mapping's entries besides image, label and key (boxes, before fields exist) fail the
+    sample instead of being dropped."""
+    s = [{"image": np.zeros((2, 2, 3), np.uint8), "label": 0, "boxes": [[0, 0, 1, 1]]}]
+    with pytest.raises(shardpack.Error, match=r"sample 0 '0': unknown entries \['boxes'\]"):
+        shardpack.write(tmp_path / "d", s, task="cls", classes=["a"], quiet=True)
+
+
+def test_progress_and_log_relayed(tmp_path, capsys):
+    """The build's progress line and log reach sys.stderr (a notebook's too), as the CLI shows them."""
+    s = [(np.zeros((4, 4, 3), np.uint8), i % 2) for i in range(5)]
+    shardpack.write(tmp_path / "d", s, task="cls", classes=["a", "b"], progress=True)
+    err = capsys.readouterr().err
+    assert "5/5 rows" in err and "samples/s" in err  # the progress line, with the list's length
+    assert "5 records" in err  # the build's summary line
+    shardpack.write(tmp_path / "q", iter(s), task="cls", classes=["a", "b"], quiet=True)
+    assert capsys.readouterr().err == ""

@@ -17,6 +17,10 @@ Standard library only. Used two ways:
                          reset     the connection closed with no answer
                          corrupt   one byte of the body changed (status, length and
                                    Content-Range right: only a checksum can tell)
+                         bigheader one response header line of 300 KB added (beyond
+                                   libcurl's 100 KiB per line)
+                         manyheaders 4,000 header lines of 100 bytes added (400 KB in all,
+                                   beyond libcurl's 300 KiB for a response's headers)
       clear              no faults
       stats              "ok N" N = ranged GETs the proxy forwarded or faulted
     EOF or "quit" stops everything. Exit 77 (skipped) when the server cannot start, with the
@@ -291,6 +295,11 @@ class FaultProxy:
                         a, _, b = span.partition("-")
                         v = "%s %d-%d/%s" % (unit, int(a) + 1, int(b) + 1, total)
                     self.send_header(k, v)
+                if mode == "bigheader":
+                    self.send_header("x-amz-meta-big", "a" * (300 * 1000))
+                elif mode == "manyheaders":
+                    for i in range(4000):
+                        self.send_header("x-amz-meta-h%d" % i, "b" * 80)
                 self.send_header("Content-Length", str(len(data)))
                 if mode == "truncate":
                     self.send_header("Connection", "close")
@@ -312,7 +321,12 @@ class FaultProxy:
 
             do_PUT = do_DELETE = do_HEAD = do_POST = do_GET
 
-        self.server = http.server.ThreadingHTTPServer((LOOPBACK, 0), Handler)
+        class Server(http.server.ThreadingHTTPServer):
+            def handle_error(self, request, client_address):
+                if not isinstance(sys.exc_info()[1], OSError):  # a client that hung up (the header faults): not news
+                    super().handle_error(request, client_address)
+
+        self.server = Server((LOOPBACK, 0), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -323,7 +337,7 @@ class FaultProxy:
         return "http://%s:%d" % (LOOPBACK, self.port)
 
     def set_fault(self, mode, count, delay_ms=0):
-        if mode not in ("503", "truncate", "badrange", "slow", "reset", "corrupt"):
+        if mode not in ("503", "truncate", "badrange", "slow", "reset", "corrupt", "bigheader", "manyheaders"):
             raise ValueError("unknown fault mode %r" % mode)
         with self.lock:
             self.mode, self.count, self.delay_ms = mode, int(count), int(delay_ms)

@@ -5,11 +5,17 @@ Reads a dataset folder, makes the spec's reader checks (section 14), decodes eve
 prints one JSON line per record: index, key, height, width, class_id and CRC-32s of the image
 and label bytes. Exits 1, naming the problem, on anything the spec says to refuse.
 
+    read_shardpack.py DIR [--writer]
+
+--writer: also check what the spec asks of a writer where a file shows it (a reader must not
+refuse these): each shard's version_minor (5, 15) and the manifest's format_version (13.3, 15).
+
 Standard library only. zstd records are decompressed with the `zstd` command. XXH3-64
 checksums are verified when the `xxhash` module is importable (otherwise said on stderr).
 """
 import json
 import os
+import stat
 import struct
 import subprocess
 import sys
@@ -45,9 +51,11 @@ def parse_schema(p):
     s = dict(task=p[0], channels=p[1], order=p[2], layout=p[3], dtype=p[4], image_dtype=p[5],
              fixed_h=u32(p, 8), fixed_w=u32(p, 12), classes=u32(p, 16), ignore=u32(p, 20))
     seg = s["task"] == 1
-    if s["image_dtype"] != 1: raise Refused("image dtype")
+    if s["image_dtype"] not in (1, 2): raise Refused("image dtype")
     if s["task"] not in (1, 2): raise Refused("task")
-    if {1: 1, 2: 3, 3: 4}.get(s["order"]) != s["channels"]: raise Refused("channel order/count")
+    if s["order"] == 4:  # bands (1.4): 1 to 255 channels
+        if s["channels"] == 0: raise Refused("bands without a channel")
+    elif {1: 1, 2: 3, 3: 4}.get(s["order"]) != s["channels"]: raise Refused("channel order/count")
     if not 1 <= s["classes"] <= 65535: raise Refused("class count")
     if s["fixed_h"] > 65536 or s["fixed_w"] > 65536: raise Refused("fixed size")
     if (s["fixed_h"] == 0) != (s["fixed_w"] == 0): raise Refused("one fixed dimension")
@@ -78,6 +86,24 @@ def parse_classes(p):
         out.append(p[at:at + ln]); at += ln
     if at != len(p): raise Refused("bytes after the last class")
     return out
+
+
+def plain_name(name):
+    """14.A.5.1 and 13.8: one file of the dataset folder."""
+    return isinstance(name, str) and name != "" and "/" not in name and "\0" not in name and not name.startswith(".")
+
+
+def nonnegative(value, what):
+    """13.3: records, bytes and first_record are non-negative integers (20.0 and -1 are refused)."""
+    if type(value) is not int or value < 0: raise Refused(f"{what}: not a non-negative integer: {value!r}")
+    return value
+
+
+def read_regular(path):
+    """A regular file's bytes (14.A.5.2, 13.8 step 3); a symbolic link to one is followed, as
+    the spec says for every name the manifest gives."""
+    if not stat.S_ISREG(os.stat(path).st_mode): raise Refused(f"{path}: not a regular file")
+    return open(path, "rb").read()
 
 
 KINDS = {1: "int", 2: "float", 3: "str", 4: "int-list", 5: "float-list", 6: "tags", 7: "boxes"}
@@ -169,7 +195,7 @@ def decode_fields(fields, p, h, w):
 
 
 def open_shard(path):
-    b = open(path, "rb").read()
+    b = read_regular(path)
     size = len(b)
     if size < 104: raise Refused("truncated")
     if b[:8] != MAGIC: raise Refused("bad magic")
@@ -187,7 +213,7 @@ def open_shard(path):
         raise Refused("header length")
     if xxhash and xxh3(b[:header_length] + b[index_offset:index_offset + 40 * count]) != checksum:
         raise Refused("header/index checksum")
-    if required & ~0x17: raise Refused("unknown required feature")
+    if required & ~0x1f: raise Refused("unknown required feature")
     if alignment < 64 or alignment & (alignment - 1) or alignment > 1 << 20: raise Refused("alignment")
     at, schema, classes, schema_raw, classes_raw, fields, fields_raw = 64, None, None, b"", b"", None, b""
     for _ in range(count_sections):
@@ -209,6 +235,8 @@ def open_shard(path):
             raise Refused(f"unknown required section type {stype}")
         at = align(at + length, 8)
     if schema is None or classes is None: raise Refused("schema or classes missing")
+    if (schema["image_dtype"] == 2 or schema["order"] == 4) and not required & 8:
+        raise Refused("uint16 images or bands without the feature bit")
     if len(classes) != schema["classes"]: raise Refused("class count mismatch")
     if (fields is not None) != bool(required & 0x10): raise Refused("fields section and feature bit 4 disagree")
     schema["fields"] = fields
@@ -227,7 +255,7 @@ def open_shard(path):
         end = off + stored
         entries.append((off, stored, decoded, csum, codec))
     return dict(bytes=b, shard_number=shard_number, first_record=first_record, schema=schema,
-                schema_key=schema_raw + classes_raw + fields_raw, entries=entries)
+                schema_key=schema_raw + classes_raw + fields_raw, entries=entries, minor=minor, required=required)
 
 
 def prefix_end(s, data, key_length):
@@ -243,7 +271,7 @@ def layout(s, data, decoded):
     """image_offset, image_bytes, label_offset, label_bytes, height of a record (spec 10.2)."""
     h, w, key_length = u32(data, 0), u32(data, 4), u32(data, 12)
     image_offset = align(prefix_end(s, data, key_length), 64)
-    image_bytes = h * w * s["channels"]
+    image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
     return image_offset, image_bytes, label_offset, label_bytes, h
@@ -333,7 +361,7 @@ def decode_record(shard, i):
     if s["task"] == 1 and class_id != -1: raise Refused("segmentation class id")
     end = prefix_end(s, data, key_length)
     image_offset = align(end, 64)
-    image_bytes = h * w * s["channels"]
+    image_bytes = h * w * s["channels"] * s["image_dtype"]
     label_bytes = 0 if s["task"] == 2 else h * w * (s["classes"] if s["layout"] == 1 else s["dtype"])
     label_offset = align(image_offset + image_bytes, 64) if label_bytes else image_offset + image_bytes
     if label_offset + label_bytes != len(data): raise Refused("record length")
@@ -348,9 +376,9 @@ def decode_record(shard, i):
 def read_shard_table(folder, t):
     """Spec 13.8: the binary shard table (format 1.2), as a list of manifest-style entries."""
     name = t["file"]
-    if not name or "/" in name or name.startswith("."): raise Refused("shard table name")
-    b = open(os.path.join(folder, name), "rb").read()
-    if len(b) != t["bytes"]: raise Refused(f"{name}: size differs from the manifest")
+    if not plain_name(name): raise Refused("shard table name")
+    b = read_regular(os.path.join(folder, name))
+    if len(b) != nonnegative(t["bytes"], "shard_table.bytes"): raise Refused(f"{name}: size differs from the manifest")
     if xxhash and f"{xxh3(b):016x}" != t["xxh3"]: raise Refused(f"{name}: XXH3-64 differs from the manifest")
     if len(b) < 32 or b[:8] != b"\x89SPT\r\n\x1a\n": raise Refused(f"{name}: not a shard table")
     major, _minor, entry_size, count = struct.unpack_from("<HHIQ", b, 8)
@@ -366,29 +394,55 @@ def read_shard_table(folder, t):
     return out
 
 
-def main(folder):
+def writer_checks(m, shards):
+    """What a writer declares (5, 13.3, 15): version_minor 5 with bit 4, else 3 with bit 2, else
+    1 with bit 1, else 0; format_version "1.5" when a shard declares 5, else "1.3" when one
+    declares 3, else "1.2" with a shard table, else "1.1" when one declares 1, else "1.0"."""
+    for k, shard in enumerate(shards):
+        r = shard["required"]
+        want = 5 if r & 0x10 else 3 if r & 4 else 1 if r & 2 else 0
+        if shard["minor"] != want:
+            raise Refused(f"writer: shard {k} declares version_minor {shard['minor']}, its feature bits call for {want}")
+    minors = {shard["minor"] for shard in shards}
+    want = ("1.5" if 5 in minors else "1.3" if 3 in minors else "1.2" if "shard_table" in m
+            else "1.1" if 1 in minors else "1.0")
+    if m["format_version"] != want:
+        raise Refused(f"writer: format_version {m['format_version']!r}, the shards and the shard list call for {want!r}")
+
+
+def main(folder, writer=False):
     if xxhash is None:
         print("read_shardpack.py: xxhash module missing; checksums not verified", file=sys.stderr)
     m = json.load(open(os.path.join(folder, "manifest.json"), encoding="utf-8"))
     if m.get("format") != "shardpack": raise Refused("not a shardpack manifest")
-    if not str(m.get("format_version", "")).startswith("1."): raise Refused("format version")
+    if not isinstance(m.get("format_version"), str) or not m["format_version"].startswith("1."):
+        raise Refused("format version")
     shards, total = [], 0
     if "shards" in m and "shard_table" in m: raise Refused("both shards and shard_table")
     entries = read_shard_table(folder, m["shard_table"]) if "shard_table" in m else m["shards"]
-    if not entries: raise Refused("no shards")
+    if not isinstance(entries, list) or not entries: raise Refused("shards: not a non-empty array")
     for k, e in enumerate(entries):
         name = e["file"]
-        if not name or "/" in name or name.startswith("."): raise Refused("shard name")
+        if not plain_name(name): raise Refused("shard name")
         path = os.path.join(folder, name)
         shard = open_shard(path)
-        if os.path.getsize(path) != e["bytes"]: raise Refused(f"{name}: size differs from the manifest")
-        if len(shard["entries"]) != e["records"]: raise Refused(f"{name}: record count differs")
-        if shard["shard_number"] != k or shard["first_record"] != total or e["first_record"] != total:
+        if len(shard["bytes"]) != nonnegative(e["bytes"], f"{name}: bytes"): raise Refused(f"{name}: size differs from the manifest")
+        if len(shard["entries"]) != nonnegative(e["records"], f"{name}: records"): raise Refused(f"{name}: record count differs")
+        if shard["shard_number"] != k or shard["first_record"] != total or nonnegative(e["first_record"], f"{name}: first_record") != total:
             raise Refused(f"{name}: position differs")
         if k and shard["schema_key"] != shards[0]["schema_key"]: raise Refused(f"{name}: schema differs")
         shards.append(shard)
         total += len(shard["entries"])
-    if total != m["records"]: raise Refused("record total differs")
+    if total != nonnegative(m["records"], "records"): raise Refused("record total differs")
+    # 13.2 and 14.A.7: content_hash is the XXH3-64 of the shards' hashes, the values in their names.
+    names = [e["file"] for e in entries]
+    hashes = [n[-20:-4] for n in names]
+    if xxhash and isinstance(m.get("content_hash"), str) and all(
+            n == f"shard-{k:05d}-{h}.spk" and all(c in "0123456789abcdef" for c in h) for k, (n, h) in enumerate(zip(names, hashes))):
+        if f"{xxh3(b''.join(int(h, 16).to_bytes(8, 'little') for h in hashes)):016x}" != m["content_hash"]:
+            raise Refused("manifest.json: content_hash differs from the shards' hashes")
+    if writer:
+        writer_checks(m, shards)
     index = 0
     for shard in shards:
         for i in range(len(shard["entries"])):
@@ -399,7 +453,7 @@ def main(folder):
 
 if __name__ == "__main__":
     try:
-        main(sys.argv[1])
+        main(sys.argv[1], writer="--writer" in sys.argv[2:])
     except (Refused, KeyError, ValueError, struct.error) as e:
         print(f"read_shardpack.py: refused: {e}", file=sys.stderr)
         sys.exit(1)

@@ -15,7 +15,7 @@ command -v zstd >/dev/null || { echo "the zstd command is needed (apt-get instal
 check() {  # name, then build options
   local name=$1; shift
   "$cli" -q build --out "$work/$name" "$@"
-  $reader "$work/$name" >"$work/$name.py.jsonl"
+  $reader "$work/$name" --writer >"$work/$name.py.jsonl"
   "$dump" "$work/$name" >"$work/$name.cpp.jsonl"
   diff -u "$work/$name.cpp.jsonl" "$work/$name.py.jsonl"
   echo "spec reader agrees on $name: $(wc -l <"$work/$name.py.jsonl") records"
@@ -27,6 +27,13 @@ check cls-auto --csv "$work/cls/list.csv" --size 24x24 --compression auto
 check seg-index-raw --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --label-layout index --compression none
 check seg-resized --csv "$work/seg/list.csv" --classes "$work/seg/class_dict.csv" --size 16x16 --resize fit
 check cls-jpeg --csv "$work/cls/list.csv" --size 24x24
+# Format 1.4: uint16 images (16-bit PNGs), in band frames and raw, resized and as stored.
+"$tool" --out "$work/seg16" --count 4 --width 40 --height 30 --bits 16 >/dev/null
+"$tool" --out "$work/cls16" --task cls --count 4 --width 48 --height 40 --bits 16 >/dev/null
+check seg-uint16-region-bands --csv "$work/seg16/list.csv" --classes "$work/seg16/class_dict.csv" --label-layout index
+check seg-uint16-resized-band-rows --csv "$work/seg16/list.csv" --classes "$work/seg16/class_dict.csv" --size 16x16 --band-rows 5
+check cls-uint16-gray-raw --csv "$work/cls16/list.csv" --color gray --compression none
+check cls-uint16-record-frames --csv "$work/cls16/list.csv" --compression zstd-record --size 24x24
 # Format 1.5: per-sample fields of every kind, in each stored form (values in the prefix of band
 # records, inside the zstd frame of codec 1 records, in raw records).
 python3 - "$work/seg" <<'PY'
@@ -98,6 +105,7 @@ PY
 check_golden_vector tiny_shard.hex golden shard-00000-d908886912887cfc.spk 1.0 d908886912887cfc a.png
 check_golden_vector band_shard.hex golden11 shard-00000-band.spk 1.1 "" b.png                 # band frames
 check_golden_vector region_band_shard.hex golden13 shard-00000-region.spk 1.3 "" c.png        # a band height per region
+check_golden_vector uint16_bands_shard.hex golden14 shard-00000-wide.spk 1.4 "" d.tif         # uint16 images, 5 bands
 check_golden_vector fields_shard.hex golden15 shard-00000-fields.spk 1.5 "" d.png            # per-sample fields
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
@@ -119,7 +127,7 @@ json.dump({"format": "shardpack", "format_version": "1.2", "records": 1,
 PY
 readers_agree golden12 a.png
 "$many" "$work/table3" --shards 3 --records 2 --shard-table always 2>/dev/null
-$reader "$work/table3" >"$work/table3.py.jsonl"
+$reader "$work/table3" --writer >"$work/table3.py.jsonl"
 "$dump" "$work/table3" >"$work/table3.cpp.jsonl"
 diff -u "$work/table3.cpp.jsonl" "$work/table3.py.jsonl"
 test "$(wc -l <"$work/table3.py.jsonl")" = 6
@@ -129,6 +137,37 @@ printf '\x07' | dd of="$(ls "$work/badtable"/shards-*.spt)" bs=1 seek=16 conv=no
 if $reader "$work/badtable" >/dev/null 2>&1; then echo "spec reader accepted a damaged shard table"; exit 1; fi
 if "$dump" "$work/badtable" >/dev/null 2>&1; then echo "C++ reader accepted a damaged shard table"; exit 1; fi
 echo "spec reader agrees on the 1.2 shard tables (golden and 3 shards)"
+# A symbolic link at the shard table's name is followed, as at manifest.json and the shards
+# (13.8 step 3): both read the table it leads to.
+cp -r "$work/table3" "$work/linktable"
+table=$(basename "$(ls "$work/linktable"/shards-*.spt)")
+mv "$work/linktable/$table" "$work/linktable/real.spt"
+ln -s real.spt "$work/linktable/$table"
+$reader "$work/linktable" >"$work/linktable.py.jsonl"
+"$dump" "$work/linktable" >"$work/linktable.cpp.jsonl"
+diff -u "$work/linktable.cpp.jsonl" "$work/linktable.py.jsonl"
+diff -u "$work/table3.cpp.jsonl" "$work/linktable.cpp.jsonl"
+echo "spec reader and C++ reader follow a link at the shard table's name"
+
+# Manifest members both readers refuse (13.3, 14.A.5.1): a fraction where an integer goes, a
+# shard name holding a NUL byte, an object for the shard list.
+for what in records-fraction shard-records-fraction nul-name shards-object; do
+  cp -r "$work/seg-index-raw" "$work/badmanifest"
+  python3 - "$work/badmanifest/manifest.json" "$what" <<'PY'
+import json, sys
+path, what = sys.argv[1:3]
+m = json.load(open(path))
+if what == "records-fraction": m["records"] = float(m["records"])
+elif what == "shard-records-fraction": m["shards"][0]["records"] = float(m["shards"][0]["records"])
+elif what == "nul-name": m["shards"][0]["file"] = m["shards"][0]["file"] + "\u0000x"
+elif what == "shards-object": m["shards"] = {}
+open(path, "w").write(json.dumps(m))
+PY
+  if $reader "$work/badmanifest" >/dev/null 2>&1; then echo "spec reader accepted a manifest with $what"; exit 1; fi
+  if "$dump" "$work/badmanifest" >/dev/null 2>&1; then echo "C++ reader accepted a manifest with $what"; exit 1; fi
+  rm -rf "$work/badmanifest"
+done
+echo "spec reader and C++ reader refuse the same damaged manifests"
 
 # Damage both readers must refuse at open: a byte of the index, the trailer magic, a version.
 shard=$(ls "$work/seg-index-raw"/shard-*.spk)
@@ -147,3 +186,49 @@ for what in index trailer version; do
   rm -rf "$work/bad"
 done
 echo "spec reader and C++ reader refuse the same damaged shards"
+
+# A manifest whose content_hash does not match its shards' names (14.A.7): both refuse (the
+# spec reader hashes with the xxhash module: python3-xxhash).
+cp -r "$work/seg-index-raw" "$work/badhash"
+python3 - "$work/badhash/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["content_hash"] = ("1" if m["content_hash"][0] == "0" else "0") + m["content_hash"][1:]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+if "$dump" "$work/badhash" >/dev/null 2>&1; then echo "C++ reader accepted a changed content_hash"; exit 1; fi
+if ! python3 -c "import xxhash" 2>/dev/null; then
+  echo "spec reader's content_hash check skipped: no python3 xxhash module (apt-get install python3-xxhash)"
+elif $reader "$work/badhash" >/dev/null 2>&1; then
+  echo "spec reader accepted a changed content_hash"; exit 1
+else
+  echo "spec reader and C++ reader refuse a changed content_hash"
+fi
+
+# The example manifest of 13.4 is what the tool writes for the command it names. Its hashes and
+# sizes follow from the zstd, libpng and libjpeg-turbo versions: compared whole when `libraries`
+# is the example's, else every member but those (and the versions) with a note.
+mkdir -p "$work/example"
+"$tool" --out "$work/example/src" --count 6 --seed 1 >/dev/null
+"$cli" -q build --csv "$work/example/src/list.csv" --classes "$work/example/src/class_dict.csv" --out "$work/example/ds" \
+  --size 32x32 --label-layout index
+python3 - "$src/formats/shardpack-v1.md" "$work/example/ds/manifest.json" <<'PY'
+import json, re, sys
+spec, written = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+section = spec[spec.index("### 13.4 Example manifest"):]
+shown = json.loads(re.search(r"```json\n(.*?)\n```", section, re.S).group(1))
+if shown.get("libraries") != written.get("libraries"):
+    print(f"13.4: libraries here {written.get('libraries')} differ from the example's; hashes and sizes not compared")
+    for m in (shown, written):
+        for k in ("content_hash", "libraries"):
+            m.pop(k, None)
+        for s in m.get("shards", []):
+            for k in ("file", "bytes", "xxh3"):
+                s.pop(k, None)
+if shown != written:
+    for k in sorted(set(shown) | set(written)):
+        if shown.get(k) != written.get(k):
+            print(f"13.4 example, member {k}: the spec shows {json.dumps(shown.get(k))}, the tool writes {json.dumps(written.get(k))}")
+    sys.exit("formats/shardpack-v1.md 13.4: the example manifest is not what the tool writes")
+print("13.4: the example manifest is what the tool writes")
+PY

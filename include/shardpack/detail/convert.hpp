@@ -344,16 +344,74 @@ struct pixel_span {
     std::size_t first = 0, count = 0, pixels = 0;
 };
 
+// Images of more than 4 channels take one normalisation for all (reader.hpp, normalization):
+// its first channel's, once every channel's values are checked equal.
+inline normalization uniform_normalization(const normalization& norm, std::size_t channels) {
+    if (channels <= 4) return norm;
+    for (int c = 1; c < 4; ++c)
+        if (norm.mean[c] != norm.mean[0] || norm.stddev[c] != norm.stddev[0])
+            throw error("read_into: a normalisation per channel is defined for up to 4 channels; this dataset has " +
+                        std::to_string(channels) + " (give every channel the same mean and stddev)");
+    return norm;
+}
+
+// The uint16 image outputs (image_u16, image_f32) of a uint16 record's span (format 1.4): values
+// as stored, or (v / 65535 - mean[c]) / stddev[c].
+inline void fill_image_span_u16(const schema_record& s, const unsigned char* image, pixel_span span, const sample_buffers& out,
+                                std::size_t slot) {
+    const std::size_t ch_n = s.channels, image_n = span.pixels * ch_n, values = span.count * ch_n;
+    const bool planar = out.channels_first && ch_n > 1;
+    if (out.image_u8)
+        throw error("read_into: this dataset stores uint16 images; read them as uint16 (image_u16) or float (image_f32)");
+    if (out.image_u16) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        std::uint16_t* dst = out.image_u16 + slot * image_n;
+        if (!planar && little_endian_host()) {
+            std::memcpy(dst + span.first * ch_n, image, values * 2);
+        } else if (!planar) {
+            for (std::size_t i = 0; i < values; ++i) dst[span.first * ch_n + i] = load_u16(image + 2 * i);
+        } else {
+            for (std::size_t p = 0; p < span.count; ++p)
+                for (std::size_t c = 0; c < ch_n; ++c)
+                    dst[c * span.pixels + span.first + p] = load_u16(image + 2 * (p * ch_n + c));
+        }
+    }
+    if (out.image_f32) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        const normalization norm = uniform_normalization(out.norm, ch_n);
+        float* dst = out.image_f32 + slot * image_n;
+        for (std::size_t p = 0; p < span.count; ++p)
+            for (std::size_t c = 0; c < ch_n; ++c) {
+                const std::size_t m = ch_n > 4 ? 0 : c;
+                const float v = (float(load_u16(image + 2 * (p * ch_n + c))) / 65535.0f - norm.mean[m]) / norm.stddev[m];
+                dst[planar ? c * span.pixels + span.first + p : (span.first + p) * ch_n + c] = v;
+            }
+    }
+}
+
 // The image outputs of `out` (slot `slot`) for the span's pixels; `image` holds those pixels as
 // stored (interleaved).
 inline void fill_image_span(const schema_record& s, const unsigned char* image, pixel_span span, const sample_buffers& out,
                             std::size_t slot) {
+    if (s.image_dtype_bytes == 2) return fill_image_span_u16(s, image, span, out, slot);
     const std::size_t ch_n = s.channels, image_n = span.pixels * ch_n;
     const bool planar = out.channels_first;
+    if (out.image_u16) {  // uint8 values, widened as they are
+        need(out.image_capacity, (slot + 1) * image_n, "image");
+        std::uint16_t* dst = out.image_u16 + slot * image_n + (planar ? span.first : span.first * ch_n);
+        convert_pixels(image, dst, span.count, span.pixels, ch_n, planar && ch_n > 1,
+                       [](std::size_t, unsigned char v) { return std::uint16_t(v); });
+    }
+    // Channel counts other than 1, 3 and 4 (the bands of format 1.4) take the loops that learn
+    // the count at run time.
+    const bool fixed_count = ch_n == 1 || ch_n == 3 || ch_n == 4;
     if (out.image_u8) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
         std::uint8_t* dst = out.image_u8 + slot * image_n;
         if (!planar || ch_n == 1) std::memcpy(dst + span.first * ch_n, image, span.count * ch_n);
+        else if (!fixed_count)
+            convert_pixels(image, dst + span.first, span.count, span.pixels, ch_n, true,
+                           [](std::size_t, unsigned char v) { return v; });
         else with_channels(ch_n, [&](auto ch) {
             convert_pixels(image, dst + span.first, span.count, span.pixels, ch, true,
                            [](std::size_t, unsigned char v) { return v; });
@@ -361,16 +419,21 @@ inline void fill_image_span(const schema_record& s, const unsigned char* image, 
     }
     if (out.image_f32) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
-        if (!planar || ch_n == 1) {  // interleaved values in, interleaved out: no lookup table to make
-            normalize_interleaved(image, out.image_f32 + slot * image_n + span.first * ch_n, span.count * ch_n, ch_n,
-                                  out.norm);
+        const normalization norm = uniform_normalization(out.norm, ch_n);
+        if ((!planar || ch_n == 1) && ch_n <= 4) {  // interleaved values in, interleaved out: no lookup table to make
+            normalize_interleaved(image, out.image_f32 + slot * image_n + span.first * ch_n, span.count * ch_n, ch_n, norm);
             return;
         }
         float table[4][256];  // per-channel lookup: one multiply-free load per value
-        for (std::size_t c = 0; c < ch_n; ++c)
+        for (std::size_t c = 0; c < std::min<std::size_t>(ch_n, 4); ++c)
             for (int v = 0; v < 256; ++v)
-                table[c][v] = (float(v) / 255.0f - out.norm.mean[c]) / out.norm.stddev[c];
+                table[c][v] = (float(v) / 255.0f - norm.mean[c]) / norm.stddev[c];
         float* dst = out.image_f32 + slot * image_n + (planar ? span.first : span.first * ch_n);
+        if (!fixed_count) {  // more than 4 channels share table 0 (uniform_normalization)
+            convert_pixels(image, dst, span.count, span.pixels, ch_n, planar,
+                           [&table](std::size_t c, unsigned char v) { return table[c < 4 ? c : 0][v]; });
+            return;
+        }
         with_channels(ch_n, [&](auto ch) {
             convert_pixels(image, dst, span.count, span.pixels, ch, planar,
                            [&table](std::size_t c, unsigned char v) { return table[c][v]; });

@@ -42,6 +42,28 @@ inline file_identity identify_file(const std::string& path) {
     return {true, std::uint64_t(st.st_dev), std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
             std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
 }
+
+// The manifest's content_hash against the hashes in its shards' names (spec 13.2, 14.A.7): 8
+// bytes hashed a shard, so that a content_hash changed in transit is an error naming the
+// manifest, not a wrong identity. Not checked without one, or when a name is not
+// shard-NNNNN-<hash>.spk with its own number (the reader does not require that form).
+inline void check_content_hash(const dataset_state& st, const json& manifest) {
+    const json* given = manifest.find("content_hash");
+    if (!given || !given->is_string()) return;
+    std::vector<unsigned char> hashes(8 * st.shard_count());
+    for (std::size_t k = 0; k < st.shard_count(); ++k) {
+        std::uint64_t h = st.names_from_hashes ? st.shard_hash[k] : 0;
+        if (!st.names_from_hashes) {
+            const std::string name = st.name(k);
+            if (name.size() < 20 || !parse_hex16(name.substr(name.size() - 20, 16), h) || name != shard_file_name(k, h)) return;
+        }
+        store_u64(hashes.data() + 8 * k, h);
+    }
+    const std::string computed = hex16(XXH3_64bits(hashes.data(), hashes.size()));
+    if (given->as_string() != computed)
+        throw error(std::string(manifest_file_name) + ": content_hash \"" + given->as_string() +
+                    "\" is not the content hash of the shards it names (" + computed + "): the manifest is damaged");
+}
 }  // namespace detail
 
 // A rebuild publishing while open() reads can remove a shard the manifest it read names (the
@@ -124,11 +146,13 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
     st->manifest = std::move(manifest);
     const json& m = st->manifest;
     try {
-        if (m.at("format").as_string() != "shardpack") throw error("not a shardpack manifest");
-        const std::string& version = m.at("format_version").as_string();
-        if (version.rfind(std::to_string(version_major) + ".", 0) != 0)
-            throw error("format version " + version + " is not supported by this reader (it reads major version " +
-                        std::to_string(version_major) + ")");
+        if (m.string_at("format") != "shardpack") throw error("not a shardpack manifest");
+        const std::string& version = m.string_at("format_version");
+        if (version.rfind(std::to_string(version_major) + ".", 0) != 0) {
+            const std::string shown = json::quoted(version);  // escaped, without its quotes
+            throw error("format version " + shown.substr(1, shown.size() - 2) +
+                        " is not supported by this reader (it reads major version " + std::to_string(version_major) + ")");
+        }
         const json* table = m.find("shard_table");
         const json* list = m.find("shards");
         if (table && list)
@@ -137,13 +161,19 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
         if (table) {
             // Format 1.2: the shards are listed in a binary table (spec 13.8), checked whole
             // against the manifest's size and XXH3-64 before any entry is used.
-            const std::string& file = table->at("file").as_string();
-            if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
-                throw error("shard table name \"" + file + "\" is not a plain file name");
-            const std::uint64_t bytes = table->at("bytes").as_u64();
+            std::string file, hash_text;
+            std::uint64_t bytes = 0;
+            try {
+                file = table->string_at("file");
+                bytes = table->u64_at("bytes");
+                hash_text = table->string_at("xxh3");
+            } catch (const error& e) {
+                const std::string what = e.what();
+                throw error("\"shard_table\": " + (what.rfind("JSON: ", 0) == 0 ? what.substr(6) : what));
+            }
+            if (!plain_file_name(file)) throw error("shard table name " + json::quoted(file) + " is not a plain file name");
             std::uint64_t hash = 0;
-            if (!parse_hex16(table->at("xxh3").as_string(), hash))
-                throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
+            if (!parse_hex16(hash_text, hash)) throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
             if (bytes > shard_table_max_bytes)
                 throw error(file + ": the manifest says " + std::to_string(bytes) + " bytes, more than a shard table may have (" +
                             std::to_string(shard_table_max_bytes) + ")");
@@ -173,17 +203,20 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
             st->shard_bytes.reserve(entries.size());
             st->first_record.reserve(entries.size() + 1);
             for (std::size_t k = 0; k < entries.size(); ++k) {
+                try {
+                    check_shard_entry(entries[k].records, entries[k].bytes, total);
+                } catch (const error& e) {
+                    const std::string name = shard_file_name(k, entries[k].hash);
+                    throw error(file + ": " + shard_entry_error(k, &name, e).what());
+                }
                 st->shard_hash.push_back(entries[k].hash);
                 st->shard_bytes.push_back(entries[k].bytes);
                 st->first_record.push_back(total);
-                if (entries[k].records > ~std::uint64_t(0) - total)
-                    throw error(file + ": lists more records than 2^64");
                 total += entries[k].records;
             }
         } else {
-            if (!list) throw error("JSON: missing field \"shards\"");
-            const auto& shards = list->as_array();
-            if (shards.empty()) throw error("lists no shards");
+            const auto& shards = m.array_at("shards");
+            if (shards.empty()) throw error("\"shards\": lists no shards");
             st->name_end.reserve(shards.size());
             st->shard_hash.reserve(shards.size());
             st->shard_hash_problem.reserve(shards.size());
@@ -191,32 +224,38 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
             st->first_record.reserve(shards.size() + 1);
             for (std::size_t k = 0; k < shards.size(); ++k) {
                 const json& e = shards[k];
-                const std::string& name = e.at("file").as_string();
-                if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
-                    throw error("shard name \"" + name + "\" is not a plain file name");
-                const std::uint64_t records = e.at("records").as_u64();
-                if (e.at("first_record").as_u64() != total)
-                    throw error(name + ": the manifest lists it as starting at record " +
-                                std::to_string(e.at("first_record").as_u64()) + ", after " + std::to_string(total) +
-                                " records in the shards before it");
-                st->names += name;
+                const std::string* name = nullptr;  // in errors once known
+                std::uint64_t records = 0, bytes = 0;
+                try {
+                    name = &e.string_at("file");
+                    if (!plain_file_name(*name)) throw error("not a plain file name (empty, holding '/' or NUL, or starting with '.')");
+                    records = e.u64_at("records");
+                    const std::uint64_t first = e.u64_at("first_record");
+                    bytes = e.u64_at("bytes");
+                    check_shard_entry(records, bytes, total);
+                    if (first != total)
+                        throw error("the manifest lists it as starting at record " + std::to_string(first) + ", after " +
+                                    std::to_string(total) + " records in the shards before it");
+                } catch (const error& x) {
+                    throw shard_entry_error(k, name, x);
+                }
+                st->names += *name;
                 st->name_end.push_back(st->names.size());
-                st->shard_bytes.push_back(e.at("bytes").as_u64());
+                st->shard_bytes.push_back(bytes);
                 st->first_record.push_back(total);
                 // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
                 const json* x = e.is_object() ? e.find("xxh3") : nullptr;
                 std::uint64_t hash = 0;
                 st->shard_hash_problem.push_back(!x ? 1 : !x->is_string() ? 2 : parse_hex16(x->as_string(), hash) ? 0 : 3);
                 st->shard_hash.push_back(hash);
-                if (records > ~std::uint64_t(0) - total) throw error("lists more records than 2^64");
                 total += records;
             }
             st->names.shrink_to_fit();
         }
         st->first_record.push_back(total);
-        if (total != m.at("records").as_u64())
-            throw error("the shards hold " + std::to_string(total) + " records, the manifest says " +
-                        std::to_string(m.at("records").as_u64()));
+        if (const std::uint64_t records = m.u64_at("records"); total != records)
+            throw error("the shards hold " + std::to_string(total) + " records, the manifest says " + std::to_string(records));
+        check_content_hash(*st, m);
         // The dataset keeps the manifest without its shard list (~0.8 KB a shard as a JSON
         // tree): the vectors above hold what readers need.
         if (list) {
@@ -272,7 +311,9 @@ inline std::uint64_t automatic_cache_bytes() {
     if (available == 0) return std::uint64_t(1) << 30;
     return std::max<std::uint64_t>(available / 2, std::uint64_t(64) << 20);
 }
-inline std::string megabytes(std::uint64_t bytes) { return std::to_string((bytes + 500000) / 1000000) + " MB"; }
+inline std::string megabytes(std::uint64_t bytes) {
+    return bytes < 1000000 ? std::to_string((bytes + 500) / 1000) + " kB" : std::to_string((bytes + 500000) / 1000000) + " MB";
+}
 }  // namespace detail
 
 // io_mode::automatic's choice (reader.hpp, I/O), and the engine for stream and blocks. Asked at
@@ -300,7 +341,7 @@ inline void dataset::plan_io(const std::string& folder, const open_options& opti
         if (mode == io_mode::blocks) {
             const std::string message =
                 folder + ": " + megabytes(total) + " is more than the reader's cache (" + megabytes(budget) +
-                ", half the memory available) and not in the page cache: reading it in blocks of 4 MiB, a block per seek, "
+                (options.cache_bytes ? ", cache_bytes" : ", half the memory available") + ") and not in the page cache: reading it in blocks of 4 MiB, a block per seek, "
                 "in the blocks order (a global shuffle would seek for every record). To choose: order=\"global\", "
                 "io=\"stream\"|\"blocks\"|\"mmap\"|\"pread\", cache_bytes=N (Python); open_options::io, cache_bytes (C++)";
             if (options.log) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "foreground_rows.hpp"
 #include "format.hpp"
 #include "io_engine.hpp"
 #include "json.hpp"
@@ -55,6 +56,7 @@ struct dataset_state {
     // The reader's I/O engine (io stream or blocks), shared by the shards' sources (each keeps
     // it alive: the last one closed stops its threads).
     std::shared_ptr<io_engine> engine;
+    foreground_rows foreground;  // crop_position::foreground's counts per row, per record read
 
     std::size_t shard_count() const { return shard_bytes.size(); }
     std::string name(std::size_t k) const {
@@ -132,8 +134,10 @@ inline schema_info to_info(const schema_record& s) {
     schema_info i;
     i.task = s.task == task_code::segmentation ? task::segmentation : task::classification;
     i.order = s.channel_order == order_code::gray ? channel_order::gray
-            : s.channel_order == order_code::rgb ? channel_order::rgb : channel_order::rgba;
+            : s.channel_order == order_code::rgb ? channel_order::rgb
+            : s.channel_order == order_code::rgba ? channel_order::rgba : channel_order::bands;
     i.channels = s.channels;
+    i.image_value_bytes = s.image_dtype_bytes;
     i.layout = s.label_layout == layout_code::one_hot ? label_layout::one_hot
              : s.label_layout == layout_code::index ? label_layout::index : label_layout::class_id;
     i.label_value_bytes = s.label_dtype_bytes;

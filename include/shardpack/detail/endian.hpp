@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace shardpack::detail {
 
@@ -22,6 +23,13 @@ inline void store_u16(unsigned char* p, std::uint16_t v) {
 }
 inline void store_u32(unsigned char* p, std::uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+// Whether a host's uint16 has the file's byte order, so uint16 arrays can be copied as they are.
+inline bool little_endian_host() {
+    const std::uint16_t one = 1;
+    unsigned char first = 0;
+    std::memcpy(&first, &one, 1);
+    return first == 1;
 }
 inline void store_u64(unsigned char* p, std::uint64_t v) {
     for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));

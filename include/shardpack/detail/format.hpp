@@ -21,6 +21,7 @@ inline constexpr std::uint16_t version_major = 1;
 inline constexpr std::uint16_t version_minor = 1;          // what a shard with band frames (codec 2, 1.1) declares
 inline constexpr std::uint16_t version_minor_plain = 0;    // what a shard without 1.1 features declares
 inline constexpr std::uint16_t version_minor_region_bands = 3;  // a shard with per-region band heights (codec 3)
+inline constexpr std::uint16_t version_minor_wide_pixels = 4;   // a shard of uint16 images or of N bands (1.4)
 inline constexpr std::uint16_t version_minor_fields = 5;        // a shard with per-sample fields (1.5)
 
 inline constexpr std::size_t fixed_header_size = 64;
@@ -34,11 +35,12 @@ inline constexpr std::uint32_t record_alignment = 64;
 inline constexpr std::uint64_t feature_zstd_records = 1u << 0;  // some record uses codec 1
 inline constexpr std::uint64_t feature_band_frames = 1u << 1;   // 1.1: some record uses codec 2
 inline constexpr std::uint64_t feature_region_bands = 1u << 2;  // 1.3: some record uses codec 3
+inline constexpr std::uint64_t feature_wide_pixels = 1u << 3;   // 1.4: uint16 images or channel order "bands"
 inline constexpr std::uint64_t feature_fields = 1u << 4;        // 1.5: a FIELDS section; records carry field values
 inline constexpr std::uint64_t known_required_features_1_0 = feature_zstd_records;
 inline constexpr std::uint64_t known_required_features_1_1 = feature_zstd_records | feature_band_frames;
 inline constexpr std::uint64_t known_required_features_1_3 = feature_zstd_records | feature_band_frames | feature_region_bands;
-inline constexpr std::uint64_t known_required_features = known_required_features_1_3 | feature_fields;
+inline constexpr std::uint64_t known_required_features = known_required_features_1_3 | feature_wide_pixels | feature_fields;
 
 // Section types. Bit 0 of a section's flags marks it required.
 inline constexpr std::uint32_t section_schema = 1;
@@ -61,7 +63,9 @@ inline constexpr std::uint32_t max_side = 1u << 16;
 
 enum class task_code : std::uint8_t { segmentation = 1, classification = 2 };
 enum class layout_code : std::uint8_t { one_hot = 1, index = 2, class_id = 3 };
-enum class order_code : std::uint8_t { gray = 1, rgb = 2, rgba = 3 };
+// bands (1.4): 1 to 255 channels as the source stored them, with no color meaning.
+enum class order_code : std::uint8_t { gray = 1, rgb = 2, rgba = 3, bands = 4 };
+inline constexpr std::uint32_t max_bands = 255;
 
 inline constexpr std::uint64_t align_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -78,6 +82,7 @@ struct schema_record {
     order_code channel_order = order_code::rgb;
     layout_code label_layout = layout_code::one_hot;
     std::uint8_t label_dtype_bytes = 0;  // index layout: 1 or 2; one-hot: 1; class id: 0
+    std::uint8_t image_dtype_bytes = 1;  // 1: uint8; 2: uint16, little-endian (1.4); the schema's code is the same number
     std::uint32_t fixed_height = 0;      // 0: varies per record
     std::uint32_t fixed_width = 0;
     std::uint32_t class_count = 0;
@@ -107,6 +112,11 @@ struct record_layout {
     std::uint64_t total_bytes = 0;
 };
 
+// A shard of this schema needs format 1.4 (required feature bit 3).
+inline bool uses_wide_pixels(const schema_record& s) {
+    return s.image_dtype_bytes != 1 || s.channel_order == order_code::bands;
+}
+
 inline std::uint64_t label_bytes_for(const schema_record& s, std::uint64_t pixels) {
     switch (s.label_layout) {
         case layout_code::one_hot: return pixels * s.class_count;
@@ -133,7 +143,7 @@ inline record_layout make_record_layout(const schema_record& s, std::uint32_t he
         r.fields_bytes = fields_bytes;
         r.image_offset = align_up(r.fields_offset + fields_bytes, record_alignment);
     }
-    r.image_bytes = pixels * s.channels;
+    r.image_bytes = pixels * s.channels * s.image_dtype_bytes;
     r.label_bytes = label_bytes_for(s, pixels);
     r.label_offset = r.label_bytes ? align_up(r.image_offset + r.image_bytes, record_alignment)
                                    : r.image_offset + r.image_bytes;
@@ -148,7 +158,7 @@ inline void encode_schema(const schema_record& s, unsigned char* out /* 32 bytes
     out[2] = static_cast<unsigned char>(s.channel_order);
     out[3] = static_cast<unsigned char>(s.label_layout);
     out[4] = s.label_dtype_bytes;
-    out[5] = 1;  // image dtype: uint8
+    out[5] = s.image_dtype_bytes;  // image dtype: 1 uint8, 2 uint16
     store_u32(out + 8, s.fixed_height);
     store_u32(out + 12, s.fixed_width);
     store_u32(out + 16, s.class_count);
@@ -159,10 +169,15 @@ inline void encode_schema(const schema_record& s, unsigned char* out /* 32 bytes
 inline std::string schema_problem(const schema_record& s) {
     const bool seg = s.task == task_code::segmentation;
     if (s.task != task_code::segmentation && s.task != task_code::classification) return "unknown task code";
-    const unsigned want = s.channel_order == order_code::gray ? 1 : s.channel_order == order_code::rgb ? 3
-                        : s.channel_order == order_code::rgba ? 4 : 0;
-    if (want == 0) return "unknown channel order code";
-    if (s.channels != want) return "channel count does not match channel order";
+    if (s.image_dtype_bytes != 1 && s.image_dtype_bytes != 2) return "unknown image dtype code";
+    if (s.channel_order == order_code::bands) {
+        if (s.channels == 0) return "a bands image needs at least 1 channel";
+    } else {
+        const unsigned want = s.channel_order == order_code::gray ? 1 : s.channel_order == order_code::rgb ? 3
+                            : s.channel_order == order_code::rgba ? 4 : 0;
+        if (want == 0) return "unknown channel order code";
+        if (s.channels != want) return "channel count does not match channel order";
+    }
     if (s.class_count == 0 || s.class_count > max_classes) return "class count out of range";
     if (s.fixed_height > max_side || s.fixed_width > max_side) return "fixed size out of range";
     if ((s.fixed_height == 0) != (s.fixed_width == 0)) return "only one fixed dimension is set";
@@ -191,7 +206,8 @@ inline schema_record decode_schema(const unsigned char* p, std::size_t n) {
     s.channel_order = static_cast<order_code>(p[2]);
     s.label_layout = static_cast<layout_code>(p[3]);
     s.label_dtype_bytes = p[4];
-    if (p[5] != 1) throw error("schema: unknown image dtype code " + std::to_string(p[5]));
+    if (p[5] != 1 && p[5] != 2) throw error("schema: unknown image dtype code " + std::to_string(p[5]));
+    s.image_dtype_bytes = p[5];
     s.fixed_height = load_u32(p + 8);
     s.fixed_width = load_u32(p + 12);
     s.class_count = load_u32(p + 16);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,10 +52,9 @@ public:
     bool as_bool() const { return std::get<bool>(expect(is_bool(), "a boolean").v_); }
     const std::string& as_string() const { return std::get<std::string>(expect(is_string(), "a string").v_); }
     std::uint64_t as_u64() const {
-        expect(is_number(), "a number");
         if (auto p = std::get_if<std::uint64_t>(&v_)) return *p;
         if (auto p = std::get_if<std::int64_t>(&v_); p && *p >= 0) return std::uint64_t(*p);
-        throw error("JSON: expected a non-negative integer");
+        throw error("JSON: expected a non-negative integer, not " + brief());
     }
     std::int64_t as_i64() const {
         expect(is_number(), "a number");
@@ -74,7 +74,48 @@ public:
     // Member access; throws naming the key when it is missing.
     const json& at(std::string_view key) const {
         if (const json* j = find(key)) return *j;
-        throw error("JSON: missing field \"" + std::string(key) + "\"");
+        throw error("JSON: missing field " + quoted(key));
+    }
+    // Members of a given type; an error names the key, what was expected and what is there:
+    // "records": expected a non-negative integer, not 40.0
+    std::uint64_t u64_at(std::string_view key) const { return member(key, &json::as_u64); }
+    const std::string& string_at(std::string_view key) const { return member(key, &json::as_string); }
+    const array_t& array_at(std::string_view key) const { return member(key, &json::as_array); }
+
+    // `s` as a JSON string literal ("..." with control bytes, '"', '\\' and bytes that are not
+    // UTF-8 escaped as write_string does): for messages that name a key or a file, whatever
+    // bytes it holds (a NUL would cut a message off at what()).
+    static std::string quoted(std::string_view s) {
+        std::string out;
+        write_string(out, s);
+        return out;
+    }
+    // What a message shows of this value: a number or literal as JSON writes it (a fraction
+    // keeps its ".0"), a string quoted (its first 64 bytes), "an array", "an object".
+    std::string brief() const {
+        switch (v_.index()) {
+            case 4: {  // the shortest text that reads back as the same double
+                const double d = std::get<double>(v_);
+                char buf[40];
+                // From the integer part's digit count, so that 20.0 prints 20.0, not 2e+01.
+                const double a = std::fabs(d);
+                int digits = a >= 1 && a < 1e17 ? int(std::floor(std::log10(a))) + 1 : 1;
+                for (; digits <= 17; ++digits) {
+                    std::snprintf(buf, sizeof buf, "%.*g", digits, d);
+                    if (std::strtod(buf, nullptr) == d) break;
+                }
+                std::string t = buf;
+                if (t.find_first_of(".eEni") == std::string::npos) t += ".0";
+                return t;
+            }
+            case 5: {
+                const auto& text = std::get<std::string>(v_);
+                return text.size() <= 64 ? quoted(text) : quoted(text.substr(0, 64)) + "...";
+            }
+            case 6: return "an array";
+            case 7: return "an object";
+            default: return dump(-1);
+        }
     }
     const json* find(std::string_view key) const {
         for (const auto& kv : as_object())
@@ -119,8 +160,18 @@ private:
                  std::shared_ptr<array_t>, std::shared_ptr<object_t>> v_;
 
     const json& expect(bool ok, const char* what) const {
-        if (!ok) throw error(std::string("JSON: expected ") + what);
+        if (!ok) throw error(std::string("JSON: expected ") + what + ", not " + brief());
         return *this;
+    }
+    template <class T>
+    T member(std::string_view key, T (json::*read)() const) const {
+        const json& v = at(key);
+        try {
+            return (v.*read)();
+        } catch (const error& e) {
+            const std::string what = e.what();
+            throw error(quoted(key) + ": " + (what.rfind("JSON: ", 0) == 0 ? what.substr(6) : what));
+        }
     }
     object_t& mutable_object() {
         expect(is_object(), "an object");
@@ -131,7 +182,7 @@ private:
 
     // The length of the well-formed UTF-8 sequence at s[i] (RFC 3629: no overlongs, no
     // surrogates, nothing above U+10FFFF), or 0 where the byte starts none.
-    static std::size_t utf8_sequence_length(const std::string& s, std::size_t i) {
+    static std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
         const auto byte = [&](std::size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0u; };
         const unsigned c = byte(i);
         const auto cont = [&](std::size_t k) { return (byte(k) & 0xC0u) == 0x80u; };
@@ -154,7 +205,7 @@ private:
     // that is not part of valid UTF-8 is written as the escaped lone surrogate \udcXX (XX the
     // byte, 80..ff), Python's "surrogateescape": the output is valid JSON for any bytes, and the
     // parser below (or Python's s.encode("utf-8", "surrogateescape")) gives the bytes back.
-    static void write_string(std::string& out, const std::string& s) {
+    static void write_string(std::string& out, std::string_view s) {
         out += '"';
         for (std::size_t i = 0; i < s.size();) {
             const unsigned char c = static_cast<unsigned char>(s[i]);

@@ -179,7 +179,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
         if (!aug) return fill(full, out, slot);
-        const crop_box b = plan_augmentation(*aug, i, full.height(), full.width(), out.first_slot + slot);
+        const crop_box b = plan_augmentation(*aug, full, out.first_slot + slot);
         if (out.applied) out.applied[slot] = b;
         return fill(window(full, b, ctx), out, slot);
     }
@@ -214,16 +214,45 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     smp.rec_ = stored;  // only the header is read from here; decoded regions go to ctx.buffer_
     if (aug) {
         // Only the bands that hold the window's rows, into their places in the context's buffer.
-        const crop_box b = plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot);
-        if (out.applied) out.applied[slot] = b;
         ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
         unsigned char* buf = ctx.buffer_.data();
+        unsigned char* label = seg ? buf + layout.label_offset : nullptr;
+        crop_box b;
         try {
-            decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset,
-                             seg ? buf + layout.label_offset : nullptr);
+            if (aug->position != crop_position::foreground) {
+                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, nullptr);
+                decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset, label);
+            } else {
+                // A foreground crop needs the label's foreground per row: counted from the whole
+                // label at the record's first read, then kept by the dataset (s_->foreground),
+                // so later reads decompress only the window's rows, as uniform crops do.
+                if (!seg) throw error("crop_position::foreground needs a segmentation dataset");
+                const foreground_map fm(s, aug->background);
+                foreground_rows::counts rows = s_->foreground.find(i, aug->background);
+                bool whole = false;
+                if (!rows) {
+                    decompress_bands(ctx.dctx_.get(), bands, layout.height, 0, layout.height, nullptr, label);
+                    auto counted = std::make_shared<std::vector<std::uint32_t>>();
+                    fm.count_rows(label, layout.height, layout.width, *counted);
+                    s_->foreground.keep(i, aug->background, counted);
+                    rows = std::move(counted);
+                    whole = true;
+                }
+                foreground_pick fg;
+                std::uint64_t rank = 0;
+                fg.found = foreground_map::pick_row(*rows, splitmix64(augmentation_seed(*aug, i) + 5), fg.y, rank);
+                // The window's rows: those of the chosen pixel's window, or of the uniform fallback.
+                const crop_box rows_of = detail::plan_augmentation(*aug, i, layout.height, layout.width,
+                                                                   out.first_slot + slot, &fg);
+                decompress_bands(ctx.dctx_.get(), bands, layout.height, rows_of.y, rows_of.y + rows_of.height,
+                                 buf + layout.image_offset, whole ? nullptr : label);
+                if (fg.found) fg.x = fm.nth_in_row(label + fg.y * fm.row_bytes(layout.width), rank);
+                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, &fg);
+            }
         } catch (const error& ex) {
             throw error(s_->where(k, local) + ": " + ex.what());
         }
+        if (out.applied) out.applied[slot] = b;
         smp.rec_ = buf;
         return fill(window(smp, b, ctx), out, slot);
     }
@@ -238,10 +267,16 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     sample_buffers rest = out;
     unsigned char* image_dst = nullptr;
     unsigned char* label_dst = nullptr;
-    if (out.image_u8 && !out.image_f32 && (!out.channels_first || s.channels == 1)) {
+    const bool image_direct = !out.image_f32 && (!out.channels_first || s.channels == 1);
+    if (out.image_u8 && image_direct && s.image_dtype_bytes == 1 && !out.image_u16) {
         need(out.image_capacity, (slot + 1) * image_n, "image");
         image_dst = out.image_u8 + slot * image_n;
         rest.image_u8 = nullptr;
+    }
+    if (out.image_u16 && image_direct && s.image_dtype_bytes == 2 && !out.image_u8 && little_endian_host()) {
+        need(out.image_capacity, (slot + 1) * image_n, "image");  // uint16 images as stored
+        image_dst = reinterpret_cast<unsigned char*>(out.image_u16 + slot * image_n);
+        rest.image_u16 = nullptr;
     }
     if (seg && out.label_u8 && s.label_layout == layout_code::one_hot && !out.channels_first && !out.label_f32 &&
         !out.label_index && !out.label_index_i64 && !out.label_index_u8) {
@@ -256,7 +291,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
         label_dst = out.label_index_u8 + slot * pixels;  // a uint8 index map as stored
         rest.label_index_u8 = nullptr;
     }
-    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_f32);
+    const bool image_convert = !image_dst && (rest.image_u8 || rest.image_u16 || rest.image_f32);
     const bool label_convert = seg && !label_dst && (rest.label_u8 || rest.label_f32 || rest.label_index ||
                                                      rest.label_index_i64 || rest.label_index_u8);
     try {
@@ -287,6 +322,7 @@ inline sample_buffers sample_buffers::slice(std::size_t begin, std::size_t count
     part.label_index_capacity = count * index_n;
     if (image_u8) part.image_u8 += begin * image_n;
     if (image_f32) part.image_f32 += begin * image_n;
+    if (image_u16) part.image_u16 += begin * image_n;
     if (label_u8) part.label_u8 += begin * label_n;
     if (label_f32) part.label_f32 += begin * label_n;
     if (label_index) part.label_index += begin * index_n;

@@ -211,6 +211,8 @@ private:
         }
         if (!have_schema) throw error("no schema section");
         if (!have_classes) throw error("no classes section");
+        if (uses_wide_pixels(schema_) && !(header_.required_features & feature_wide_pixels))
+            throw error("schema has uint16 images or bands, but the shard does not declare that feature (bit 3)");
         // A FIELDS section and feature bit 4 come together (spec 6.5): a record's layout depends on it.
         if (have_fields != ((header_.required_features & feature_fields) != 0))
             throw error(have_fields ? "a fields section without the fields feature bit"

@@ -15,6 +15,8 @@
 
 #include "endian.hpp"
 #include "error.hpp"
+#include "format.hpp"
+#include "json.hpp"
 #include "xxhash.hpp"
 
 namespace shardpack::detail {
@@ -118,6 +120,33 @@ inline std::vector<shard_table_entry> decode_shard_table(const unsigned char* p,
         e += entry_size;
     }
     return out;
+}
+
+// The checks of a manifest's shard list, shared by the JSON list and the table
+// (dataset_open.hpp).
+
+// A shard's or shard table's name in the manifest: one file of the dataset folder (spec 14.A.5.1;
+// a NUL would make the open name another file).
+inline bool plain_file_name(const std::string& name) {
+    return !name.empty() && name[0] != '.' && name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+}
+// One shard's entry, checked before any shard is opened: its records fit in its bytes (104 bytes
+// of header and trailer, 40 of index a record: what B.1 and B.6 check in the file, whose size must
+// be `bytes`), and the running total stays below 2^64. Errors name the numbers; the caller the shard.
+inline void check_shard_entry(std::uint64_t records, std::uint64_t bytes, std::uint64_t records_before) {
+    constexpr std::uint64_t frame = fixed_header_size + trailer_size;
+    if (bytes < frame || records > (bytes - frame) / index_entry_size)
+        throw error(std::to_string(records) + " records in " + std::to_string(bytes) + " bytes: a shard holds at most (bytes - " +
+                    std::to_string(frame) + ") / " + std::to_string(index_entry_size) + " records");
+    if (records > ~std::uint64_t(0) - records_before)
+        throw error("its " + std::to_string(records) + " records after the " + std::to_string(records_before) +
+                    " of the shards before it make more than 2^64 - 1");
+}
+// An error about shard k (and its name, once known), escaped: "shard 3 (\"shard-00003-....spk\"): ..."
+inline error shard_entry_error(std::size_t k, const std::string* name, const error& e) {
+    std::string what = e.what();
+    if (what.rfind("JSON: ", 0) == 0) what.erase(0, 6);
+    return error("shard " + std::to_string(k) + (name ? " (" + json::quoted(*name) + ")" : std::string()) + ": " + what);
 }
 
 }  // namespace shardpack::detail

@@ -40,9 +40,9 @@ from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutO
                          epoch_order as _epoch_order, interpreter_exiting as _interpreter_exiting,
                          order_blocks as _order_blocks, version as __version__)
 
-__all__ = ["open", "Dataset", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange", "permutation",
-           "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded", "PaddedBoxes",
-           "__version__", "write"]
+__all__ = ["open", "Dataset", "contact_sheet", "Error", "ArgumentValueError", "ArgumentTypeError", "IndexOutOfRange",
+           "permutation", "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded",
+           "PaddedBoxes", "__version__", "write"]
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -51,13 +51,13 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 # names it in the error message, here and in the adapters (shardpack.torch, shardpack._adapt).
 # The Literal aliases below repeat them for type checkers (a Literal cannot be made from a
 # tuple); tests/python/test_api.py checks that the two agree.
-_DTYPES = ("float32", "uint8")                           # DType
+_DTYPES = ("float32", "uint8", "uint16")                 # DType
 _LAYOUTS = ("NCHW", "NHWC")                              # Layout
 _LABELS = ("onehot", "index", "stored")                  # Label
 _ONEHOT_LABEL_DTYPES = ("float32", "uint8")              # LabelDType with label="onehot"
 _INDEX_LABEL_DTYPES = ("uint8", "uint16", "int64")       # LabelDType with label="index"
 _NORMALIZE_WORDS = ("auto", "imagenet")                  # Normalize
-_CROP_POSITIONS = ("center", "random")                   # CropPosition
+_CROP_POSITIONS = ("center", "random", "foreground")     # CropPosition
 _IOS = ("auto", "mmap", "pread", "stream", "blocks")     # IO
 _ORDERS = ("global", "blocks")                           # Order
 _LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
@@ -65,13 +65,13 @@ _LOADER_ORDERS = ("auto", "global", "blocks")            # LoaderOrder
 # Argument types (for annotations; see Dataset.read_batch).
 PathLike = Union[str, bytes, "_os.PathLike[str]", "_os.PathLike[bytes]"]
 Indices = Union[Sequence[int], _npt.NDArray[_np.integer[Any]]]
-DType = Union[Literal["float32", "uint8"], type, "_np.dtype[Any]"]
+DType = Union[Literal["float32", "uint8", "uint16"], type, "_np.dtype[Any]"]
 Layout = Literal["NCHW", "NHWC"]
 Label = Literal["onehot", "index", "stored"]
 LabelDType = Union[None, Literal["uint8", "uint16", "int64", "float32"], type, "_np.dtype[Any]"]
 Normalize = Union[None, Literal["auto", "imagenet"],
                   Tuple[Union[float, Sequence[float]], Union[float, Sequence[float]]]]
-CropPosition = Union[Literal["center", "random"], _npt.NDArray[_np.integer[Any]]]
+CropPosition = Union[Literal["center", "random", "foreground"], _npt.NDArray[_np.integer[Any]]]
 Flip = Union[float, _npt.NDArray[_np.bool_]]
 IO = Literal["auto", "mmap", "pread", "stream", "blocks"]
 Order = Literal["global", "blocks"]
@@ -213,12 +213,15 @@ def _threads(threads: Any) -> int:
     return t
 
 
-def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
+def _normalization(norm: Any, channels: int, order: str = "RGB") -> Tuple[List[float], List[float]]:
     """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize` ("auto" resolved)."""
     if norm is None:
         return [0.0] * channels, [1.0] * channels
     if isinstance(norm, str):
         _choice(norm, "read_batch: normalize", _NORMALIZE_WORDS)
+        if order == "bands" and channels != 3:
+            raise ArgumentValueError(f'read_batch: normalize="imagenet" is defined for 3 bands; these images have '
+                                     f"{channels} (give None, or a (mean, std) pair)")
         if channels == 1:  # grey images: the mean of the three channels' statistics
             return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
         mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
@@ -244,6 +247,9 @@ def _normalization(norm: Any, channels: int) -> Tuple[List[float], List[float]]:
         return [float(x) for x in v]
 
     mean, std = per_channel(mean, "mean"), per_channel(std, "std")
+    if channels > 4 and (len(set(mean)) > 1 or len(set(std)) > 1):
+        raise ArgumentValueError(f"read_batch: normalize per channel is defined for up to 4 channels; these images "
+                                 f"have {channels}: give one mean and one std for all")
     if 0.0 in std:
         raise ArgumentValueError("read_batch: a standard deviation of normalize is 0")
     return mean, std
@@ -269,11 +275,16 @@ class _BatchOptions(NamedTuple):
     label_dtype: str    # "float32", "uint8", "uint16" or "int64"
     crop_height: int
     crop_width: int
+    as_uint16: bool = False  # images as uint16 (stored so, or uint8 values widened)
 
     @staticmethod
     def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
               crop: Any) -> "_BatchOptions":
-        as_float = _dtype_name(dtype, "read_batch: dtype", _DTYPES) == "float32"
+        image_dtype = _dtype_name(dtype, "read_batch: dtype", _DTYPES)
+        as_float = image_dtype == "float32"
+        if image_dtype == "uint8" and getattr(r, "image_dtype", "uint8") == "uint16":  # (a Mix's schema has none)
+            raise ArgumentValueError(f'read_batch: {path} stores uint16 images; read them as dtype="uint16" '
+                                     '(as stored) or "float32" (x / 65535 before normalize)')
         channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
         label = _choice(label, "read_batch: label", _LABELS)
         seg = r.task == "segmentation"
@@ -302,7 +313,8 @@ class _BatchOptions(NamedTuple):
             crop_height = crop_width = 0
         else:
             crop_height, crop_width = _crop_size(crop)
-        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width)
+        return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width,
+                             image_dtype == "uint16")
 
 
 # -- orders
@@ -612,6 +624,16 @@ class Dataset:
         return self._reader.image_shape
 
     @property
+    def image_dtype(self) -> Literal["uint8", "uint16"]:
+        """The stored images' dtype: "uint8", or "uint16" (16-bit sources, format 1.4)."""
+        return self._reader.image_dtype  # type: ignore[return-value]
+
+    @property
+    def channel_order(self) -> Literal["L", "RGB", "RGBA", "bands"]:
+        """The stored channels: "L", "RGB", "RGBA", or "bands" (the source's samples as stored, format 1.4)."""
+        return self._reader.channel_order  # type: ignore[return-value]
+
+    @property
     def label_layout(self) -> Literal["onehot", "index", "class_id"]:
         """How labels are stored: "onehot", "index" (segmentation) or "class_id" (classification)."""
         return self._reader.label_layout  # type: ignore[return-value]
@@ -626,6 +648,41 @@ class Dataset:
         return self._reader.content_hash
 
     @property
+    def class_colors(self) -> List[Tuple[int, int, int]]:
+        """(r, g, b) per class, as contact sheets and `shardpack export` draw them: the class
+        dictionary's color, or for a class without one a color of a fixed palette."""
+        return self._reader.class_colors
+
+    @property
+    def foreground_fallbacks(self) -> int:
+        """How many reads with crop_position="foreground" (by this process's handle) found no
+        foreground pixel in their record and took a uniform window instead."""
+        return int(self._reader.foreground_fallbacks)
+
+    def _class_ids(self, classes: Any, what: str) -> List[int]:
+        """Class names or ids as ids (ArgumentValueError / ArgumentTypeError naming `what`)."""
+        if isinstance(classes, (str, bytes, int, _np.integer)):
+            classes = [classes]
+        try:
+            items = list(classes)
+        except TypeError:
+            raise ArgumentTypeError(f"{what} must be a sequence of class names or ids, not {type(classes).__name__}") \
+                from None
+        names = self.classes
+        ids = []
+        for c in items:
+            if isinstance(c, str):
+                if c not in names:
+                    raise ArgumentValueError(f"{what}: no class named {c!r} (the classes: {', '.join(names)})")
+                ids.append(names.index(c))
+            else:
+                i = _integer(c, what)
+                if not 0 <= i < len(names):
+                    raise ArgumentValueError(f"{what}: class id {i} is not in [0, {len(names)})")
+                ids.append(i)
+        return ids
+
+    @property
     def shard_starts(self) -> _npt.NDArray[_np.int64]:
         """The first record of each shard (an int64 array): where order="blocks" cuts blocks."""
         return self._reader.shard_starts
@@ -636,15 +693,15 @@ class Dataset:
         return self._reader.data_bytes
 
     # -- records
-    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]:
-        """(image, label) of record i. image: uint8 (H, W, C). label: one-hot uint8 (H, W, K),
+    def __getitem__(self, i: int) -> Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]:
+        """(image, label) of record i. image: (H, W, C), uint8, or uint16 where stored so (image_dtype). label: one-hot uint8 (H, W, K),
         an index map (H, W) of uint8 or uint16, or an int class id. Records stored raw
         (--compression none) come as read-only views of the memory map (no copy); zstd records
         as writable arrays of their own."""
         r = self._reader
         return r.get(_checked_index(i, len(r), self._path))
 
-    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[_np.uint8], Union[_npt.NDArray[Any], int]]]:
+    def __iter__(self) -> Iterator[Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]]:
         r = self._reader
         for i in range(len(r)):
             yield r.get(i)
@@ -726,7 +783,8 @@ class Dataset:
         else:
             h, w, c = fixed
         k = r.class_count
-        images = ((n, c, h, w) if o.channels_first else (n, h, w, c), _np.dtype(_np.float32 if o.as_float else _np.uint8))
+        images = ((n, c, h, w) if o.channels_first else (n, h, w, c),
+                  _np.dtype(_np.float32 if o.as_float else _np.uint16 if o.as_uint16 else _np.uint8))
         seg = r.task == "segmentation"
         shape: Tuple[int, ...]
         if o.label == "onehot":
@@ -751,12 +809,12 @@ class Dataset:
             return resolved
         r = self._reader
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":
-            normalize = "imagenet" if o.as_float else None
+        if normalize == "auto":  # ImageNet's statistics where they mean something: not for bands other than 3
+            normalize = "imagenet" if o.as_float and (r.channel_order != "bands" or r.channels == 3) else None
         elif not o.as_float and normalize is not None:
-            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 batches are as stored "
-                                     f"(dtype=\"uint8\" takes normalize=None, not {normalize!r})")
-        mean, std = _normalization(normalize, r.channels)
+            raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
+                                     f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
+        mean, std = _normalization(normalize, r.channels, r.channel_order)
         resolved = (o, mean, std)
         if key is not None:
             if len(self._resolved) >= 64:
@@ -769,15 +827,18 @@ class Dataset:
                    out: Optional[Tuple[Any, Any]] = None, threads: int = 0, crop: Optional[Tuple[int, int]] = None,
                    crop_position: CropPosition = "center", hflip: Flip = 0.0, vflip: Flip = 0.0, seed: int = 0,
                    epoch: int = 0, return_boxes: bool = False, fields: Optional[Sequence[str]] = None,
-                   min_box_visibility: float = 0.0) -> Tuple[Any, ...]:
+                   min_box_visibility: float = 0.0,
+                   crop_background: Optional[Sequence[Union[int, str]]] = None) -> Tuple[Any, ...]:
         """Reads the records `indices` (any sequence or integer array, each in [-len, len)) into
         one batch. Options are keyword-only.
 
-        dtype: "float32" or "uint8" (as stored). layout: "NCHW" or "NHWC".
-        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8),
-          None (x / 255), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images
-          0.449 / 0.226; alpha x / 255) or a (mean, std) pair on the 0..1 scale, each a number or
-          one value per channel. uint8 batches are as stored: a normalize other than None or
+        dtype: "float32", "uint8" (as stored; refused for uint16 images) or "uint16" (uint16 images as
+          stored; uint8 images' values widened). layout: "NCHW" or "NHWC".
+        normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8 and
+          uint16, and for images of bands other than 3), None (x / 255, or x / 65535 for uint16
+          images), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images 0.449 /
+          0.226; alpha x / 255; an ArgumentValueError for bands other than 3) or a (mean, std) pair
+          on the 0..1 scale, each a number or one value per channel (one for all beyond 4 channels). uint8 batches are as stored: a normalize other than None or
           "auto" with dtype="uint8" is an ArgumentValueError, not ignored.
         label: "onehot" (segmentation (N, K, H, W) or (N, H, W, K), classification (N, K)),
           "index" (class ids: (N, H, W) with ignore_value where ignored, or (N,)), or "stored"
@@ -788,7 +849,8 @@ class Dataset:
           classes, ignored pixels are 255). A dtype that cannot hold the classes is an error.
         out: None, or (images, labels): writable C-contiguous CPU arrays of exactly the batch's
           shape and dtype that do not overlap (NumPy, buffer protocol or DLPack, such as torch
-          tensors, pinned ones included), filled in place with no allocation and returned.
+          tensors, pinned ones included), filled in place with no allocation and returned. A
+          tensor that requires grad is refused (ArgumentValueError): autograd would not see the write.
         threads: C++ threads to split the batch over (0: all cores this process may use; more
           than 4 x the cores: that many, with a RuntimeWarning, as the CLI). The GIL is released.
 
@@ -798,7 +860,12 @@ class Dataset:
           output is that window of its record, so the batch's H and W are the crop's (records
           may then differ in size; each must be at least the crop).
         crop_position: "center" (offset (H - height) // 2, (W - width) // 2), "random" (uniform
-          over every valid offset) or an integer array of shape (N, 2): (y, x) per sample.
+          over every valid offset), "foreground" (segmentation: centred on one labelled pixel,
+          drawn uniformly among the record's pixels of a class not in crop_background, ignored
+          pixels never; a record with none gets a uniform window and is counted in
+          foreground_fallbacks) or an integer array of shape (N, 2): (y, x) per sample.
+        crop_background: with "foreground", the classes (names or ids) that are not foreground
+          (None: class 0).
         hflip, vflip: a probability of a random left-right / top-bottom flip (0.0: never, 1.0:
           always), or a boolean array of shape (N,): the flip per sample.
         seed, epoch: random boxes and flips are a function of (seed, epoch, record index) alone:
@@ -883,6 +950,12 @@ class Dataset:
             seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
         if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
             raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
+        if position == "foreground" and r.task != "segmentation":
+            raise ArgumentValueError('read_batch: crop_position="foreground" needs a segmentation dataset')
+        if crop_background is not None and position != "foreground":
+            raise ArgumentValueError('read_batch: crop_background applies to crop_position="foreground"')
+        background = {} if crop_background is None else \
+            {"background": self._class_ids(crop_background, "read_batch: crop_background")}
         names = None if fields is None else self._field_names(fields, "read_batch")
         if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
             raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
@@ -891,7 +964,7 @@ class Dataset:
         images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
                                              out_images, out_labels, threads, o.crop_height, o.crop_width, position,
                                              flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes)
+                                             boxes, as_uint16=o.as_uint16, **background)
         if names is None:
             return (images, labels, boxes) if return_boxes else (images, labels)
         cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
@@ -901,3 +974,4 @@ class Dataset:
 
 
 from ._mix import Mix, mix  # noqa: E402  (_mix.py reads like a Dataset: after it)
+from ._sheet import contact_sheet  # noqa: E402  (uses Dataset above)

@@ -14,7 +14,7 @@ from shardpack._readahead import ReadAhead, records_ahead
 
 Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
 Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" or (mean, std)
-DType = Union[str, type, np.dtype]  # "float32" / "uint8", or the NumPy type or dtype
+DType = Union[str, type, np.dtype]  # "float32" / "uint8" / "uint16", or the NumPy type or dtype
 
 
 def _error_class(name: str, builtin: type) -> type:
@@ -73,17 +73,18 @@ class Options:
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
-                 threads: int, label_dtype: Optional[str] = None) -> None:
+                 threads: int, label_dtype: Optional[str] = None, crop_background: Optional[Any] = None) -> None:
         # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
         # and so on): "float32", numpy.float32 or numpy.dtype("float32") alike.
         dtype = _sp._dtype_name(dtype, "dtype", _sp._DTYPES)
         layout = _sp._choice(layout, "layout", _sp._LAYOUTS)
         label = _sp._choice(label, "label", _sp._LABELS)
         if isinstance(normalize, str) and normalize == "auto":
-            normalize = "imagenet" if dtype == "float32" else None
-        elif dtype == "uint8" and normalize is not None:
-            raise ValueError_('normalize applies to float32 batches: with dtype="uint8" pass normalize=None or '
-                              '"auto" (uint8 batches are as stored)')
+            # read_batch resolves it: ImageNet's for float32 (None for bands other than 3)
+            normalize = "auto" if dtype == "float32" else None
+        elif dtype != "float32" and normalize is not None:
+            raise ValueError_(f'normalize applies to float32 batches: with dtype="{dtype}" pass normalize=None or '
+                              f'"auto" ({dtype} batches are as stored)')
         crop_position = _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
         if crop is not None:
             try:
@@ -101,8 +102,10 @@ class Options:
                          vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
         if label_dtype is not None:  # read_batch's own check says what it takes
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
+        if crop_background is not None:  # crop_position="foreground": read_batch checks the classes
+            self.read["crop_background"] = crop_background
         dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
-        if normalize is not None or label_dtype is not None:  # read_batch's own checks, on no record
+        if normalize is not None or label_dtype is not None or crop_background is not None:  # read_batch's checks
             dataset.read_batch(np.empty(0, dtype=np.int64),
                                **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
 

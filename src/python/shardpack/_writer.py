@@ -169,6 +169,12 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
         if isinstance(item, Mapping):
             if "image" not in item or "label" not in item:
                 raise ValueError(f"a mapping sample needs 'image' and 'label' entries, not {sorted(map(str, item))}")
+            # The place for a sample's fields (boxes, tags: "Beyond one 8-bit image and one
+            # label"), once the format has them: until then an entry it would drop is an error.
+            unknown = sorted(str(k) for k in item if k not in ("image", "label", "key"))
+            if unknown:
+                raise ValueError(f"unknown entries {unknown}: a sample has 'image', 'label' and 'key' (fields such as "
+                                 "boxes are not stored yet)")
             key = str(item.get("key", key))
             image, label = item["image"], item["label"]
         elif isinstance(item, tuple) and len(item) == 2:
@@ -322,12 +328,12 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
     out = _os.fspath(path)
     if not isinstance(out, str) or not out:
         raise ArgumentValueError("write: path is empty")
-    task = _word(task, "task", ("seg", "cls"))
+    task_word = _word(task, "task", ("seg", "cls"))
     if not hasattr(samples, "__iter__"):
         raise ArgumentTypeError(f"write: samples must be iterable, not {type(samples).__name__}")
-    mask_values = _word(mask_values, "mask_values", ("auto", "color", "index"))
-    table, names, index_masks = _class_table(task, classes, mask_values)
-    args = ["build", "--samples", "-", "--task", task, "--out", out, "--json",
+    mask_word = _word(mask_values, "mask_values", ("auto", "color", "index"))
+    table, names, index_masks = _class_table(task_word, classes, mask_word)
+    args = ["build", "--samples", "-", "--task", task_word, "--out", out, "--json",
             "--color", _word(color, "color", ("rgb", "gray", "rgba")),
             "--crop", _word(crop, "crop", ("center", "topleft", "none")),
             "--filter", _word(filter, "filter", ("area", "bilinear", "lanczos")),
@@ -343,10 +349,10 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
         args += ["--size", f"{w}x{h}"]
     if resize is not None:
         args += ["--resize", _word(resize, "resize", ("none", "stretch", "shorter", "fit"))]
-    if task == "seg":
+    if task_word == "seg":
         args += ["--label-layout", _word(label_layout, "label_layout", ("onehot", "index")),
                  "--unknown-label", _word(unknown_label, "unknown_label", ("error", "ignore")),
-                 "--mask-values", mask_values]
+                 "--mask-values", mask_word]
         if color_tolerance:
             args += ["--color-tolerance", str(_count(color_tolerance, "color_tolerance", 0, 255))]
         if isinstance(ignore_values, (str, bytes)) or not isinstance(ignore_values, Sequence):
@@ -387,7 +393,7 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
         with open(classes_file, "w", encoding="utf-8") as f:
             f.write(table)
         args += ["--classes", classes_file]
-        return _run(binary, args, samples, total, task, {n: i for i, n in enumerate(names)}, index_masks)
+        return _run(binary, args, samples, total, task_word, {n: i for i, n in enumerate(names)}, index_masks)
     finally:
         _shutil.rmtree(tmp, ignore_errors=True)
 
@@ -444,4 +450,5 @@ def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task:
         if rc == 2:
             raise ArgumentValueError(f"write: {message}")
         raise Error(message)
-    return _json.loads(b"".join(report).decode("utf-8"))
+    result: Dict[str, Any] = _json.loads(b"".join(report).decode("utf-8"))
+    return result

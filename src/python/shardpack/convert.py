@@ -88,9 +88,8 @@ def _label_value(value: Any, names: List[str], where: str) -> Union[int, str]:
         value = value.decode("utf-8").strip()
     if isinstance(value, str):
         value = value.strip()
-        if value.lstrip("-").isdigit():
-            return int(value)
-        return value
+        text: str = value
+        return int(text) if text.lstrip("-").isdigit() else text
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         return int(value)
     raise ValueError(f"{where}: the label {value!r} is neither a class id nor a name")
@@ -153,7 +152,7 @@ def _webdataset_samples(tars: List[PathLike], names: List[str], json_field: str,
 
 def coco(annotations: PathLike, *, images: PathLike) -> Source:
     try:
-        from pycocotools import mask as mask_utils
+        from pycocotools import mask as mask_utils  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as e:
         raise ImportError("the COCO converter needs pycocotools: pip install 'shardpack[coco]'") from e
     with open(annotations, encoding="utf-8") as f:
@@ -205,7 +204,7 @@ def _coco_samples(images: List[Dict[str, Any]], by_image: Dict[Any, List[Dict[st
 def hf(folder: PathLike, *, split: Optional[str] = None, image_column: Optional[str] = None,
        label_column: Optional[str] = None) -> Source:
     try:
-        import datasets
+        import datasets  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as e:
         raise ImportError("the Hugging Face converter needs datasets: pip install 'shardpack[hf]'") from e
     ds = datasets.load_from_disk(os.fspath(folder))
@@ -273,6 +272,7 @@ def _fields(buf: bytes) -> Iterator[Tuple[int, int, Any]]:
     while pos < len(buf):
         tag, pos = _varint(buf, pos)
         field, wire = tag >> 3, tag & 7
+        value: Any
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 2:
@@ -296,7 +296,8 @@ def parse_example(record: bytes) -> Dict[str, List[Any]]:
         for f2, _, entry in _fields(features):  # Features.feature: map<string, Feature> entries
             if f2 != 1:
                 continue
-            name, values = "", []
+            name = ""
+            values: List[Any] = []
             for f3, _, v in _fields(entry):
                 if f3 == 1:
                     name = v.decode("utf-8")

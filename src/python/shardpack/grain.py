@@ -70,11 +70,11 @@ class DataSource:
                  normalize: _adapt.Normalize = "auto", label: str = "onehot", label_dtype: Optional[str] = None,
                  crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
                  vflip: float = 0.0, seed: int = 0, epoch: int = 0, threads: int = 0,
-                 verify_checksums: bool = True) -> None:
+                 verify_checksums: bool = True, crop_background: Optional[Any] = None) -> None:
         self.dataset = _adapt.open_source(source, verify_checksums)
         self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
                                        crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
-                                       threads=threads, label_dtype=label_dtype)
+                                       threads=threads, label_dtype=label_dtype, crop_background=crop_background)
         self.epoch = 0
         self.set_epoch(epoch)
 
@@ -149,13 +149,13 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
             layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
-            prefetch: int = 2, verify_checksums: bool = True) -> _grain.MapDataset:
+            prefetch: int = 2, verify_checksums: bool = True, crop_background: Optional[Any] = None) -> _grain.MapDataset:
     """A grain.MapDataset of (images, labels) batches, one read_batch call each.
 
     The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world, order,
     block, window give the order (shardpack.epoch_order; order="blocks": the locality-aware
     shuffle); dtype, layout, normalize ("auto": "imagenet" for float32, None for uint8), label,
-    label_dtype, crop, crop_position, hflip, vflip, threads are read_batch's. len() is the number
+    label_dtype, crop, crop_position, crop_background, hflip, vflip, threads are read_batch's. len() is the number
     of batches per epoch; element k is batch k % len of epoch `epoch` + k // len (see the
     module). prefetch: batches read ahead when it is iterated (read_options(prefetch))."""
     ds = _adapt.open_source(source, verify_checksums)
@@ -163,5 +163,5 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
-                             label_dtype=label_dtype)
+                             label_dtype=label_dtype, crop_background=crop_background)
     return _Batches(ds, plan, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))

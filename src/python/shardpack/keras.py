@@ -15,7 +15,7 @@ once before the first epoch, after reading two batches to learn their shapes.)
 """
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 import keras as _keras
 import numpy as _np
@@ -36,7 +36,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
     world, order, block, window: the order (shardpack.epoch_order; rank/world read one share;
     order="blocks" is the locality-aware shuffle for data on a cold disk). dtype, layout,
     normalize ("auto": "imagenet" for float32, None for uint8), label, label_dtype, crop,
-    crop_position ("center" or "random"), hflip, vflip, threads: read_batch's options. workers,
+    crop_position ("center", "random" or "foreground"), crop_background, hflip, vflip, threads: read_batch's options. workers,
     use_multiprocessing, max_queue_size: keras.utils.PyDataset's (one worker thread already keeps
     the C++ threads busy)."""
 
@@ -47,7 +47,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
                  label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
                  verify_checksums: bool = True, workers: int = 1, use_multiprocessing: bool = False,
-                 max_queue_size: int = 10) -> None:
+                 max_queue_size: int = 10, crop_background: Optional[Any] = None) -> None:
         super().__init__(workers=workers, use_multiprocessing=use_multiprocessing, max_queue_size=max_queue_size)
         self.dataset = _adapt.open_source(source, verify_checksums)
         self._order = _adapt.Order(self.dataset, batch_size=batch_size, shuffle=shuffle, seed=seed,
@@ -55,7 +55,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
                                    window=window)
         self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
                                        crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
-                                       threads=threads, label_dtype=label_dtype)
+                                       threads=threads, label_dtype=label_dtype, crop_background=crop_background)
         self.set_epoch(epoch)
 
     @property

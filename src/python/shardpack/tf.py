@@ -43,7 +43,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
             prefetch: int = 2, verify_checksums: bool = True, fields: Optional[Sequence[str]] = None,
-            min_box_visibility: float = 0.0) -> _tf.data.Dataset:
+            min_box_visibility: float = 0.0, crop_background: Optional[Any] = None) -> _tf.data.Dataset:
     """A tf.data.Dataset of (images, labels) batches, one read_batch call each.
 
     source: a dataset folder or a shardpack.Dataset. batch_size: records per batch.
@@ -53,8 +53,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
       each further pass the next (see the module).
     dtype, layout (channels last by default, as Keras expects), normalize ("auto": "imagenet" for
-      float32, None for uint8), label, label_dtype, crop, crop_position ("center" or "random"),
-      hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
+      float32, None for uint8), label, label_dtype, crop, crop_position ("center", "random" or
+      "foreground"), crop_background, hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
       epoch, record index).
     prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
 
@@ -72,7 +72,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
-                             label_dtype=label_dtype)
+                             label_dtype=label_dtype, crop_background=crop_background)
     first_epoch = _adapt.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
         prefetch = _adapt.integer(prefetch, "prefetch", 0)

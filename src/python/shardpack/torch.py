@@ -40,7 +40,7 @@ import sys as _sys
 import threading as _threading
 import warnings as _warnings
 import weakref as _weakref
-from typing import Any, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 import torch as _torch
@@ -54,6 +54,8 @@ __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_de
 
 _TORCH_DTYPES = {_np.dtype(_np.float32): _torch.float32, _np.dtype(_np.uint8): _torch.uint8,
                  _np.dtype(_np.int64): _torch.int64}
+if hasattr(_torch, "uint16"):  # PyTorch 2.3 and later: uint16 images (and index labels) as stored
+    _TORCH_DTYPES[_np.dtype(_np.uint16)] = _torch.uint16
 
 # Argument errors: shardpack.Error and ValueError or TypeError, as read_batch raises them.
 _ValueError, _TypeError = _sp.ArgumentValueError, _sp.ArgumentTypeError
@@ -63,7 +65,8 @@ def _normalize_for(dtype: Any, normalize: Any) -> Any:
     """read_batch's normalize for these options: "auto" (the default) is ImageNet's for float32
     batches and nothing for uint8 ones (which are as stored)."""
     if isinstance(normalize, str) and normalize == "auto":
-        return None if dtype in ("uint8", _np.uint8) else "imagenet"
+        # float32: read_batch resolves "auto" (ImageNet's, None for bands other than 3)
+        return None if dtype in ("uint8", _np.uint8, "uint16", _np.uint16) else "auto"
     return normalize
 
 
@@ -216,8 +219,8 @@ class Dataset(_data.Dataset):
     are the parallelism there). Pickles by path: workers reopen the dataset (fork or spawn).
 
     dtype, layout, normalize, label, label_dtype: as read_batch (normalize="auto": ImageNet's
-    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center" or "random"),
-    hflip, vflip (probabilities) and seed: crops and flips at read time, as in
+    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center", "random" or
+    "foreground"), crop_background, hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
     starts, so with persistent_workers=True they keep the epoch they started with.
@@ -232,12 +235,12 @@ class Dataset(_data.Dataset):
                  normalize: Any = "auto", label: str = "onehot", label_dtype: Any = None,
                  threads: Optional[int] = None, verify_checksums: bool = True, crop: Optional[Tuple[int, int]] = None, crop_position: str = "center",
                  hflip: float = 0.0, vflip: float = 0.0, seed: int = 0, fields: Optional[Sequence[str]] = None,
-                 min_box_visibility: float = 0.0):
+                 min_box_visibility: float = 0.0, crop_background: Any = None):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
                             hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
-                            seed=_nonnegative(seed, "seed"))
+                            seed=_nonnegative(seed, "seed"), **_background(crop_background))
         if threads is not None:
             threads = _nonnegative(threads, "threads")
         self.threads = threads
@@ -305,6 +308,11 @@ def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
         raise (_ValueError if idx.ndim != 1 else _TypeError)(
             f"{dataset.path}: a batch's indices must be a 1-d sequence of integers, not {idx.dtype} {idx.shape}")
     return idx.astype(_np.int64, copy=False)
+
+
+def _background(crop_background: Any) -> Dict[str, Any]:
+    """read_batch's crop_background when given (crop_position="foreground"; it checks the classes)."""
+    return {} if crop_background is None else {"crop_background": crop_background}
 
 
 def _position(crop_position: Any) -> str:
@@ -566,19 +574,43 @@ _slots_lock = _threading.Lock()
 
 
 class _Ring:
-    """At most prefetch + 3 slots: the one being filled, `prefetch` queued, and two handed out
-    (the loop's current batch, and the previous one, which `for images, labels in loader` still
-    holds when it asks for the next). The producer takes the first free slot, so a plain loop
-    reuses the same few slots forever; when none is free and the ring is full, the slot handed
-    out longest ago (still referenced) is left to whoever holds it and replaced by a new one."""
+    """prefetch + 3 slots for each live iterator: the one being filled, `prefetch` queued, and
+    two handed out (the loop's current batch, and the previous one, which `for images, labels in
+    loader` still holds when it asks for the next). The producer takes the first free slot, so a
+    plain loop reuses the same few slots forever; when none is free and the ring is full, the
+    slot handed out longest ago (still referenced) is left to whoever holds it and replaced by a
+    new one.
 
-    def __init__(self, size: int, allocate):
-        self.size = size
+    Several live iterators over one Loader (zip(loader, loader), an evaluation pass started
+    inside a training pass) share the ring, which serves any number of them, as the Loader
+    without reuse_buffers does: refusing the second would make reuse_buffers=True break loops
+    that work without it. Each live iterator (attach/detach) adds prefetch + 3 places; when
+    every slot is held by producers all the same (none free, none handed out), a slot is added
+    rather than taking one a producer is filling. Free slots beyond the places of the iterators
+    still alive are dropped when one ends."""
+
+    def __init__(self, per_iterator: int, allocate):
+        self._per_iterator = per_iterator
         self._allocate = allocate  # () -> (images, labels) NumPy arrays of a full batch
-        self._slots: list = [None] * size
+        self._slots: list = []
+        self._live = 0  # iterators between attach() and detach()
         self._deliveries = 0
         self._lock = _threading.Lock()
         self.allocations = 0
+
+    def _places(self) -> int:
+        return self._per_iterator * max(1, self._live)
+
+    def attach(self) -> None:
+        with self._lock:
+            self._live += 1
+
+    def detach(self) -> None:
+        with self._lock:
+            self._live -= 1
+            excess = len(self._slots) - self._places()
+            for s in [s for s in self._slots if s.state == "free"][:max(0, excess)]:
+                self._slots.remove(s)
 
     def acquire(self) -> _Slot:
         """A slot the producer may write (waits for its CUDA events first): the first free one,
@@ -586,20 +618,24 @@ class _Ring:
         warm); a new one only when none is free."""
         with self._lock:
             slots = self._slots
-            k = next((j for j, s in enumerate(slots) if s is not None and s.state == "free"), None)
+            k = next((j for j, s in enumerate(slots) if s.state == "free"), None)
             if k is not None:
                 slot = slots[k]
                 slot.state = "producer"
                 events, slot.events = slot.events, []
             else:
-                # None free: an empty place, else the place of the batch handed out longest ago
-                # that is still in use outside the ring (the consumer keeps it); the old memory
-                # stays with whoever holds it.
-                k = next((j for j, s in enumerate(slots) if s is None), None)
+                # None free: a new place while there are fewer than the iterators' places, else
+                # the place of the batch handed out longest ago that is still in use outside the
+                # ring (the consumer keeps it); the old memory stays with whoever holds it.
+                k = None
+                if len(slots) >= self._places():
+                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq,
+                            default=None)
                 if k is None:
-                    k = min((j for j, s in enumerate(slots) if s.state == "delivered"), key=lambda j: slots[j].seq)
+                    k = len(slots)
+                    slots.append(None)
                 slot = _Slot(*self._allocate())
-                self._slots[k] = slot
+                slots[k] = slot
                 self.allocations += 1
                 with _slots_lock:
                     _slots_by_address[slot.images.ctypes.data] = slot
@@ -616,9 +652,10 @@ class _Ring:
                 slot.state = "free"
 
     def delivered(self, slot: _Slot) -> None:
-        self._deliveries += 1
-        slot.seq = self._deliveries
-        slot.state = "delivered"
+        with self._lock:  # iterators in several threads deliver from one ring
+            self._deliveries += 1
+            slot.seq = self._deliveries
+            slot.state = "delivered"
 
     def release_unreferenced(self, record_event) -> None:
         """Consumer side, before it takes the next batch: every handed-out slot that nothing
@@ -626,7 +663,7 @@ class _Ring:
         now on the current stream: a non_blocking copy out of it was enqueued before its last
         reference went away)."""
         with self._lock:
-            done = [s for s in self._slots if s is not None and s.state == "delivered" and not s.referenced()]
+            done = [s for s in self._slots if s.state == "delivered" and not s.referenced()]
             if not done:
                 return
             event = record_event()
@@ -683,7 +720,7 @@ class Loader:
     on a stream other than the current one by your own code must be synchronised before the
     batch is dropped (to_device does that for you).
 
-    crop=(height, width), crop_position ("center" or "random"), hflip and vflip (probabilities):
+    crop=(height, width), crop_position ("center", "random" or "foreground"), crop_background, hflip and vflip (probabilities):
     crops and flips at read time, as in shardpack.Dataset.read_batch, drawn from (seed, the
     sampler's epoch, record index): new ones every epoch, the same for any `threads`, and the
     same again when an epoch is resumed.
@@ -699,7 +736,7 @@ class Loader:
                  crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
-                 cache_bytes: Optional[int] = None):
+                 cache_bytes: Optional[int] = None, crop_background: Any = None):
         self.dataset = _open(ds)
         if io is not None or cache_bytes is not None:
             d = self.dataset
@@ -717,7 +754,8 @@ class Loader:
             raise _ValueError("Loader: prefetch must be at least 1")
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
-                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"))
+                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
+                            **_background(crop_background))
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not _torch.cuda.is_available():
             _warnings.warn("Loader: pin_memory=True but CUDA is not available; batches are not pinned")
@@ -836,6 +874,7 @@ class Loader:
         ring = self._ring
         if ring is not None:  # batches of the last pass the loop has dropped, before the producer starts
             ring.release_unreferenced(_cuda_event_now)
+            ring.attach()
         producer = _threading.Thread(target=self._produce, args=(order, self.sampler.seed, self.sampler.epoch, q, stop),
                                      daemon=True,
                                      name="shardpack.Loader")
@@ -873,6 +912,7 @@ class Loader:
                     if isinstance(left, tuple):
                         ring.release_unused(left[3])
                     del left
+                ring.detach()
             if complete:
                 # The epoch is over: the state says so (position at its end), or, when nobody
                 # called set_epoch for it, the next pass starts the next epoch.
