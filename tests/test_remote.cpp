@@ -468,9 +468,13 @@ s3_config without_hedging(s3_config c) {
     return c;
 }
 
+// Opened to read through the S3 storage's own reads (merged ranged GETs, block read-ahead, the
+// disk caches), which these tests count and fault: io pread. The default (automatic) puts the
+// reader's I/O engine in front of them: see "s3 reads through the reader's I/O engine".
 dataset open_remote(const std::shared_ptr<s3_storage>& st, const std::string& url) {
     open_options o;
     o.storage = st;
+    o.io = io_mode::pread;
     return dataset::open(url, o);
 }
 
@@ -1315,5 +1319,33 @@ TEST_CASE("s3 reads: a manifest whose content_hash changed in transit is refused
         INFO(r.err);
         CHECK(r.code == 1);
         CHECK(r.err.find("content_hash") != std::string::npos);
+    }
+}
+
+TEST_CASE("s3 reads through the reader's I/O engine: automatic streams a dataset that fits, blocks one that does not", "[remote][engine]") {
+    temp_dir tmp("s3e");
+    s3_server server(tmp / "server");
+    const s3_config cfg = test_config(server, false);
+    s3_client client(cfg);
+    const std::string url = "s3://" + server.bucket + "/engine/ds";
+    synthetic_options o;
+    o.records = 96;
+    o.shard_size = 32 << 10;
+    const dataset local = push_synthetic(client, tmp / "ds", url, o);
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < local.shard_count(); ++k) total += local.shard_bytes(k);
+    for (const std::uint64_t cache : {total * 2, total / 3}) {
+        open_options eo;
+        eo.storage = storage_for(cfg, url, tmp / ("cache" + std::to_string(cache)));
+        eo.cache_bytes = cache;
+        eo.log = [](const std::string&) {};
+        const dataset remote = dataset::open(url, eo);
+        CHECK(remote.io() == (cache > total ? io_mode::stream : io_mode::blocks));
+        require_same_records(remote, local);
+        // A second pass: the same bytes, from the engine's cache where it holds them.
+        require_same_records(remote, local);
+        const auto c = remote.io_counters();
+        CHECK(c.peak_cached_bytes <= cache);
+        if (cache > total) CHECK(c.extent_bytes == total);  // every byte fetched once
     }
 }
