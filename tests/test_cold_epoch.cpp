@@ -310,7 +310,10 @@ TEST_CASE("cold_epoch_slowfs: the C++ reader's defaults read a cold epoch at a t
     // machine), it stops: the figures are then of the records read so far.
     evict(mnt_ds);
     const auto c0 = mount.counts();
-    const double give_up = floor_s / bound + 1.0;
+    // A sanitized build (scripts/test.sh's ASan run) is CPU-bound here: its rate says nothing
+    // about the I/O, so it reads the whole epoch and checks only what does not depend on time.
+    const bool timed = shardpack::test::sanitizer_factor == 1;
+    const double give_up = timed ? floor_s / bound + 1.0 : 600.0;
     const auto t0 = clock_type::now();
     const auto ds = dataset::open(mnt_ds);
     const std::size_t n = ds.size();
@@ -362,7 +365,7 @@ TEST_CASE("cold_epoch_slowfs: the C++ reader's defaults read a cold epoch at a t
         SHARDPACK_SKIP("expected failure until the reader's I/O engine lands (issue 29): " << figures.str());
     INFO(figures.str());
     CHECK(done == n);
-    CHECK(ratio >= bound);
+    if (timed) CHECK(ratio >= bound);
     // A seek per ~4 MiB block at most, and a few per file: never one per record.
     CHECK(seeks <= std::max<long long>(64, static_cast<long long>(n / 16)));
 #endif
