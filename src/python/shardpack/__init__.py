@@ -129,7 +129,7 @@ def _optional_count(value: Any, what: str, limit: int) -> int:
 
 
 # What the reader said at open about its choice of I/O, logged once a process.
-_io_notes_said: set = set()
+_io_notes_said: set[str] = set()
 
 def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
@@ -338,10 +338,10 @@ def _resolve_order(order: Any, source: Any, what: str = "order") -> Order:
     """"global" or "blocks" for an order argument: "auto" is what the dataset's reader prefers
     (Dataset.preferred_order: "blocks" when it reads blocks because the dataset is larger than its
     cache and not in memory), "global" without a Dataset."""
-    order = _choice(order, what, _LOADER_ORDERS)
-    if order == "auto":
-        return source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
-    return order  # type: ignore[return-value]
+    choice = _choice(order, what, _LOADER_ORDERS)
+    if choice == "auto":
+        choice = source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
+    return "blocks" if choice == "blocks" else "global"
 
 
 def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
