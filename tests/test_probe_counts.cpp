@@ -85,6 +85,8 @@ build_options options_for(const temp_dir& dir, const std::string& name) {
     o.out_dir = dir / (name + "_ds");
     o.threads = 1;
     o.full = true;
+    // --depth given: no look at the first row before the build (the case below counts that look).
+    o.depth = 8;
     return o;
 }
 
@@ -201,6 +203,7 @@ TEST_CASE("probe counts: a 16-bit PNG is opened by libpng once, its decode takin
     write_file(dir / "g16.csv", csv);
     build_options o = options_for(dir, "g16");
     o.input.task = task_kind::classification;
+    o.depth = 16;
     const per_file p = build_and_count(o, rows, rows);
     CHECK(p.sniffs == 1.0);
     // The probe's (libpng) and the fast path's look at IHDR before it declines a 16-bit file;
@@ -208,4 +211,32 @@ TEST_CASE("probe counts: a 16-bit PNG is opened by libpng once, its decode takin
     CHECK(p.header_parses == 2.0);
     CHECK(p.png_sessions == 1.0);
     CHECK(p.jpeg_sessions == 0.0);
+}
+
+TEST_CASE("probe counts: --depth auto reads the first row's header once before the build, not its pixels") {
+    const temp_dir& dir = files_dir();
+    const std::uint32_t rows = 3;
+    std::string csv = "image,label\n";
+    for (std::uint32_t i = 0; i < rows; ++i) {
+        const std::string n = std::to_string(i);
+        write_bytes(dir / ("a_img" + n + ".png"), encode_png_gray16(24, 16, i));
+        csv += "a_img" + n + ".png," + (i % 2 ? "cat" : "dog") + "\n";
+    }
+    write_file(dir / "auto.csv", csv);
+    build_options given = options_for(dir, "auto");
+    given.input.task = task_kind::classification;
+    given.depth = 16;
+    given.out_dir = dir / "auto_given_ds";
+    build_options automatic = given;
+    automatic.depth = 0;
+    automatic.out_dir = dir / "auto_ds";
+    const per_file g = build_and_count(given, rows, rows);
+    const per_file a = build_and_count(automatic, rows, rows);
+    // Per build, the difference is one sniff, one header parse and its libpng session: the
+    // first row's header, whose 16 bits decide (the build then stores uint16).
+    CHECK((a.sniffs - g.sniffs) * rows == Approx(1.0));
+    CHECK((a.header_parses - g.header_parses) * rows == Approx(1.0));
+    CHECK((a.png_sessions - g.png_sessions) * rows == Approx(1.0));
+    CHECK(a.jpeg_sessions == 0.0);
+    CHECK(read_file(automatic.out_dir + "/manifest.json").find("\"uint16\"") != std::string::npos);
 }

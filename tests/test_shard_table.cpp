@@ -274,8 +274,20 @@ TEST_CASE("a damaged or truncated shard table is refused, naming the file and th
     // A size its records cannot fit in: refused before any shard is opened, naming the shard.
     replace_table(dir.str(), forged(32 + 8, 99, 8));
     refused("bytes too few", {"shard 0 (\"shard-00000-", "records in 99 bytes: a shard holds at most (bytes - 104) / 40 records"});
-    replace_table(dir.str(), forged(32 + 24 + 16, 0x1234, 8));  // shard 1's hash: its name
-    refused("hash", {"shard-00001-0000000000001234.spk"});
+    // Shard 1's hash, its name: the manifest's content_hash (spec 13.2) no longer matches; without
+    // that member, the shard it now names is missing.
+    replace_table(dir.str(), forged(32 + 24 + 16, 0x1234, 8));
+    refused("hash", {"content_hash", "is not the content hash of the shards it names"});
+    replace_table(dir.str(), forged(32 + 24 + 16, 0x1234, 8));
+    {
+        detail::json without = detail::json::parse(read_file(dir / "manifest.json"));
+        REQUIRE(without.find("content_hash") != nullptr);
+        detail::json copy = detail::json::object();
+        for (const auto& [k, v] : without.as_object())
+            if (k != "content_hash") copy.set(k, v);
+        write_file(dir / "manifest.json", copy.dump());
+    }
+    refused("hash, no content_hash", {"shard-00001-0000000000001234.spk"});
 
     // The manifest's member itself.
     detail::json bad = m;

@@ -254,7 +254,9 @@ TEST_CASE("a storage of the caller's own serves the manifest, the shards and the
     o.shard_size = 64 * 1024;
     write_synthetic(dir.str(), o);
     auto store = std::make_shared<counting_storage>(dir.str());
-    open_options opts;
+    // io pread: what is counted here is the storage's own read and prefetch path; the reader's I/O
+    // engine over a storage is test_io_engine's.
+    open_options opts = with_io(io_mode::pread);
     opts.storage = store;
     const dataset ds = dataset::open("remote-name", opts);
     const dataset local = dataset::open(dir.str());

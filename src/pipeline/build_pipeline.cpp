@@ -60,7 +60,7 @@ build_result run_build(const build_options& options) {
                   memory.rows_in_flight, format_bytes(memory.per_row));
     const unsigned threads = memory.threads;
     detail::schema_record schema =
-        make_schema(options, input.task, input.classes.size(), resolve_stored_pixels(options, input));
+        make_schema(options, input.task, input.classes.size(), resolve_stored_pixels(options, input, memory.per_row));
     schema.fields = input.fields.declarations();
     if (schema.image_dtype_bytes == 2 || schema.channel_order == detail::order_code::bands)
         spdlog::info("images stored as {} {} (format 1.4)", schema.image_dtype_bytes == 2 ? "uint16" : "uint8",

@@ -23,7 +23,7 @@ pixel_layout decode_layout(pixel_layout color, file_format format) {
 }
 }  // namespace
 
-stored_pixels resolve_stored_pixels(const build_options& o, const input_list& input) {
+stored_pixels resolve_stored_pixels(const build_options& o, const input_list& input, std::uint64_t max_row_bytes) {
     stored_pixels p;
     p.sample_bytes = o.depth == 16 ? 2 : 1;
     if (input.empty() && o.color == pixel_layout::bands)  // a sample stream: no first row to read ahead
@@ -34,14 +34,25 @@ stored_pixels resolve_stored_pixels(const build_options& o, const input_list& in
     input.image_path(0, path);
     std::vector<std::uint8_t> bytes;
     file_format format = file_format::unknown;
-    std::string why = read_file_into(path, bytes, nullptr, UINT64_MAX, false, &format);
+    // Within a row's share of --memory-limit, as the row itself will be read and decoded.
+    std::string why = read_file_into(path, bytes, nullptr, max_row_bytes, false, &format);
+    // --depth auto reads the first row's header only; --color bands decodes it, the only way to
+    // learn the band count of every format (a JPEG's is the decoder's choice).
     image_u8 first;
     if (why.empty()) {
         try {
-            decode_request req;
-            req.layout = decode_layout(o.color, format);
-            req.keep_16 = true;
-            decode_image(bytes.data(), bytes.size(), format, req, first);
+            if (o.color == pixel_layout::bands) {
+                decode_request req;
+                req.layout = decode_layout(o.color, format);
+                req.keep_16 = true;
+                const std::uint64_t need = decode_memory_estimate(probe_image(bytes.data(), bytes.size(), format), req);
+                if (need + bytes.size() > max_row_bytes)
+                    throw decode_error("decoding it needs about " + format_bytes(need) + ", more than a row may take: " +
+                                       format_bytes(max_row_bytes) + " (from --memory-limit)");
+                decode_image(bytes.data(), bytes.size(), format, req, first);
+            } else {
+                first.sample_bytes = probe_image(bytes.data(), bytes.size(), format).bit_depth == 16 ? 2 : 1;
+            }
         } catch (const std::exception& e) {
             why = e.what();
         }

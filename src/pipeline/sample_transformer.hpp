@@ -42,7 +42,8 @@ struct stored_pixels {
     std::uint8_t sample_bytes = 1;  // 1: uint8; 2: uint16
     std::uint8_t bands = 0;         // --color bands: the channel count; else 0
 };
-stored_pixels resolve_stored_pixels(const build_options& options, const input_list& input);
+// The first row is read within max_row_bytes (a row's share of --memory-limit), as every row is.
+stored_pixels resolve_stored_pixels(const build_options& options, const input_list& input, std::uint64_t max_row_bytes);
 
 // The schema a build with these options writes.
 detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count,

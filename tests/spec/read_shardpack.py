@@ -395,16 +395,17 @@ def read_shard_table(folder, t):
 
 
 def writer_checks(m, shards):
-    """What a writer declares (5, 13.3, 15): version_minor 5 with bit 4, else 3 with bit 2, else
-    1 with bit 1, else 0; format_version "1.5" when a shard declares 5, else "1.3" when one
-    declares 3, else "1.2" with a shard table, else "1.1" when one declares 1, else "1.0"."""
+    """What a writer declares (5, 13.3, 15): version_minor 5 with bit 4, else 4 with bit 3, else
+    3 with bit 2, else 1 with bit 1, else 0; format_version "1.5" when a shard declares 5, else
+    "1.4" when one declares 4, else "1.3" when one declares 3, else "1.2" with a shard table, else
+    "1.1" when one declares 1, else "1.0"."""
     for k, shard in enumerate(shards):
         r = shard["required"]
-        want = 5 if r & 0x10 else 3 if r & 4 else 1 if r & 2 else 0
+        want = 5 if r & 0x10 else 4 if r & 8 else 3 if r & 4 else 1 if r & 2 else 0
         if shard["minor"] != want:
             raise Refused(f"writer: shard {k} declares version_minor {shard['minor']}, its feature bits call for {want}")
     minors = {shard["minor"] for shard in shards}
-    want = ("1.5" if 5 in minors else "1.3" if 3 in minors else "1.2" if "shard_table" in m
+    want = ("1.5" if 5 in minors else "1.4" if 4 in minors else "1.3" if 3 in minors else "1.2" if "shard_table" in m
             else "1.1" if 1 in minors else "1.0")
     if m["format_version"] != want:
         raise Refused(f"writer: format_version {m['format_version']!r}, the shards and the shard list call for {want!r}")
