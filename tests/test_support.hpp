@@ -438,6 +438,8 @@ struct synthetic_options {
     std::uint64_t shard_size = std::uint64_t(1) << 30;
     std::vector<extra_section> extra;
     std::size_t shard_table_above = dataset_writer_options{}.shard_table_above;  // 0: always a binary shard table
+    bool fixed_size = true;  // false: the schema fixes no size, as a build without --size writes
+    std::vector<std::uint32_t> heights;  // when not empty: record i's height (else `height`)
 };
 
 inline detail::schema_record synthetic_schema(const synthetic_options& o) {
@@ -447,8 +449,8 @@ inline detail::schema_record synthetic_schema(const synthetic_options& o) {
     s.channel_order = o.channels == 1 ? detail::order_code::gray : o.channels == 3 ? detail::order_code::rgb : detail::order_code::rgba;
     s.label_layout = o.segmentation ? o.layout : detail::layout_code::class_id;
     s.label_dtype_bytes = !o.segmentation ? 0 : (o.layout == detail::layout_code::index && o.classes > 255) ? 2 : 1;
-    s.fixed_height = o.height;
-    s.fixed_width = o.width;
+    s.fixed_height = o.fixed_size ? o.height : 0;
+    s.fixed_width = o.fixed_size ? o.width : 0;
     s.class_count = o.classes;
     s.ignore_value = o.classes > 255 ? 65535 : 255;
     return s;
@@ -474,7 +476,8 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     std::vector<unsigned char> decoded;
     stored_record stored;
     for (std::uint32_t i = 0; i < o.records; ++i) {
-        samples.push_back(make_sample(i, o.width, o.height, o.channels, o.classes, o.segmentation));
+        const std::uint32_t h = i < o.heights.size() ? o.heights[i] : o.height;
+        samples.push_back(make_sample(i, o.width, h, o.channels, o.classes, o.segmentation));
         const auto& s = samples.back();
         const auto layout = encode_record(wo.schema, s.key, s.image, s.ids.empty() ? nullptr : s.ids.data(), s.class_id, decoded);
         compressor.compress(decoded, layout, stored);

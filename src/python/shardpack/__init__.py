@@ -306,10 +306,7 @@ class _BatchOptions(NamedTuple):
                 what = f"{k} classes" + (f" and ignore value {r.ignore_value}" if seg else "")
                 raise ArgumentValueError(f"read_batch: label_dtype {label_dtype} cannot hold the {what} of {path}; "
                                          'use "uint16" or "int64"')
-        if crop is None:
-            if r.image_shape is None:
-                raise ArgumentValueError(f"{path}: read_batch needs a dataset with a fixed image size "
-                                         "(built with --size) or a crop size")
+        if crop is None:  # the dataset's fixed size, or, when its records vary, each batch's own
             crop_height = crop_width = 0
         else:
             crop_height, crop_width = _crop_size(crop)
@@ -767,7 +764,9 @@ class Dataset:
                    label: Label = "onehot", label_dtype: LabelDType = None, crop: Optional[Tuple[int, int]] = None
                    ) -> Spec:
         """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
-        `batch_size` records with these options (NumPy dtypes); the options are read_batch's."""
+        `batch_size` records with these options (NumPy dtypes); the options are read_batch's.
+        Without a crop, a dataset whose records vary in size (built without --size) gives record
+        0's size: that of every batch when all its records share one."""
         r = self._reader
         n = _integer(batch_size, "batch_spec: batch_size")
         if n < 0:
@@ -778,8 +777,11 @@ class Dataset:
     @staticmethod
     def _spec(r: _Reader, n: int, o: _BatchOptions) -> Spec:
         fixed = r.image_shape
-        if o.crop_height or fixed is None:  # (_BatchOptions.check refused no crop without a fixed size)
+        if o.crop_height:
             h, w, c = o.crop_height, o.crop_width, r.channels
+        elif fixed is None:  # records of varying size (no --size): record 0's, as read_batch says
+            h, w = r.record_size(0) if len(r) else (0, 0)
+            c = r.channels
         else:
             h, w, c = fixed
         k = r.class_count
@@ -856,7 +858,9 @@ class Dataset:
 
         Crops and flips at read time, the same for the image and the label, before any conversion
         (labels stay exact):
-        crop: None (whole records; the dataset needs a fixed size) or (height, width): every
+        crop: None (whole records, all of one size: the dataset's fixed size (built with
+          --size), or, when its records vary, the size of the batch's first record; a record of
+          another size in the batch is an error naming it) or (height, width): every
           output is that window of its record, so the batch's H and W are the crop's (records
           may then differ in size; each must be at least the crop).
         crop_position: "center" (offset (H - height) // 2, (W - width) // 2), "random" (uniform
