@@ -563,3 +563,43 @@ def test_records_of_one_size_batch_without_size(built, tmp_path):
     got = ds.read_batch(idx, out=tuple(np.empty(spec[0], spec[1]) for spec in ds.batch_spec(4)))
     assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
 
+
+# -- the normalisation default, said where a user meets it (issue #35)
+
+def test_the_imagenet_default_is_logged_once_when_implicit(built, monkeypatch, caplog):
+    import logging
+    monkeypatch.setattr(shardpack, "_imagenet_default_said", False)
+    ds, gray = shardpack.open(built["onehot"]), shardpack.open(built["cls-raw"])
+
+    def said(read):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="shardpack"):
+            read()
+        return [r.getMessage() for r in caplog.records if r.name == "shardpack" and "ImageNet" in r.getMessage()]
+
+    # Asked for by name, or another normalisation, or uint8: nothing to say.
+    assert said(lambda: ds.read_batch([0], normalize="imagenet")) == []
+    assert said(lambda: ds.read_batch([0], normalize=None)) == []
+    assert said(lambda: ds.read_batch([0], dtype="uint8")) == []
+    # The default, implicit: said once, with the statistics used, then never again this process.
+    first = said(lambda: ds.read_batch([0]))
+    assert len(first) == 1 and "mean 0.485 0.456 0.406 and std 0.229 0.224 0.225" in first[0]
+    assert 'normalize=None for x / 255' in first[0]
+    assert said(lambda: ds.read_batch([1], layout="NHWC")) == []
+    assert said(lambda: gray.read_batch([0])) == []
+    # A grey dataset's first implicit use names its one channel's statistics.
+    monkeypatch.setattr(shardpack, "_imagenet_default_said", False)
+    assert "mean 0.449 and std 0.226" in said(lambda: gray.read_batch([0], layout="NHWC"))[0]
+
+
+def test_the_adapters_docstrings_state_the_normalisation_default():
+    pytest.importorskip("torch", reason="torch is not installed in this environment")
+    import shardpack.torch as spt
+    docs = {"shardpack.torch.Dataset": spt.Dataset.__doc__, "shardpack.torch.Loader": spt.Loader.__doc__}
+    for module in ("keras", "tf"):  # their source: importing them needs .venv-tf
+        text = (ROOT / "src" / "python" / "shardpack" / f"{module}.py").read_text(encoding="utf-8")
+        docs[f"shardpack.{module}"] = text
+    for name, doc in docs.items():
+        flat = " ".join(doc.split())
+        assert 'normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std' in flat, name
+        assert "mean 0.485 0.456 0.406 and std 0.229 0.224 0.225" in flat and "normalize=None gives x / 255" in flat, name

@@ -130,6 +130,22 @@ def _optional_count(value: Any, what: str, limit: int) -> int:
 
 # What the reader said at open about its choice of I/O, logged once a process.
 _io_notes_said: set[str] = set()
+# Whether normalize="auto" choosing ImageNet's statistics was logged (once a process): a model
+# trained on x / 255 would otherwise get other inputs without a word.
+_imagenet_default_said = False
+
+
+def _say_imagenet_default(mean: Sequence[float], std: Sequence[float]) -> None:
+    global _imagenet_default_said
+    if _imagenet_default_said:
+        return
+    _imagenet_default_said = True
+    numbers = " ".join(f"{v:g}" for v in mean), " ".join(f"{v:g}" for v in std)
+    _logging.getLogger("shardpack").warning(
+        "float32 images are normalised with ImageNet's statistics, (x / 255 - mean) / std with mean %s and std %s: "
+        'normalize="auto", the default of read_batch and of the torch, Keras and tf.data adapters. '
+        "Pass normalize=None for x / 255 or normalize=(mean, std) for your own (logged once)", *numbers)
+
 
 def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
@@ -811,12 +827,15 @@ class Dataset:
             return resolved
         r = self._reader
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":  # ImageNet's statistics where they mean something: not for bands other than 3
+        implicit = isinstance(normalize, str) and normalize == "auto"
+        if implicit:  # ImageNet's statistics where they mean something: not for bands other than 3
             normalize = "imagenet" if o.as_float and (r.channel_order != "bands" or r.channels == 3) else None
         elif not o.as_float and normalize is not None:
             raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
                                      f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
         mean, std = _normalization(normalize, r.channels, r.channel_order)
+        if implicit and normalize == "imagenet":
+            _say_imagenet_default(mean, std)
         resolved = (o, mean, std)
         if key is not None:
             if len(self._resolved) >= 64:
@@ -837,7 +856,8 @@ class Dataset:
         dtype: "float32", "uint8" (as stored; refused for uint16 images) or "uint16" (uint16 images as
           stored; uint8 images' values widened). layout: "NCHW" or "NHWC".
         normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8 and
-          uint16, and for images of bands other than 3), None (x / 255, or x / 65535 for uint16
+          uint16, and for images of bands other than 3; the first time it picks "imagenet" the
+          "shardpack" logger says so, once a process), None (x / 255, or x / 65535 for uint16
           images), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images 0.449 /
           0.226; alpha x / 255; an ArgumentValueError for bands other than 3) or a (mean, std) pair
           on the 0..1 scale, each a number or one value per channel (one for all beyond 4 channels). uint8 batches are as stored: a normalize other than None or

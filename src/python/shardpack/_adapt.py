@@ -67,8 +67,8 @@ class Options:
     """The read_batch options of an adapter, checked once: `read` goes to every read_batch call
     (with the epoch added), `spec` to batch_spec.
 
-    normalize="auto" (the adapters' default) is "imagenet" for float32 batches and None for
-    uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
+    normalize="auto" (the adapters' default) is "imagenet" for float32 batches (read_batch says
+    so once on the "shardpack" logger) and None for uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
     index labels, read_batch's) is passed on only when given."""
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,

@@ -52,10 +52,14 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       count and keeps a short last batch; order="blocks" is the locality-aware shuffle for data
       on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
       each further pass the next (see the module).
-    dtype, layout (channels last by default, as Keras expects), normalize ("auto": "imagenet" for
-      float32, None for uint8), label, label_dtype, crop, crop_position ("center", "random" or
-      "foreground"), crop_background, hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
-      epoch, record index).
+    dtype, layout (channels last by default, as Keras expects), normalize, label, label_dtype,
+      crop, crop_position ("center", "random" or "foreground"), crop_background, hflip, vflip,
+      threads: read_batch's options; random crops and flips are drawn from (seed, epoch, record
+      index).
+    normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std with
+      ImageNet's mean 0.485 0.456 0.406 and std 0.229 0.224 0.225 (grey: 0.449, 0.226), and says so
+      once on the "shardpack" logger; normalize=None gives x / 255; uint8 batches are as stored. A
+      model trained on x / 255 takes normalize=None.
     prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
 
     fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: elements
