@@ -438,6 +438,7 @@ struct synthetic_options {
     std::uint64_t shard_size = std::uint64_t(1) << 30;
     std::vector<extra_section> extra;
     std::size_t shard_table_above = dataset_writer_options{}.shard_table_above;  // 0: always a binary shard table
+    std::vector<std::string> class_names;  // empty: class0, class1, ...
 };
 
 inline detail::schema_record synthetic_schema(const synthetic_options& o) {
@@ -461,7 +462,7 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     wo.shard_size = o.shard_size;
     wo.schema = synthetic_schema(o);
     for (std::uint32_t c = 0; c < o.classes; ++c)
-        wo.classes.push_back({"class" + std::to_string(c), o.segmentation, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
+        wo.classes.push_back({o.class_names.empty() ? "class" + std::to_string(c) : o.class_names.at(c), o.segmentation, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
     wo.uses_zstd = uses_record_frames(o.codec);
     wo.uses_bands = uses_band_frames(o.codec);
     wo.uses_region_bands = record_compressor(o.codec, 3, wo.schema, o.band_rows, o.label_band_rows).per_region();
