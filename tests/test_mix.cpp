@@ -302,8 +302,9 @@ struct batch_out {
     }
 };
 
-// The mix's class id of dataset `d`'s class id `c`, by name.
+// The mix's class id of dataset `d`'s class id `c`, by name (its ignore value: the mix's).
 std::uint32_t mixed_id(const mixed_dataset& m, const dataset& d, std::size_t c) {
+    if (d.schema().task == task::segmentation && c == d.schema().ignore_value) return m.schema().ignore_value;
     const auto& names = m.class_names();
     const auto it = std::find(names.begin(), names.end(), d.classes().at(c).name);
     REQUIRE(it != names.end());
@@ -579,4 +580,73 @@ TEST_CASE("mix reader: mixes that cannot be read as one are refused clearly", "[
     field_batch fields;
     got.out.fields = &fields;
     CHECK_THROWS_WITH(m.read_into(0, got.out, ctx), Catch::Contains("per-sample fields"));
+}
+
+TEST_CASE("mix reader: ignored pixels take the mix's ignore value, records of several sizes read alone", "[mix]") {
+    temp_dir dir("mix-reader-ignore");
+    synthetic_options o;
+    o.records = 6;
+    o.ignore_every = 5;  // one-hot: all-zero pixels, read as index 255
+    write_synthetic(dir / "few", o);
+    o.classes = 300;  // index labels of uint16, ignore value 65535
+    o.layout = detail::layout_code::index;
+    o.ignore_every = 3;
+    write_synthetic(dir / "many", o);
+    const auto m = mixed_dataset::open({dir / "few", dir / "many"}, {1, 2});
+    REQUIRE(m.schema().class_count == 300);
+    CHECK(m.schema().ignore_value == 65535);  // more than 255 classes
+    for (const bool channels_first : {false, true}) {
+        std::vector<std::uint64_t> counts(2, 0);
+        for (std::size_t rank = 0; rank < 4; ++rank) {
+            const auto c = read_share(m, rank, 0, false, channels_first, nullptr);
+            counts[0] += c[0], counts[1] += c[1];
+        }
+        CHECK(counts == std::vector<std::uint64_t>{4, 8});  // 1:2 of 12
+    }
+    mix_read_context ctx;
+    batch_out got(1, 12, 16, 3, 300, true, true, false);
+    CHECK_THROWS_WITH(m.read_into(0, got.out, ctx), Catch::Contains("uint8 label indices need at most 255 classes"));
+    got.out.label_index_u8 = nullptr;
+    m.read_into(0, got.out, ctx);
+    CHECK(got.index_i64[0] == 65535);  // pixel 0 of "few" is ignored: 255 there, 65535 in the mix
+
+    // A dataset of records of two sizes, its classes in reverse order: read_into gives a record at
+    // its own size, renumbered.
+    synthetic_options v;
+    v.records = 4;
+    v.varied_sizes = true;
+    v.layout = detail::layout_code::index;
+    v.class_names = {"class3", "class2", "class1", "class0"};
+    write_synthetic(dir / "varied", v);
+    const auto two = mixed_dataset::open({dir / "few", dir / "varied"});
+    CHECK(two.schema().fixed_height == 0);
+    const dataset& varied = two.datasets()[1];
+    for (std::size_t r = 0; r < 4; ++r) {
+        INFO("record " << r);
+        const sample s = varied.at(r);
+        const std::size_t px = s.height() * s.width();
+        CHECK(px == (r % 2 ? 20u * 14u : 16u * 12u));
+        std::vector<std::uint16_t> mixed(20 * 14 + 1, 0xEEEE), alone(20 * 14 + 1, 0xEEEE);
+        std::vector<std::uint8_t> one_hot(20 * 14 * 4, 0xEE);
+        sample_buffers out;
+        out.label_index = mixed.data(), out.label_index_capacity = mixed.size();
+        out.label_u8 = one_hot.data(), out.label_capacity = one_hot.size();
+        crop_box untouched{7, 7, 7, 7, true, true, true};
+        out.applied = &untouched;
+        two.read_into(6 + r, out, ctx);
+        CHECK(untouched.y == 7);  // no augmentation: applied is left alone, as dataset::read_into leaves it
+        sample_buffers own;
+        own.label_index = alone.data(), own.label_index_capacity = alone.size();
+        varied.read_into(r, own, ctx.reader);
+        for (std::size_t p = 0; p < px; ++p) {
+            CHECK(mixed[p] == 3 - alone[p]);  // class j of "varied" is class 3 - j of the mix
+            for (std::size_t c = 0; c < 4; ++c) CHECK(int(one_hot[p * 4 + c]) == int(c == mixed[p]));
+        }
+        CHECK(mixed[px] == 0xEEEE);  // nothing past the record
+    }
+    std::vector<std::uint16_t> ids(2 * 20 * 14);
+    sample_buffers out;
+    out.label_index = ids.data(), out.label_index_capacity = ids.size();
+    const std::vector<std::size_t> idx{6, 7};
+    CHECK_THROWS_WITH(two.read_batch(idx.data(), 2, out, ctx), Catch::Contains("records of several sizes"));
 }

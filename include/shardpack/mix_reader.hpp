@@ -349,7 +349,7 @@ private:
         if (!part.augment && !known) part.augment = &ctx.whole_;
         if (part.augment) part.applied = &box;
         d.read_into(record, part, ctx.reader);
-        if (out.applied && part.applied) *out.applied = box;
+        if (out.applied && out.augment) *out.applied = box;
         const std::size_t pixels = part.augment ? std::size_t(box.height) * box.width
                                                 : d.schema().fixed_height * d.schema().fixed_width;
         if (want_index) {
