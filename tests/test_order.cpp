@@ -189,6 +189,9 @@ TEST_CASE("order: ranks get equal shares that cover the epoch (padded or dropped
     const auto b = block_permutation(12, 1, 2, 3, 2, {});
     CHECK(epoch_order(12, 1, 2, 1, 2, false, blocks(3, 2)) == std::vector<std::uint64_t>(b.begin() + 6, b.end()));
     CHECK_THROWS_AS(epoch_order(10, 0, 0, 2, 2, false, order_options{}), std::invalid_argument);
+    // Without options: the global shuffle, as order_options{} (issue #35, the first hour).
+    CHECK(epoch_order(10, 1, 2, 1, 2, false) == epoch_order(10, 1, 2, 1, 2, false, order_options{}));
+    CHECK(full_order(10, 1, 2) == permutation(10, 1, 2));
     CHECK_THROWS_AS(epoch_order(10, 0, 0, 0, 0, false, order_options{}), std::invalid_argument);
 }
 

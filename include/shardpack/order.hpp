@@ -4,11 +4,14 @@
 // (seed, epoch).
 //
 //   #include <shardpack/order.hpp>
-//   shardpack::order_options o;                        // shuffle=true, kind=global
-//   o.kind = shardpack::order_kind::blocks;            // the locality-aware shuffle
-//   o.shard_starts = shardpack::shard_starts_of(ds);   // blocks never span two shards
+//   // The global shuffle (the default options):
 //   std::vector<std::uint64_t> mine = shardpack::epoch_order(ds.size(), seed, epoch, rank, world,
-//                                                            /*drop_last=*/false, o);
+//                                                            /*drop_last=*/false);
+//   // The locality-aware shuffle:
+//   shardpack::order_options o;                        // shuffle=true, kind=global
+//   o.kind = shardpack::order_kind::blocks;
+//   o.shard_starts = shardpack::shard_starts_of(ds);   // blocks never span two shards
+//   mine = shardpack::epoch_order(ds.size(), seed, epoch, rank, world, /*drop_last=*/false, o);
 //
 // Two shuffles:
 // - global: a uniformly random permutation of 0..n-1 (Fisher-Yates). The best statistics; cold,
@@ -155,7 +158,7 @@ inline std::vector<std::uint64_t> block_permutation(std::uint64_t n, std::uint64
 
 // The whole order of an epoch before it is split between ranks.
 inline std::vector<std::uint64_t> full_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
-                                             const order_options& options) {
+                                             const order_options& options = order_options{}) {
     if (!options.shuffle) {
         std::vector<std::uint64_t> order(static_cast<std::size_t>(n));
         for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
@@ -172,10 +175,11 @@ inline std::uint64_t rank_count(std::uint64_t n, std::size_t world, bool drop_la
     return drop_last ? n / world : (n + world - 1) / world;
 }
 
-// The indices rank `rank` of `world` reads in epoch `epoch` (see the top of this file).
+// The indices rank `rank` of `world` reads in epoch `epoch` (see the top of this file); without
+// options, the global shuffle.
 inline std::vector<std::uint64_t> epoch_order(std::uint64_t n, std::uint64_t seed, std::uint64_t epoch,
                                               std::size_t rank, std::size_t world, bool drop_last,
-                                              const order_options& options) {
+                                              const order_options& options = order_options{}) {
     const std::uint64_t per_rank = rank_count(n, world, drop_last);
     if (rank >= world)
         throw std::invalid_argument("shardpack order: rank " + std::to_string(rank) + " is not in [0, world) for world " +

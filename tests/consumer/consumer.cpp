@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
             for (float v : images)
                 if (v < 0.0f || v > 1.0f) return 1;
         }
+        // The global shuffle with the default options (no order_options{} to spell out).
+        if (shardpack::epoch_order(ds.size(), 1, 0, 0, 1, false).size() != ds.size()) return 1;
         const auto share = ds.rank_share(0, 2);
         if (share.size() != (ds.size() + 1) / 2) return 1;
         shardpack::order_options o;
