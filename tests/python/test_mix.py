@@ -291,3 +291,13 @@ def test_the_torch_dataset_and_dataloader_read_a_mix(sets):
 
 
 # The Keras, tf.data and Grain adapters read a mix in tests/python/test_mix_keras_tf.py (in .venv-tf).
+
+
+def test_a_mixed_batch_is_the_same_for_any_thread_count(sets):
+    m = shardpack.mix([sets["onehot"], sets["index"], sets["raw"]], weights=[0.6, 0.3, 0.1], epoch_size=40)
+    order = m.full_order(4, 0)
+    options = dict(dtype="uint8", label="index", crop=(16, 16), crop_position="random", hflip=0.5, seed=4)
+    want = m.read_batch(order, threads=1, **options)
+    for threads in (2, 4, 0):
+        got = m.read_batch(order, threads=threads, **options)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
