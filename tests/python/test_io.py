@@ -176,3 +176,31 @@ def test_many_shards_open_lazily_with_bounded_memory(tmp_path):
     assert int(child.stdout.split()[-1]) < 400 * 1024  # KB
     with pytest.raises(ValueError):
         shardpack.open(folder, max_open_shards=-1)
+
+
+def test_blocks_layout_fits_the_cache_and_a_resume_keeps_the_saved_one(built):
+    torch_sp = pytest.importorskip("shardpack.torch", reason="torch is not installed")
+    path = built["cls"]
+    mapped = shardpack.open(path, io="mmap")
+    per_record = mapped.data_bytes / len(mapped)
+    assert mapped.blocks_layout == (max(1, round((4 << 20) / per_record)), 16)
+    small = shardpack.open(path, io="blocks", cache_bytes=12 << 20)
+    block, window = small.blocks_layout
+    # Three windows fit the cache: 12 MiB gives 2 windows of 2 MiB blocks.
+    assert (block, window) == (max(1, round((2 << 20) / per_record)), 2)
+    assert shardpack.open(path, io="blocks", cache_bytes=48 << 20).blocks_layout[1] == 4
+    s = torch_sp.Sampler(small, seed=3, drop_last=True)
+    assert s.order == "blocks"
+    everything = list(s)
+    assert everything == shardpack.epoch_order(small, 3, 0, drop_last=True, order="blocks", block=block,
+                                               window=window).tolist()
+    it = iter(s)
+    head = [next(it) for _ in range(min(5, len(everything)))]
+    state = s.state_dict()
+    assert (state["block"], state["window"]) == (block, window)
+    # Reopened with another cache (other defaults): the resume reads the order it was saved in.
+    larger = shardpack.open(path, io="blocks", cache_bytes=1 << 30)
+    assert larger.blocks_layout != (block, window)
+    resumed = torch_sp.Sampler(larger, seed=3, drop_last=True)
+    resumed.load_state_dict(state)
+    assert head + list(resumed) == everything

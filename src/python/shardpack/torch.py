@@ -467,11 +467,21 @@ class Sampler(_data.Sampler):
     def __len__(self) -> int:
         return self.num_samples - self._start
 
+    def _layout(self) -> Tuple[Optional[int], Optional[int]]:
+        """(block, window) as the order uses them: as given, or for the blocks order of a
+        Dataset, the reader's defaults (Dataset.blocks_layout), which a state records so that a
+        resume reads the same order whatever the reader's cache is then."""
+        if self.order != "blocks" or not isinstance(self._order_source, _sp.Dataset):
+            return self.block, self.window
+        _, block, window, _ = _sp._block_parameters(self._order_source, self.block, self.window, None)
+        return block, window
+
     def state_dict(self, consumed: Optional[int] = None) -> dict:
         position = self._iter_start + (self._yielded if consumed is None else int(consumed))
+        block, window = self._layout()
         return {"n": self.n, "seed": self.seed, "shuffle": self.shuffle, "world": self.world, "rank": self.rank,
                 "drop_last": self.drop_last, "epoch": self.epoch, "position": position, "order": self.order,
-                "block": self.block, "window": self.window, "mix": self._mix_key(),
+                "block": block, "window": window, "mix": self._mix_key(),
                 "resumed": [list(c) for c in self._stages]}
 
     def _mix_key(self) -> Any:
@@ -491,8 +501,17 @@ class Sampler(_data.Sampler):
             # "auto" resumes in the order the state was saved in (the data may be warmer or
             # colder now than when the epoch began; the rest of the epoch must not change).
             self.order = first["order"]
+        # Block and window not given: those the state was read with (the reader's defaults
+        # depend on its cache, which may differ now).
+        if self.order == "blocks" and isinstance(self._order_source, _sp.Dataset):
+            if self.block is None and first.get("block") is not None:
+                self.block = int(first["block"])
+            if self.window is None and first.get("window") is not None:
+                self.window = int(first["window"])
         mine = dict(self.state_dict(), mix=self._mix_key())
         for k in ("n", "drop_last", "shuffle", "order", "block", "window", "mix"):
+            if k in ("block", "window") and first.get(k) is None:
+                continue  # a state of the global order, or saved before blocks had defaults of the reader's
             if first.get(k, _STATE_DEFAULTS.get(k)) != mine[k]:
                 raise _ValueError(f"Sampler.load_state_dict: the state has {k}={first.get(k)}, this sampler {mine[k]}")
         for s in states[1:]:
