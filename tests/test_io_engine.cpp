@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <filesystem>
@@ -287,5 +288,40 @@ TEST_CASE("a mapped shard truncated under the reader is an error naming it, not 
         names_it("read_batch", [&] { ds.read_batch(idx, 1, b, ctx); });
         // And the process goes on: a second truncation fault is caught as well.
         names_it("read again", [&] { (void)ds.read(last - 1, ctx); });
+    }
+}
+
+TEST_CASE("blocks_layout: 4 MiB blocks in windows of 16, fewer and smaller where three windows would not fit the cache",
+          "[engine][order]") {
+    temp_dir dir("engine-layout");
+    synthetic_options o;
+    o.records = 300;
+    o.width = 32;
+    o.height = 24;
+    o.shard_size = 48 * 1024;
+    write_synthetic(dir.str(), o);
+    const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
+    const std::uint64_t total = data_bytes(mapped);
+    const double per_record = double(total) / double(mapped.size());
+    const auto records_in = [&](double bytes) { return std::size_t(std::nearbyint(bytes / per_record)); };
+    // Without the engine's cache: the page cache holds what is read ahead.
+    auto l = mapped.blocks_layout();
+    CHECK(l.window == 16);
+    CHECK(l.block == records_in(4 << 20));
+    constexpr std::uint64_t MiB = 1 << 20;
+    struct want_t {
+        std::uint64_t cache;
+        std::size_t window;
+        double block_bytes;
+    };
+    for (const want_t w : {want_t{1024 * MiB, 16, 4.0 * MiB}, want_t{192 * MiB, 16, 4.0 * MiB}, want_t{48 * MiB, 4, 4.0 * MiB},
+                           want_t{24 * MiB, 2, 4.0 * MiB}, want_t{12 * MiB, 2, 2.0 * MiB}, want_t{MiB, 2, 256.0 * 1024}}) {
+        const dataset ds = dataset::open(dir.str(), with(io_mode::blocks, w.cache));
+        l = ds.blocks_layout();
+        INFO("cache " << w.cache / MiB << " MiB: block " << l.block << " records, window " << l.window);
+        CHECK(l.window == w.window);
+        CHECK(l.block == records_in(w.block_bytes));
+        if (w.cache >= 3 * 2 * (256 << 10))  // three windows fit, down to the smallest block
+            CHECK(3.0 * double(l.window) * double(l.block) * per_record <= double(w.cache) * 1.01);
     }
 }

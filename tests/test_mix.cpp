@@ -2,14 +2,20 @@
 // number of ranks. Per-epoch counts from the weights (largest remainder, within 1 of the exact
 // share), equal shares on every rank, draws without replacement across epochs, the merge keeping
 // each dataset's stream order, and a 4 -> 2 -> 3 change of world mid-epoch reading every
-// remaining sample exactly once (global, blocks and mixed orders). Well under a second.
+// remaining sample exactly once (global, blocks and mixed orders). The batched reader of a mix
+// (mix_reader.hpp) against each record read from its own dataset: labels renumbered by class
+// name, crops to one size, refusals. About a second.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "shardpack/mix.hpp"
+#include "shardpack/mix_reader.hpp"
+#include "test_support.hpp"
 
 using namespace shardpack;
 
@@ -243,4 +249,404 @@ TEST_CASE("mix: classes are matched by name, a dataset naming a class twice is r
     CHECK(m.ids[1] == std::vector<std::uint32_t>{2, 0});
     CHECK(m.ids[2] == std::vector<std::uint32_t>{3, 1});
     CHECK_THROWS_WITH(match_classes({{"a"}, {"b", "c", "b"}}), Catch::Contains("dataset 1 names class \"b\" twice"));
+}
+
+// ---- mix_reader.hpp: the batched reader of a mix, against reading each record from its dataset.
+
+namespace {
+
+using namespace shardpack::test;
+
+// One batch's worth of every output, and the sample_buffers over them.
+struct batch_out {
+    std::vector<std::uint8_t> image_u8, label_u8, index_u8;
+    std::vector<float> image_f32, label_f32;
+    std::vector<std::uint16_t> index_u16;
+    std::vector<std::int64_t> index_i64, class_i64;
+    std::vector<std::int32_t> class_id;
+    std::vector<crop_box> applied;
+    sample_buffers out;
+    // Buffers for `count` samples of h x w x channels, with `classes` one-hot planes (segmentation)
+    // or `classes` values (classification); `f32`: float images and labels, else uint8.
+    batch_out(std::size_t count, std::size_t h, std::size_t w, std::size_t channels, std::size_t classes, bool seg,
+              bool f32, bool channels_first) {
+        const std::size_t px = h * w, label_n = seg ? px * classes : classes;
+        if (f32) {
+            image_f32.assign(count * px * channels, -7.0f);
+            label_f32.assign(count * label_n, -7.0f);
+            out.image_f32 = image_f32.data(), out.image_capacity = image_f32.size();
+            out.label_f32 = label_f32.data(), out.label_capacity = label_f32.size();
+            out.norm = normalization::imagenet();
+        } else {
+            image_u8.assign(count * px * channels, 0xEE);
+            label_u8.assign(count * label_n, 0xEE);
+            out.image_u8 = image_u8.data(), out.image_capacity = image_u8.size();
+            out.label_u8 = label_u8.data(), out.label_capacity = label_u8.size();
+        }
+        if (seg) {
+            if (f32) {
+                index_i64.assign(count * px, -7);
+                index_u8.assign(count * px, 0xEE);
+                out.label_index_i64 = index_i64.data(), out.label_index_u8 = index_u8.data();
+            } else {
+                index_u16.assign(count * px, 0xEEEE);
+                out.label_index = index_u16.data();
+            }
+            out.label_index_capacity = count * px;
+        }
+        class_id.assign(count, -7);
+        class_i64.assign(count, -7);
+        out.class_id = class_id.data(), out.class_id_i64 = class_i64.data();
+        applied.assign(count, crop_box{});
+        out.channels_first = channels_first;
+    }
+};
+
+// The mix's class id of dataset `d`'s class id `c`, by name (its ignore value: the mix's).
+std::uint32_t mixed_id(const mixed_dataset& m, const dataset& d, std::size_t c) {
+    if (d.schema().task == task::segmentation && c == d.schema().ignore_value) return m.schema().ignore_value;
+    const auto& names = m.class_names();
+    const auto it = std::find(names.begin(), names.end(), d.classes().at(c).name);
+    REQUIRE(it != names.end());
+    return static_cast<std::uint32_t>(it - names.begin());
+}
+
+// Checks slot j of `got` (a mixed batch) against record g read alone from its own dataset with
+// the same options (crops and flips drawn with seed + k), its labels renumbered by class name.
+void check_slot(const mixed_dataset& m, std::size_t g, std::size_t j, const batch_out& got, std::size_t count,
+                const augmentation* aug) {
+    const auto [k, r] = m.locate(g);
+    INFO("slot " << j << ": dataset " << k << " record " << r);
+    const dataset& d = m.datasets()[k];
+    const bool seg = d.schema().task == task::segmentation, f32 = !got.image_f32.empty();
+    const std::size_t mix_k = m.schema().class_count, own_k = d.schema().class_count;
+    const std::size_t px = got.out.label_index_capacity / (seg ? count : 1);
+    const std::size_t image_n = (f32 ? got.image_f32.size() : got.image_u8.size()) / count;
+    batch_out want(1, seg ? px : 0, seg ? 1 : 0, 0, own_k, seg, f32, got.out.channels_first);
+    want.out.applied = want.applied.data();
+    // The image buffers of one sample (want's were sized for labels only: px x 1 pixels, no channels).
+    std::vector<std::uint8_t> image_u8(image_n);
+    std::vector<float> image_f32(image_n);
+    if (f32) want.out.image_f32 = image_f32.data(); else want.out.image_u8 = image_u8.data();
+    want.out.image_capacity = image_n;
+    augmentation own;
+    if (aug) {
+        own = *aug;
+        own.seed = aug->seed + k;
+        want.out.augment = &own;
+    }
+    read_context ctx;
+    d.read_into(static_cast<std::size_t>(r), want.out, ctx);
+    if (f32) {
+        CHECK(std::equal(image_f32.begin(), image_f32.end(), got.image_f32.begin() + static_cast<std::ptrdiff_t>(j * image_n)));
+    } else {
+        CHECK(std::equal(image_u8.begin(), image_u8.end(), got.image_u8.begin() + static_cast<std::ptrdiff_t>(j * image_n)));
+    }
+    if (aug) CHECK(std::tie(want.applied[0].y, want.applied[0].x, want.applied[0].height, want.applied[0].hflip,
+                            want.applied[0].vflip) == std::tie(got.applied[j].y, got.applied[j].x, got.applied[j].height,
+                                                               got.applied[j].hflip, got.applied[j].vflip));
+    if (!seg) {
+        const std::uint32_t id = mixed_id(m, d, static_cast<std::size_t>(want.class_id[0]));
+        CHECK(got.class_id[j] == static_cast<std::int32_t>(id));
+        CHECK(got.class_i64[j] == id);
+        for (std::size_t c = 0; c < mix_k; ++c) {
+            if (f32) CHECK(got.label_f32[j * mix_k + c] == (c == id ? 1.0f : 0.0f));
+            else CHECK(got.label_u8[j * mix_k + c] == (c == id ? 1 : 0));
+        }
+        return;
+    }
+    CHECK(got.class_id[j] == -1);
+    std::size_t planes_checked = 0;
+    for (std::size_t p = 0; p < px; ++p) {
+        if (f32) {
+            const std::uint32_t v = mixed_id(m, d, static_cast<std::size_t>(want.index_i64[p]));
+            CHECK(got.index_i64[j * px + p] == v);
+            CHECK(got.index_u8[j * px + p] == v);
+        } else {
+            CHECK(got.index_u16[j * px + p] == mixed_id(m, d, want.index_u16[p]));
+        }
+        // One-hot: the mix's plane of each of the dataset's classes holds that class's plane; the others 0.
+        std::vector<int> expected(mix_k, 0);
+        for (std::size_t c = 0; c < own_k; ++c) {
+            const std::size_t at = got.out.channels_first ? c * px + p : p * own_k + c;
+            expected[mixed_id(m, d, c)] = f32 ? int(want.label_f32[at]) : int(want.label_u8[at]);
+        }
+        for (std::size_t c = 0; c < mix_k; ++c) {
+            const std::size_t at = j * px * mix_k + (got.out.channels_first ? c * px + p : p * mix_k + c);
+            if (f32) CHECK(got.label_f32[at] == float(expected[c]));
+            else CHECK(int(got.label_u8[at]) == expected[c]);
+            ++planes_checked;
+        }
+    }
+    CHECK(planes_checked == px * mix_k);
+}
+
+// Reads rank `rank` of 4's share of epoch `epoch` in batches of 4 and checks every slot.
+// Returns how many samples came from each dataset.
+std::vector<std::uint64_t> read_share(const mixed_dataset& m, std::size_t rank, std::uint64_t epoch, bool f32,
+                                      bool channels_first, const augmentation* aug) {
+    const auto mine = m.epoch_order(5, epoch, rank, 4, false);
+    const bool seg = m.schema().task == task::segmentation;
+    const std::size_t h = aug ? aug->height : m.schema().fixed_height, w = aug ? aug->width : m.schema().fixed_width;
+    mix_read_context ctx;
+    std::vector<std::uint64_t> counts(m.datasets().size(), 0);
+    for (std::size_t s = 0; s < mine.size(); s += 4) {
+        const std::size_t count = std::min<std::size_t>(4, mine.size() - s);
+        std::vector<std::size_t> batch(mine.begin() + static_cast<std::ptrdiff_t>(s),
+                                       mine.begin() + static_cast<std::ptrdiff_t>(s + count));
+        batch_out got(count, h, w, m.schema().channels, m.schema().class_count, seg, f32, channels_first);
+        got.out.augment = aug;
+        got.out.applied = got.applied.data();
+        m.read_batch(batch.data(), count, got.out, ctx);
+        for (std::size_t j = 0; j < count; ++j) {
+            check_slot(m, batch[j], j, got, count, aug);
+            ++counts[m.locate(batch[j]).first];
+        }
+    }
+    return counts;
+}
+
+}  // namespace
+
+TEST_CASE("mix reader: batches of a 0.6/0.3/0.1 mix equal each record read from its dataset", "[mix]") {
+    temp_dir dir("mix-reader");
+    synthetic_options o;
+    o.records = 20;  // a: one-hot, zstd bands, 4 classes, several shards
+    o.shard_size = 4096;
+    write_synthetic(dir / "a", o);
+    o.records = 12;  // b: index labels, the classes in reverse order, one frame per record
+    o.layout = detail::layout_code::index;
+    o.codec = record_codec::zstd_record;
+    o.class_names = {"class3", "class2", "class1", "class0"};
+    write_synthetic(dir / "b", o);
+    o.records = 8;  // c: raw, one class more (the mix's classes in its order: read with no renumbering)
+    o.layout = detail::layout_code::one_hot;
+    o.codec = record_codec::none;
+    o.classes = 5;
+    o.class_names = {"class0", "class1", "class2", "class3", "zzz"};
+    write_synthetic(dir / "c", o);
+    mix_options mo;
+    mo.epoch_size = 40;
+    const auto m = mixed_dataset::open({dir / "a", dir / "b", dir / "c"}, {0.6, 0.3, 0.1}, mo);
+    REQUIRE(m.datasets()[0].shard_count() > 1);
+    CHECK(m.counts() == std::vector<std::uint64_t>{24, 12, 4});
+    CHECK(m.class_names() == std::vector<std::string>{"class0", "class1", "class2", "class3", "zzz"});
+    CHECK(m.class_ids(1) == std::vector<std::uint32_t>{3, 2, 1, 0});
+    CHECK(m.schema().fixed_height == 12);
+    CHECK(m.schema().class_count == 5);
+    CHECK(m.size() == 40);
+    augmentation aug;
+    aug.height = 8, aug.width = 10;
+    aug.position = crop_position::random;
+    aug.hflip = flip_mode::random, aug.vflip = flip_mode::random;
+    aug.seed = ~std::uint64_t(0);  // seed + k wraps
+    aug.epoch = 1;
+    for (const auto& [f32, channels_first, cropped] : {std::tuple{false, false, false}, std::tuple{true, true, false},
+                                                       std::tuple{false, true, true}, std::tuple{true, false, true}}) {
+        INFO("f32 " << f32 << " channels_first " << channels_first << " cropped " << cropped);
+        std::vector<std::uint64_t> total(3, 0);
+        for (std::size_t rank = 0; rank < 4; ++rank) {
+            const auto counts = read_share(m, rank, 1, f32, channels_first, cropped ? &aug : nullptr);
+            CHECK(counts[0] + counts[1] + counts[2] == 10);  // equal shares
+            for (std::size_t k = 0; k < 3; ++k) total[k] += counts[k];
+        }
+        CHECK(total == std::vector<std::uint64_t>{24, 12, 4});  // the epoch's counts, as read
+    }
+    // read_into: one mixed record, as read_batch's slot 0.
+    mix_read_context ctx;
+    batch_out one(1, 12, 16, 3, 5, true, false, false);
+    m.read_into(20 + 3, one.out, ctx);  // b's record 3
+    check_slot(m, 23, 0, one, 1, nullptr);
+    // A larger buffer than the batch: samples still one after the other, as dataset::read_batch lays them.
+    batch_out roomy(3, 12, 16, 3, 5, true, false, false);
+    const std::vector<std::size_t> idx{0, 25, 39};
+    m.read_batch(idx.data(), 2, roomy.out, ctx);
+    for (std::size_t j = 0; j < 2; ++j) check_slot(m, idx[j], j, roomy, 3, nullptr);
+    // Too small a buffer is refused, not overrun.
+    batch_out small(1, 12, 16, 3, 5, true, false, false);
+    CHECK_THROWS_WITH(m.read_batch(idx.data(), 2, small.out, ctx), Catch::Contains("buffer holds"));
+    CHECK_THROWS_WITH(m.read_batch(std::vector<std::size_t>{40}.data(), 1, one.out, ctx),
+                      Catch::Contains("index 40 is out of range"));
+}
+
+TEST_CASE("mix reader: datasets of different sizes are cropped to one, and refused without a crop", "[mix]") {
+    temp_dir dir("mix-reader-sizes");
+    synthetic_options o;
+    o.records = 6;
+    write_synthetic(dir / "small", o);  // 16 x 12
+    o.width = 20, o.height = 14, o.layout = detail::layout_code::index;
+    write_synthetic(dir / "large", o);
+    const auto m = mixed_dataset::open({dir / "small", dir / "large"}, {1, 1});
+    CHECK(m.schema().fixed_height == 0);
+    mix_read_context ctx;
+    batch_out whole(2, 12, 16, 3, 4, true, false, false);
+    const std::vector<std::size_t> idx{0, 7};
+    CHECK_THROWS_WITH(m.read_batch(idx.data(), 2, whole.out, ctx),
+                      Catch::Contains("not all of one size") && Catch::Contains("small: 16x12") &&
+                          Catch::Contains("large: 20x14") && Catch::Contains("crop"));
+    CHECK_THROWS_WITH(m.read_batch(idx.data(), 1, whole.out, ctx), Catch::Contains("not all of one size"));
+    // With a crop: every sample its record's window, as its own dataset draws it (seed + k).
+    for (const crop_position position : {crop_position::center, crop_position::random, crop_position::foreground}) {
+        augmentation aug;
+        aug.height = 10, aug.width = 12;
+        aug.position = position;
+        aug.hflip = flip_mode::random;
+        aug.seed = 3;
+        std::vector<std::uint64_t> counts(2, 0);
+        for (std::size_t rank = 0; rank < 4; ++rank) {
+            const auto c = read_share(m, rank, 0, false, false, &aug);
+            counts[0] += c[0], counts[1] += c[1];
+        }
+        CHECK(counts == std::vector<std::uint64_t>{6, 6});
+    }
+    // Given windows, per slot of the batch.
+    augmentation given;
+    given.height = 10, given.width = 12;
+    given.position = crop_position::given;
+    given.hflip = flip_mode::given;
+    const crop_box boxes[2] = {{1, 2, 10, 12, true, false, false}, {4, 8, 10, 12, false, false, false}};
+    given.given = boxes;
+    batch_out got(2, 10, 12, 3, 4, true, false, false);
+    got.out.augment = &given;
+    got.out.applied = got.applied.data();
+    m.read_batch(idx.data(), 2, got.out, ctx);
+    CHECK((got.applied[1].y == 4 && got.applied[1].x == 8 && !got.applied[1].hflip));
+    for (std::size_t j = 0; j < 2; ++j) {
+        // check_slot's own read looks given up at slot 0: give it that slot's box there.
+        augmentation alone = given;
+        alone.given = &boxes[j];
+        check_slot(m, idx[j], j, got, 2, &alone);
+    }
+    // A crop larger than the small dataset's records: refused by its read, naming it.
+    augmentation big;
+    big.height = 13, big.width = 12;
+    batch_out large(2, 13, 12, 3, 4, true, false, false);
+    large.out.augment = &big;
+    CHECK_THROWS_WITH(m.read_batch(idx.data(), 2, large.out, ctx), Catch::Contains("small"));
+}
+
+TEST_CASE("mix reader: classification ids and one-hot labels in the mix's classes", "[mix]") {
+    temp_dir dir("mix-reader-cls");
+    synthetic_options o;
+    o.segmentation = false;
+    o.records = 9;
+    o.classes = 3;
+    o.class_names = {"cat", "dog", "fox"};
+    write_synthetic(dir / "pets", o);
+    o.classes = 2;
+    o.class_names = {"fox", "cow"};
+    write_synthetic(dir / "farm", o);
+    mix_options mo;
+    mo.epoch_size = 20;
+    const auto m = mixed_dataset::open({dir / "pets", dir / "farm"}, {0.5, 0.5}, mo);
+    CHECK(m.class_names() == std::vector<std::string>{"cat", "dog", "fox", "cow"});
+    for (const bool f32 : {false, true}) {
+        std::vector<std::uint64_t> counts(2, 0);
+        for (std::size_t rank = 0; rank < 4; ++rank) {
+            const auto c = read_share(m, rank, 2, f32, false, nullptr);
+            counts[0] += c[0], counts[1] += c[1];
+        }
+        CHECK(counts == std::vector<std::uint64_t>{10, 10});
+    }
+    mix_read_context ctx;
+    batch_out seg_like(1, 12, 16, 3, 4, true, false, false);
+    const std::size_t farm_record = 9;
+    CHECK_THROWS_WITH(m.read_into(farm_record, seg_like.out, ctx), Catch::Contains("label_index is for segmentation"));
+}
+
+TEST_CASE("mix reader: mixes that cannot be read as one are refused clearly", "[mix]") {
+    temp_dir dir("mix-reader-refusals");
+    synthetic_options o;
+    o.records = 3;
+    write_synthetic(dir / "seg", o);
+    o.channels = 1;
+    write_synthetic(dir / "gray", o);
+    o.channels = 3, o.segmentation = false;
+    write_synthetic(dir / "cls", o);
+    o.segmentation = true, o.class_names = {"a", "b", "a", "c"};
+    write_synthetic(dir / "twice", o);
+    CHECK_THROWS_WITH(mixed_dataset::open({dir / "seg", dir / "cls"}), Catch::Contains("another task"));
+    CHECK_THROWS_WITH(mixed_dataset::open({dir / "seg", dir / "gray"}),
+                      Catch::Contains("different channel counts") && Catch::Contains("gray: 1"));
+    CHECK_THROWS_WITH(mixed_dataset::open({dir / "seg", dir / "twice"}),
+                      Catch::Contains(dir / "twice" + " names class \"a\" twice"));
+    CHECK_THROWS_WITH(mixed_dataset::open({dir / "seg", dir / "seg"}, {1}), Catch::Contains("1 weights for 2 datasets"));
+    CHECK_THROWS_AS(mixed_dataset::open({dir / "seg", dir / "seg"}, {0, 0}), std::invalid_argument);
+    CHECK_THROWS_AS(mixed_dataset(std::vector<dataset>{}), std::invalid_argument);
+    const auto m = mixed_dataset::open({dir / "seg", dir / "seg"});
+    CHECK(m.counts() == std::vector<std::uint64_t>{3, 3});  // no weights: the sizes
+    mix_read_context ctx;
+    batch_out got(1, 12, 16, 3, 4, true, false, false);
+    field_batch fields;
+    got.out.fields = &fields;
+    CHECK_THROWS_WITH(m.read_into(0, got.out, ctx), Catch::Contains("per-sample fields"));
+}
+
+TEST_CASE("mix reader: ignored pixels take the mix's ignore value, records of several sizes read alone", "[mix]") {
+    temp_dir dir("mix-reader-ignore");
+    synthetic_options o;
+    o.records = 6;
+    o.ignore_every = 5;  // one-hot: all-zero pixels, read as index 255
+    write_synthetic(dir / "few", o);
+    o.classes = 300;  // index labels of uint16, ignore value 65535
+    o.layout = detail::layout_code::index;
+    o.ignore_every = 3;
+    write_synthetic(dir / "many", o);
+    const auto m = mixed_dataset::open({dir / "few", dir / "many"}, {1, 2});
+    REQUIRE(m.schema().class_count == 300);
+    CHECK(m.schema().ignore_value == 65535);  // more than 255 classes
+    for (const bool channels_first : {false, true}) {
+        std::vector<std::uint64_t> counts(2, 0);
+        for (std::size_t rank = 0; rank < 4; ++rank) {
+            const auto c = read_share(m, rank, 0, false, channels_first, nullptr);
+            counts[0] += c[0], counts[1] += c[1];
+        }
+        CHECK(counts == std::vector<std::uint64_t>{4, 8});  // 1:2 of 12
+    }
+    mix_read_context ctx;
+    batch_out got(1, 12, 16, 3, 300, true, true, false);
+    CHECK_THROWS_WITH(m.read_into(0, got.out, ctx), Catch::Contains("uint8 label indices need at most 255 classes"));
+    got.out.label_index_u8 = nullptr;
+    m.read_into(0, got.out, ctx);
+    CHECK(got.index_i64[0] == 65535);  // pixel 0 of "few" is ignored: 255 there, 65535 in the mix
+
+    // A dataset of records of two sizes, its classes in reverse order: read_into gives a record at
+    // its own size, renumbered.
+    synthetic_options v;
+    v.records = 4;
+    v.varied_sizes = true;
+    v.layout = detail::layout_code::index;
+    v.class_names = {"class3", "class2", "class1", "class0"};
+    write_synthetic(dir / "varied", v);
+    const auto two = mixed_dataset::open({dir / "few", dir / "varied"});
+    CHECK(two.schema().fixed_height == 0);
+    const dataset& varied = two.datasets()[1];
+    for (std::size_t r = 0; r < 4; ++r) {
+        INFO("record " << r);
+        const sample s = varied.at(r);
+        const std::size_t px = s.height() * s.width();
+        CHECK(px == (r % 2 ? 20u * 14u : 16u * 12u));
+        std::vector<std::uint16_t> mixed(20 * 14 + 1, 0xEEEE), alone(20 * 14 + 1, 0xEEEE);
+        std::vector<std::uint8_t> one_hot(20 * 14 * 4, 0xEE);
+        sample_buffers out;
+        out.label_index = mixed.data(), out.label_index_capacity = mixed.size();
+        out.label_u8 = one_hot.data(), out.label_capacity = one_hot.size();
+        crop_box untouched{7, 7, 7, 7, true, true, true};
+        out.applied = &untouched;
+        two.read_into(6 + r, out, ctx);
+        CHECK(untouched.y == 7);  // no augmentation: applied is left alone, as dataset::read_into leaves it
+        sample_buffers own;
+        own.label_index = alone.data(), own.label_index_capacity = alone.size();
+        varied.read_into(r, own, ctx.reader);
+        for (std::size_t p = 0; p < px; ++p) {
+            CHECK(mixed[p] == 3 - alone[p]);  // class j of "varied" is class 3 - j of the mix
+            for (std::size_t c = 0; c < 4; ++c) CHECK(int(one_hot[p * 4 + c]) == int(c == mixed[p]));
+        }
+        CHECK(mixed[px] == 0xEEEE);  // nothing past the record
+    }
+    std::vector<std::uint16_t> ids(2 * 20 * 14);
+    sample_buffers out;
+    out.label_index = ids.data(), out.label_index_capacity = ids.size();
+    const std::vector<std::size_t> idx{6, 7};
+    CHECK_THROWS_WITH(two.read_batch(idx.data(), 2, out, ctx), Catch::Contains("records of several sizes"));
 }

@@ -146,6 +146,23 @@ std::uint64_t shard_bytes_total(const D& ds) {
     return bytes;
 }
 
+// The blocks order's block and window: the reader's (dataset::blocks_layout, sized to its
+// cache), or, in a reader before it, ~4 MiB blocks and the default window.
+template <class D, class = void>
+struct has_blocks_layout : std::false_type {};
+template <class D>
+struct has_blocks_layout<D, std::void_t<decltype(std::declval<const D&>().blocks_layout())>> : std::true_type {};
+template <class D>
+void set_blocks_layout(const D& ds, shardpack::order_options& oo) {
+    if constexpr (has_blocks_layout<D>::value) {
+        const auto l = ds.blocks_layout();
+        oo.block = l.block;
+        oo.window = l.window;
+    } else {
+        oo.block = std::max<std::size_t>(1, std::size_t((4ull << 20) * ds.size() / std::max<std::uint64_t>(1, shard_bytes_total(ds))));
+    }
+}
+
 template <class O>
 bool set_cache_bytes(O& o, std::uint64_t bytes) {
     if constexpr (has_cache_bytes<O>::value) {
@@ -311,8 +328,7 @@ int main(int argc, char** argv) {
                             if (blocks) {
                                 oo.kind = shardpack::order_kind::blocks;
                                 oo.shard_starts = shardpack::shard_starts_of(ds);
-                                oo.block = std::max<std::size_t>(
-                                    1, std::size_t((4ull << 20) * ds.size() / std::max<std::uint64_t>(1, shard_bytes_total(ds))));
+                                set_blocks_layout(ds, oo);
                                 block_starts = shardpack::order_blocks(ds.size(), oo.block, oo.shard_starts);
                             }
                             const auto o = shardpack::epoch_order(ds.size(), 0, e, 0, 1, false, oo);

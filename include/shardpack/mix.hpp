@@ -12,6 +12,7 @@
 //       const auto [part, record] = shardpack::mix_locate(offsets, g);   // read `record` of dataset `part`
 //   }
 //   // Labels: match_classes({class names of a, of b, of c}).ids[part][id] is the mix's class id.
+//   // Batches of a mix, labels renumbered, crops to one size: mix_reader.hpp (mixed_dataset).
 //
 // A mixed index g is a position in the concatenation of the datasets: dataset k holds
 // [offsets[k], offsets[k + 1]).

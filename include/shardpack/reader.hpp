@@ -536,6 +536,17 @@ public:
     // larger than its cache and not in memory: a global shuffle would seek for every record),
     // else "global". order.hpp's and Python's order "auto" take it.
     const char* preferred_order() const { return s_->io == io_mode::blocks ? "blocks" : "global"; }
+    // The blocks order's parameters for this dataset (order.hpp's order_options::block and
+    // ::window; records per block and blocks per window): blocks of about 4 MiB of records and
+    // windows of 16 blocks; with the I/O engine, fewer blocks a window (and, below 2, smaller
+    // blocks) so that three windows fit cache_bytes(): a window read ahead stays cached until its
+    // records are read, and the next one fits beside it. Each rank of a job must have the same
+    // cache_bytes() where it is this small (under 192 MiB), or the ranks' orders differ.
+    struct blocks_layout_t {
+        std::size_t block;
+        std::size_t window;
+    };
+    blocks_layout_t blocks_layout() const;
     // The I/O engine's cache size (0 without the engine) and its counters (all zero without it).
     std::uint64_t cache_bytes() const { return s_->engine ? s_->engine->config().cache_bytes : 0; }
     detail::io_engine::counters io_counters() const { return s_->engine ? s_->engine->stats() : detail::io_engine::counters{}; }

@@ -16,6 +16,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <pthread.h>
@@ -556,6 +557,10 @@ public:
     std::string io() const { return shardpack::io_mode_name(ds_.io()); }
     std::string preferred_order() const { return ds_.preferred_order(); }
     std::uint64_t cache_bytes() const { return ds_.cache_bytes(); }
+    std::tuple<std::size_t, std::size_t> blocks_layout() const {
+        const auto l = ds_.blocks_layout();
+        return {l.block, l.window};
+    }
     const std::string& io_note() const { return io_note_; }
     nb::dict io_counters() const {
         const auto c = ds_.io_counters();
@@ -1170,6 +1175,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("io", &reader::io)
         .def_prop_ro("preferred_order", &reader::preferred_order)
         .def_prop_ro("cache_bytes", &reader::cache_bytes)
+        .def_prop_ro("blocks_layout", &reader::blocks_layout)
         .def_prop_ro("io_note", &reader::io_note)
         .def_prop_ro("io_counters", &reader::io_counters, nb::sig("def io_counters(self) -> dict[str, int]"))
         .def_prop_ro("max_open_shards", &reader::max_open_shards)

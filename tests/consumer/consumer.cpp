@@ -1,8 +1,9 @@
 // Reads a dataset through the installed header: every record by at(), a float batch through
 // read_batch, a rank share, an epoch in the blocks order (shardpack/order.hpp), and a weighted
-// mix of the dataset with itself (shardpack/mix.hpp). Prints "ok N" and exits 0 when everything
-// agrees.
+// mix of the dataset with itself (shardpack/mix.hpp), read in a batch (shardpack/mix_reader.hpp).
+// Prints "ok N" and exits 0 when everything agrees.
 #include <shardpack/mix.hpp>
+#include <shardpack/mix_reader.hpp>
 #include <shardpack/order.hpp>
 #include <shardpack/reader.hpp>
 
@@ -64,6 +65,25 @@ int main(int argc, char** argv) {
             if (ds.at(static_cast<std::size_t>(where.second)).key().empty()) return 1;
         }
         if (from_first != 6) return 1;
+        // The same mix read in a batch (shardpack/mix_reader.hpp): uint8 images as stored.
+        if (schema.fixed_height) {
+            const shardpack::mixed_dataset mixed({ds, ds}, {3, 1}, mo);
+            const std::size_t per_image = schema.fixed_height * schema.fixed_width * schema.channels;
+            std::vector<std::uint8_t> images(2 * per_image), alone(per_image);
+            shardpack::mix_read_context mctx;
+            shardpack::sample_buffers out;
+            out.image_u8 = images.data();
+            out.image_capacity = images.size();
+            const std::size_t batch[2] = {0, ds.size()};  // record 0 of each
+            mixed.read_batch(batch, 2, out, mctx);
+            shardpack::read_context ctx;
+            out.image_u8 = alone.data();
+            out.image_capacity = alone.size();
+            ds.read_into(0, out, ctx);
+            for (std::size_t j = 0; j < 2; ++j)
+                for (std::size_t v = 0; v < per_image; ++v)
+                    if (images[j * per_image + v] != alone[v]) return 1;
+        }
         std::printf("ok %zu records, %zu pixels, %zu classes\n", ds.size(), pixels, ds.classes().size());
         return 0;
     } catch (const shardpack::error& e) {

@@ -3,8 +3,8 @@ another number of ranks: per-epoch counts of a 0.6/0.3/0.1 mix, equal on 4 ranks
 a 4 -> 2 -> 3 change of world mid-epoch reading every remaining sample once (global, blocks and
 mixed orders, through the torch Sampler and Loader); classes matched by name (labels renumbered
 exactly, conflicts refused); datasets of different image sizes read with a crop, refused
-without; the mix through read_batch, the torch Dataset/DataLoader and, where installed, the
-Keras, tf.data and Grain adapters. A few seconds."""
+without; the mix through read_batch and the torch Dataset/DataLoader (Keras, tf.data and
+Grain: test_mix_keras_tf.py, run in .venv-tf). A few seconds."""
 import collections
 import pathlib
 
@@ -290,34 +290,14 @@ def test_the_torch_dataset_and_dataloader_read_a_mix(sets):
         assert np.array_equal(np.concatenate([b[1].numpy() for b in batches]), expected[1])
 
 
-def test_keras_tf_and_grain_read_a_mix(sets):
-    m = shardpack.mix([sets["onehot"], sets["index"], sets["raw"]], weights=[0.6, 0.3, 0.1], epoch_size=12)
-    order = m.full_order(0, 0)
-    want = m.read_batch(order[:4], layout="NHWC")
-    ran = []
-    try:
-        import shardpack.keras as spk
-    except ImportError:
-        pass
-    else:
-        got = spk.PyDataset(m, batch_size=4)[0]
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-        ran.append("keras")
-    try:
-        import shardpack.tf as sptf
-    except ImportError:
-        pass
-    else:
-        images, labels = next(iter(sptf.dataset(m, batch_size=4)))
-        assert np.array_equal(images.numpy(), want[0]) and np.array_equal(labels.numpy(), want[1])
-        ran.append("tf")
-    try:
-        import shardpack.grain as spg
-    except ImportError:
-        pass
-    else:
-        got = spg.dataset(m, batch_size=4)[0]
-        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-        ran.append("grain")
-    if not ran:
-        pytest.skip("none of Keras, TensorFlow or Grain is importable here (scripts/python-env.sh --tf)")
+# The Keras, tf.data and Grain adapters read a mix in tests/python/test_mix_keras_tf.py (in .venv-tf).
+
+
+def test_a_mixed_batch_is_the_same_for_any_thread_count(sets):
+    m = shardpack.mix([sets["onehot"], sets["index"], sets["raw"]], weights=[0.6, 0.3, 0.1], epoch_size=40)
+    order = m.full_order(4, 0)
+    options = dict(dtype="uint8", label="index", crop=(16, 16), crop_position="random", hflip=0.5, seed=4)
+    want = m.read_batch(order, threads=1, **options)
+    for threads in (2, 4, 0):
+        got = m.read_batch(order, threads=threads, **options)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads

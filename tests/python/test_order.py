@@ -120,7 +120,14 @@ def test_sampler_blocks_order_resumes_mid_epoch(built):
     resumed.set_epoch(3)
     assert head + list(resumed) == everything
     with pytest.raises(shardpack.Error, match="order"):
-        spt.Sampler(ds, shuffle=True, rank=1, world=2).load_state_dict(state)
+        spt.Sampler(ds, shuffle=True, rank=1, world=2, order="global").load_state_dict(state)
+    with pytest.raises(shardpack.Error, match="window"):
+        spt.Sampler(ds, shuffle=True, rank=1, world=2, order="blocks", block=2, window=3).load_state_dict(state)
+    # order="auto" with no block or window given resumes the state's order, block and window.
+    auto = spt.Sampler(ds, shuffle=True, rank=1, world=2)
+    auto.load_state_dict(state)
+    auto.set_epoch(3)
+    assert head + list(auto) == everything
     # A state saved before the blocks order existed means the global order.
     old = spt.Sampler(ds, shuffle=True, seed=4).state_dict()
     for k in ("order", "block", "window"):

@@ -2,7 +2,7 @@
 # A partitioned build with Ray (scripts/ray/build_parts.py) on a local Ray started by the
 # script (--local, 2 CPUs): 4 ray.remote tasks build the parts, then the merge. The merged
 # dataset must equal a one-machine build byte for byte (content hash, manifest.json, every shard).
-# Ray comes from PyPI into .venv-ray/ (python3 -m venv .venv-ray && .venv-ray/bin/pip install ray)
+# Ray comes from PyPI into .venv-ray/ (scripts/ray/setup_ray.sh, which scripts/test.sh runs)
 # or $SHARDPACK_RAY_PYTHON; without it the test is skipped (exit 77) with the reason.
 #
 # usage: run_ray_test.sh SOURCE_DIR WORK_DIR SHARDPACK MAKE_SAMPLE_DATA
@@ -10,7 +10,7 @@ set -uo pipefail
 src=$1 work=$2 shardpack=$3 make_sample=$4
 python=${SHARDPACK_RAY_PYTHON:-$src/.venv-ray/bin/python}
 fail() { echo "FAILED: $*"; exit 1; }
-[[ -x "$python" ]] || { echo "SKIPPED: no Python with Ray at $python (python3 -m venv .venv-ray && .venv-ray/bin/pip install ray)"; exit 77; }
+[[ -x "$python" ]] || { echo "SKIPPED: no Python with Ray at $python (scripts/ray/setup_ray.sh installs it from PyPI)"; exit 77; }
 "$python" -c "import ray" 2>/dev/null || { echo "SKIPPED: $python cannot import ray"; exit 77; }
 
 rm -rf "$work"; mkdir -p "$work"

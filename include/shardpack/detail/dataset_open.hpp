@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstddef>
 #include <cstdint>
@@ -364,6 +365,28 @@ inline void dataset::plan_io(const std::string& folder, const open_options& opti
     s.cache_bytes = budget;
     s.threads = options.io_threads ? options.io_threads : local ? 1u : 4u;
     st.engine = std::make_shared<io_engine>(s);
+}
+
+inline dataset::blocks_layout_t dataset::blocks_layout() const {
+    constexpr std::uint64_t block_bytes = std::uint64_t(4) << 20, min_block_bytes = std::uint64_t(256) << 10;
+    constexpr std::size_t window = 16;
+    std::uint64_t total = 0;
+    for (const std::uint64_t b : s_->shard_bytes) total += b;
+    std::uint64_t bytes = block_bytes;
+    std::size_t w = window;
+    if (const std::uint64_t cache = cache_bytes()) {
+        // Three windows in the cache: the one being read, the one read ahead, and room for the
+        // LRU's stragglers (records straddle blocks).
+        w = static_cast<std::size_t>(std::min<std::uint64_t>(window, cache / (3 * block_bytes)));
+        if (w < 2) {
+            w = 2;
+            bytes = std::max(min_block_bytes, cache / (3 * 2));
+        }
+    }
+    const std::size_t n = size();
+    const std::size_t block =
+        n == 0 || total == 0 ? 1 : std::max<std::size_t>(1, static_cast<std::size_t>(std::nearbyint(double(bytes) * double(n) / double(total))));  // half to even, as Python's round
+    return {block, w};
 }
 
 inline shard_ref dataset::shard(std::size_t k) const {

@@ -413,8 +413,11 @@ def _block_parameters(n: Union[int, "Dataset"], block: Optional[int], window: Op
         n = len(ds)
         if shard_starts is None:
             shard_starts = ds.shard_starts
-        if block is None and n:
-            block = max(1, round(BLOCK_BYTES * n / max(1, ds.data_bytes)))
+        if n and (block is None or window is None):
+            # The reader's: ~4 MiB blocks, windows that fit its cache three times (dataset::blocks_layout).
+            layout_block, layout_window = ds.blocks_layout
+            block = layout_block if block is None else block
+            window = layout_window if window is None else window
     count = _integer(n, "epoch_order: n")
     if count < 0:
         raise ArgumentValueError(f"epoch_order: n must be at least 0, not {count}")
@@ -426,7 +429,7 @@ def _block_parameters(n: Union[int, "Dataset"], block: Optional[int], window: Op
     return count, block, window, starts
 
 
-def _block_starts(n: Union[int, "Dataset"], block: Optional[int] = None, window: Optional[int] = None,
+def _block_starts(n: Union[int, "Dataset", "Mix"], block: Optional[int] = None, window: Optional[int] = None,
                   shard_starts: Optional[Indices] = None) -> Tuple[_npt.NDArray[_np.int64], int]:
     """The first record of every block of the blocks order (then n), and the window: an int64 array
     and an int."""
@@ -597,6 +600,16 @@ class Dataset:
         dataset is larger than the reader's cache and not in memory), else "global". The
         loaders' order="auto" (their default) takes it."""
         return self._reader.preferred_order  # type: ignore[return-value]
+
+    @property
+    def blocks_layout(self) -> Tuple[int, int]:
+        """The blocks order's defaults for this dataset, (block, window): records per block
+        (about 4 MiB) and blocks per window (16), fewer blocks a window (and, below 2, smaller
+        blocks) where three windows would not fit the reader's cache (io "blocks" with a small
+        cache_bytes), so that what is read ahead stays cached until it is read. Ranks of one job
+        must then open with the same cache_bytes, or their orders differ."""
+        block, window = self._reader.blocks_layout
+        return int(block), int(window)
 
     @property
     def cache_bytes(self) -> int:

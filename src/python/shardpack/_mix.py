@@ -192,6 +192,17 @@ class Mix:
         return sum(d.data_bytes for d in self.datasets)
 
     @property
+    def field_info(self) -> List["_sp.Field"]:
+        """[]: per-sample fields (format 1.5) are each dataset's own, and a mix reads none."""
+        return []
+
+    def _field_names(self, fields: Any, what: str) -> List[str]:
+        if fields is None:
+            return []
+        raise _sp.ArgumentValueError(f"{what}: a mix reads no per-sample fields (each dataset declares its own); "
+                                     "read them from mixed.datasets[k].fields(i)")
+
+    @property
     def preferred_order(self) -> str:
         """"blocks" when any dataset prefers it (one read from cold storage), else "global"."""
         prefs = [getattr(d, "preferred_order", "global") for d in self.datasets]
