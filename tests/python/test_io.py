@@ -204,3 +204,53 @@ def test_blocks_layout_fits_the_cache_and_a_resume_keeps_the_saved_one(built):
     resumed = torch_sp.Sampler(larger, seed=3, drop_last=True)
     resumed.load_state_dict(state)
     assert head + list(resumed) == everything
+
+
+_RANK_SCRIPT = r"""
+import json, os, sys
+import torch.distributed as dist
+import shardpack, shardpack.torch as spt
+path, out = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo", init_method="env://")
+rank = dist.get_rank()
+# The ranks' readers choose apart: rank 0 reads blocks through a small cache, rank 1 maps the files.
+ds = shardpack.open(path, io="blocks", cache_bytes=12 << 20) if rank == 0 else shardpack.open(path, io="mmap")
+s = spt.Sampler(ds, seed=5)
+json.dump({"order": s.order, "state": s.state_dict(), "indices": list(s), "preferred": ds.preferred_order},
+          open(out, "w"))
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_of_a_distributed_job_agree_on_the_auto_order(built, tmp_path):
+    """Two torch.distributed ranks (gloo, on this machine) whose readers choose apart read one
+    order: every sample once across the ranks (without the agreement, rank 0 would read the
+    blocks order and rank 1 the global one)."""
+    pytest.importorskip("torch.distributed", reason="torch is not installed")
+    import socket
+    import subprocess
+    import sys
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK_SCRIPT)
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(script), built["cls"], str(tmp_path / f"{rank}.json")],
+                                      env=env, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        if p.returncode != 0 and "gloo" in err.lower() and "unsupported" in err.lower():
+            pytest.skip(f"torch.distributed gloo cannot run here: {err.strip()[-200:]}")
+        assert p.returncode == 0, err
+    import json
+    got = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
+    assert [g["preferred"] for g in got] == ["blocks", "global"]
+    assert [g["order"] for g in got] == ["blocks", "blocks"]
+    assert got[0]["state"]["block"] == got[1]["state"]["block"] and got[0]["state"]["window"] == got[1]["state"]["window"]
+    n = len(shardpack.open(built["cls"]))
+    together = got[0]["indices"] + got[1]["indices"]
+    assert sorted(set(together)) == list(range(n))  # every sample, each rank its share (padding repeats a few)
+    assert len(together) == 2 * -(-n // 2)

@@ -364,6 +364,26 @@ def _order_source(data_source: Any) -> Any:
     return None
 
 
+def _agreed_order(order: str, layout: Tuple[Optional[int], Optional[int]],
+                  world: int) -> Tuple[str, Tuple[Optional[int], Optional[int]]]:
+    """order="auto" on the ranks of a torch.distributed job: the ranks' readers may choose apart
+    (one finds the data in its page cache, another has less memory), and ranks that read
+    different orders read some samples twice and others never. Every rank takes "blocks" when one
+    prefers it, and the smallest block and window any rank's cache calls for (one all_reduce)."""
+    dist = getattr(_torch, "distributed", None)
+    if world < 2 or dist is None or not dist.is_available() or not dist.is_initialized() or dist.get_world_size() != world:
+        return order, layout
+    block, window = layout
+    device = _torch.device("cuda", _torch.cuda.current_device()) if dist.get_backend() == "nccl" else _torch.device("cpu")
+    big = 1 << 62
+    mine = _torch.tensor([int(order == "blocks"), -(block or big), -(window or big)], dtype=_torch.int64, device=device)
+    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    blocks, block_, window_ = (int(v) for v in mine.tolist())
+    if not blocks:
+        return "global", layout
+    return "blocks", (None if -block_ == big else -block_, None if -window_ == big else -window_)
+
+
 # What a state saved before Sampler had the blocks order means.
 _STATE_DEFAULTS = {"order": "global", "block": None, "window": None, "mix": None}
 
@@ -406,6 +426,13 @@ class Sampler(_data.Sampler):
         self.shuffle = bool(shuffle)
         self.seed = _nonnegative(seed, "seed")
         self.rank, self.world = _rank_and_world(rank, world)
+        self._agreed: Tuple[Optional[int], Optional[int]] = (None, None)  # the ranks' blocks layout
+        if self._order_asked == "auto" and isinstance(self._order_source, _sp.Dataset):
+            # The order and the blocks layout every rank reads (the layout as the blocks order's).
+            _, layout_block, layout_window, _ = _sp._block_parameters(self._order_source, block, window, None)
+            self.order, self._agreed = _agreed_order(self.order, (layout_block, layout_window), self.world)
+            if self._agreed == (layout_block, layout_window):
+                self._agreed = (None, None)  # this rank's own defaults
         self.drop_last = bool(drop_last)
         self.epoch = 0
         self._stages: list = []  # earlier worlds of this epoch (load_state_dict of another world's state)
@@ -435,13 +462,15 @@ class Sampler(_data.Sampler):
             key = (self.seed, self.epoch, repr(self._stages))
             if self._resumed is None or self._resumed[0] != key:
                 source = self._order_source if self._order_source is not None else self.n
+                block, window = self._layout()
                 self._resumed = (key, _mix.resumed_order(source, self.seed, self.epoch, self.shuffle, self.rank,
-                                                         self.world, self.drop_last, order=self.order, block=self.block,
-                                                         window=self.window, stages=self._stages))
+                                                         self.world, self.drop_last, order=self.order, block=block,
+                                                         window=window, stages=self._stages))
             return self._resumed[1]
+        block, window = self._layout()
         return _sp.epoch_order(self._order_source if self._order_source is not None else self.n, self.seed,
                                self.epoch, self.shuffle, self.rank, self.world, self.drop_last, order=self.order,
-                               block=self.block, window=self.window)
+                               block=block, window=window)
 
     def read_ahead(self, dataset, order, batch_size):
         """With the blocks order, a shardpack._readahead.ReadAhead that fetches `order`'s blocks
@@ -449,7 +478,8 @@ class Sampler(_data.Sampler):
         if not (self.shuffle and self.order == "blocks"):
             return None
         source = self.n if self._order_source is None else self._order_source
-        starts, window = _sp._block_starts(source, self.block, self.window)
+        block, window = self._layout()
+        starts, window = _sp._block_starts(source, block, window)
         return _ReadAhead(dataset, order, _records_ahead(dataset, starts, window), starts)
 
     def take(self) -> _np.ndarray:
@@ -473,7 +503,9 @@ class Sampler(_data.Sampler):
         resume reads the same order whatever the reader's cache is then."""
         if self.order != "blocks" or not isinstance(self._order_source, _sp.Dataset):
             return self.block, self.window
-        _, block, window, _ = _sp._block_parameters(self._order_source, self.block, self.window, None)
+        block = self.block if self.block is not None else self._agreed[0]
+        window = self.window if self.window is not None else self._agreed[1]
+        _, block, window, _ = _sp._block_parameters(self._order_source, block, window, None)
         return block, window
 
     def state_dict(self, consumed: Optional[int] = None) -> dict:
