@@ -301,3 +301,18 @@ def test_a_mixed_batch_is_the_same_for_any_thread_count(sets):
     for threads in (2, 4, 0):
         got = m.read_batch(order, threads=threads, **options)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
+
+
+def test_the_blocks_order_of_a_mix_takes_the_window_that_fits_every_reader(sets):
+    """Each dataset's default window fits its reader's cache (Dataset.blocks_layout): a mix reads
+    all its datasets with one window, the smallest of theirs, whatever their order."""
+    small = shardpack.open(sets["onehot"], io="blocks", cache_bytes=3 * 5 * (4 << 20))  # 5 windows of 4 MiB blocks
+    assert small.blocks_layout[1] == 5
+    plain = shardpack.open(sets["index"])
+    assert plain.blocks_layout[1] == 16
+    for parts in ([small, plain], [plain, small]):
+        m = shardpack.mix(parts, weights=[1, 1])
+        order = m.full_order(3, 0, order="blocks", block=1)  # 10 blocks a dataset
+        assert np.array_equal(order, m.full_order(3, 0, order="blocks", block=1, window=5))
+        assert not np.array_equal(order, m.full_order(3, 0, order="blocks", block=1, window=16))
+        assert m._block_starts(1, None)[1] == 5  # the loaders' read-ahead: the same window

@@ -332,13 +332,13 @@ class Mix:
 
     # -- the order
     def _parts(self, block: Optional[int], window: Optional[int]) -> Tuple[List[int], List[List[int]], int]:
-        blocks, starts = [], []
-        w = _sp.WINDOW_BLOCKS
+        blocks, starts, windows = [], [], []
         for d in self.datasets:
             _, b, w, s = _sp._block_parameters(d, block, window, None)
             blocks.append(b)
             starts.append(s)
-        return blocks, starts, w
+            windows.append(w)
+        return blocks, starts, min(windows)  # one window for all: the one that fits every reader's cache
 
     def full_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, *, order: str = "global",
                    block: Optional[int] = None, window: Optional[int] = None) -> _npt.NDArray[_np.int64]:
@@ -363,12 +363,12 @@ class Mix:
 
     def _block_starts(self, block: Optional[int], window: Optional[int]) -> Tuple[_npt.NDArray[_np.int64], int]:
         """Every dataset's blocks, as mixed indices, then len(self); and the window (for read-ahead)."""
-        pieces, w = [], _sp.WINDOW_BLOCKS
+        pieces = []
         for d, offset in zip(self.datasets, self.offsets[:-1]):
-            starts, w = _sp._block_starts(d, block, window)
+            starts, _ = _sp._block_starts(d, block, window)
             pieces.append(starts[:-1] + offset)
         pieces.append(self.offsets[-1:])
-        return _np.concatenate(pieces).astype(_np.int64), w
+        return _np.concatenate(pieces).astype(_np.int64), self._parts(block, window)[2]
 
     def _state_key(self) -> List[Any]:
         """What a Sampler state of this mix must match: the sizes, weights, epoch and draws."""
