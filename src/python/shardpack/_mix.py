@@ -331,14 +331,25 @@ class Mix:
         return (images, labels, boxes) if return_boxes else (images, labels)
 
     # -- the order
+    @staticmethod
+    def _layout(d: "_sp.Dataset", block: Optional[int], window: Optional[int]) -> Tuple[int, int, int, List[int]]:
+        """Dataset d's (n, block, window, shard starts) in the mix's blocks order: as given, else
+        blocks of about 4 MiB of its bytes and windows of 16, whatever its reader's cache
+        (Dataset.blocks_layout shrinks them to fit it): every rank and every resume of a mix must
+        read one order, and a Sampler state of a mix records no layout."""
+        n = len(d)
+        if block is None and n:
+            block = max(1, round(_sp.BLOCK_BYTES * n / max(1, d.data_bytes)))
+        return _sp._block_parameters(n, block, window, d.shard_starts)
+
     def _parts(self, block: Optional[int], window: Optional[int]) -> Tuple[List[int], List[List[int]], int]:
-        blocks, starts, windows = [], [], []
+        blocks, starts = [], []
+        w = _sp.WINDOW_BLOCKS
         for d in self.datasets:
-            _, b, w, s = _sp._block_parameters(d, block, window, None)
+            _, b, w, s = self._layout(d, block, window)
             blocks.append(b)
             starts.append(s)
-            windows.append(w)
-        return blocks, starts, min(windows)  # one window for all: the one that fits every reader's cache
+        return blocks, starts, w
 
     def full_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, *, order: str = "global",
                    block: Optional[int] = None, window: Optional[int] = None) -> _npt.NDArray[_np.int64]:
@@ -363,12 +374,13 @@ class Mix:
 
     def _block_starts(self, block: Optional[int], window: Optional[int]) -> Tuple[_npt.NDArray[_np.int64], int]:
         """Every dataset's blocks, as mixed indices, then len(self); and the window (for read-ahead)."""
-        pieces = []
+        pieces, w = [], _sp.WINDOW_BLOCKS
         for d, offset in zip(self.datasets, self.offsets[:-1]):
-            starts, _ = _sp._block_starts(d, block, window)
+            n, b, w, s = self._layout(d, block, window)
+            starts, w = _sp._block_starts(n, b, w, s)
             pieces.append(starts[:-1] + offset)
         pieces.append(self.offsets[-1:])
-        return _np.concatenate(pieces).astype(_np.int64), self._parts(block, window)[2]
+        return _np.concatenate(pieces).astype(_np.int64), w
 
     def _state_key(self) -> List[Any]:
         """What a Sampler state of this mix must match: the sizes, weights, epoch and draws."""
