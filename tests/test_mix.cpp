@@ -435,6 +435,13 @@ TEST_CASE("mix reader: batches of a 0.6/0.3/0.1 mix equal each record read from 
     CHECK(m.schema().fixed_height == 12);
     CHECK(m.schema().class_count == 5);
     CHECK(m.size() == 40);
+    for (std::size_t k = 0; k < 3; ++k) {  // blocks of about 4 MiB of each dataset's bytes, as Python's mix
+        std::uint64_t bytes = 0;
+        for (std::size_t s = 0; s < m.datasets()[k].shard_count(); ++s) bytes += m.datasets()[k].shard_bytes(s);
+        const double exact = double(4 << 20) * double(m.datasets()[k].size()) / double(bytes);
+        CHECK(m.sources()[k].block == static_cast<std::size_t>(std::nearbyint(exact)));
+        CHECK(m.sources()[k].block > m.datasets()[k].size());  // these small datasets: one block each
+    }
     augmentation aug;
     aug.height = 8, aug.width = 10;
     aug.position = crop_position::random;

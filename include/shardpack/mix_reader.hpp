@@ -33,6 +33,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -84,6 +85,7 @@ public:
             s.records = datasets_[k].size();
             s.weight = weights[k];
             s.shard_starts = shard_starts_of(datasets_[k]);
+            s.block = default_block(datasets_[k]);
             sources_.push_back(std::move(s));
         }
         offsets_ = mix_offsets(sources_);
@@ -108,7 +110,8 @@ public:
     const std::vector<dataset>& datasets() const { return datasets_; }
     const std::vector<std::string>& names() const { return names_; }
     const std::vector<std::uint64_t>& offsets() const { return offsets_; }
-    // Each dataset's size, weight and shard starts (block 64), for mix_epoch_order and friends.
+    // Each dataset's size, weight, shard starts and block (about 4 MiB of its bytes, as Python's
+    // shardpack.mix takes by default), for mix_epoch_order and friends.
     const std::vector<mix_source>& sources() const { return sources_; }
     const mix_options& options() const { return options_; }
     std::uint64_t epoch_size() const { return mix_epoch_size(sources_, options_); }
@@ -177,6 +180,16 @@ private:
     std::vector<bool> same_;                             // dataset k's labels need no renumbering
     std::vector<std::vector<std::uint32_t>> index_map_;  // segmentation: dataset k's index value -> the mix's
     bool mixed_image_bytes_ = false;                     // uint8 and uint16 datasets together
+
+    // round(4 MiB x records / bytes), half to even, at least 1: Python's default block of a mix
+    // (formats/orders.md), whatever the reader's cache, so that every rank reads one order.
+    static std::size_t default_block(const dataset& d) {
+        std::uint64_t bytes = 0;
+        for (std::size_t k = 0; k < d.shard_count(); ++k) bytes += d.shard_bytes(k);
+        if (d.size() == 0) return 64;
+        const double b = std::nearbyint(double(std::uint64_t(4) << 20) * double(d.size()) / double(std::max<std::uint64_t>(1, bytes)));
+        return b < 1 ? 1 : static_cast<std::size_t>(b);
+    }
 
     void match_schemas() {
         const schema_info& first = datasets_[0].schema();

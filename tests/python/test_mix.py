@@ -301,3 +301,83 @@ def test_a_mixed_batch_is_the_same_for_any_thread_count(sets):
     for threads in (2, 4, 0):
         got = m.read_batch(order, threads=threads, **options)
         assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), threads
+
+
+def test_the_blocks_order_of_a_mix_does_not_depend_on_its_readers_caches(sets):
+    """A dataset's own blocks order shrinks its windows to fit its reader's cache
+    (Dataset.blocks_layout); a mix's does not: ranks whose caches differ, and a resume with
+    another cache, must read one order, and a mix's Sampler state records no layout. So a mix
+    takes blocks of about 4 MiB of each dataset's bytes and windows of 16 unless told."""
+    small = shardpack.open(sets["onehot"], io="blocks", cache_bytes=3 * 5 * (4 << 20))  # 5 windows of 4 MiB blocks
+    assert small.blocks_layout[1] == 5
+    plain = shardpack.open(sets["onehot"])
+    other = shardpack.open(sets["index"])
+    small_mix, plain_mix = shardpack.mix([small, other], weights=[1, 1]), shardpack.mix([plain, other], weights=[1, 1])
+    for block in (1, None):
+        order = small_mix.full_order(3, 0, order="blocks", block=block)
+        assert np.array_equal(order, plain_mix.full_order(3, 0, order="blocks", block=block))
+        assert np.array_equal(order, plain_mix.full_order(3, 0, order="blocks", block=block, window=16))
+        assert np.array_equal(small_mix._block_starts(block, None)[0], plain_mix._block_starts(block, None)[0])
+        assert small_mix._block_starts(block, None)[1] == 16  # the loaders' read-ahead: the same window
+    assert not np.array_equal(small_mix.full_order(3, 0, order="blocks", block=1),
+                              small_mix.full_order(3, 0, order="blocks", block=1, window=5))  # 10 blocks: it matters
+    spt = pytest.importorskip("shardpack.torch", reason="PyTorch is not importable")
+    # A state saved with the small cache resumes exactly with the default one.
+    saved = spt.Sampler(small_mix, seed=1, order="blocks", block=1)
+    it = iter(saved)
+    head = [next(it) for _ in range(6)]
+    whole = list(spt.Sampler(small_mix, seed=1, order="blocks", block=1))
+    resumed = spt.Sampler(plain_mix, seed=1, order="blocks", block=1)
+    resumed.load_state_dict(saved.state_dict())
+    assert head + list(resumed) == whole
+
+
+_MIX_RANK_SCRIPT = r"""
+import json, sys
+import torch.distributed as dist
+import shardpack, shardpack.torch as spt
+a, b, out = sys.argv[1], sys.argv[2], sys.argv[3]
+dist.init_process_group("gloo", init_method="env://")
+rank = dist.get_rank()
+# The ranks' readers choose apart: rank 0 reads dataset a through a small cache (it prefers the
+# blocks order), rank 1 maps it (global).
+first = shardpack.open(a, io="blocks", cache_bytes=12 << 20) if rank == 0 else shardpack.open(a, io="mmap")
+m = shardpack.mix([first, shardpack.open(b, io="mmap")], weights=[0.6, 0.4], epoch_size=30)
+s = spt.Sampler(m, seed=5)
+json.dump({"order": s.order, "preferred": m.preferred_order, "indices": [int(i) for i in s]}, open(out, "w"))
+dist.destroy_process_group()
+"""
+
+
+def test_ranks_of_a_distributed_job_agree_on_a_mixs_auto_order(sets, tmp_path):
+    """Two torch.distributed ranks (gloo, on this machine) whose mixes prefer different orders (one
+    rank's reader of a dataset reads blocks through a small cache, the other's maps it) read one
+    order, so the epoch's 30 samples are split between them, 15 each, none twice."""
+    pytest.importorskip("torch.distributed", reason="PyTorch is not importable")
+    import json
+    import os
+    import socket
+    import subprocess
+    import sys
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    script = tmp_path / "rank.py"
+    script.write_text(_MIX_RANK_SCRIPT)
+    procs = []
+    for rank in range(2):
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, str(script), sets["onehot"], sets["index"],
+                                       str(tmp_path / f"{rank}.json")], env=env, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        if p.returncode != 0 and "gloo" in err.lower() and "unsupported" in err.lower():
+            pytest.skip(f"torch.distributed gloo cannot run here: {err.strip()[-200:]}")
+        assert p.returncode == 0, err
+    got = [json.loads((tmp_path / f"{rank}.json").read_text()) for rank in range(2)]
+    assert [g["preferred"] for g in got] == ["blocks", "global"]
+    assert [g["order"] for g in got] == ["blocks", "blocks"]
+    m = shardpack.mix([sets["onehot"], sets["index"]], weights=[0.6, 0.4], epoch_size=30)
+    full = m.full_order(5, 0, order="blocks")
+    assert [len(g["indices"]) for g in got] == [15, 15]
+    assert sorted(got[0]["indices"] + got[1]["indices"]) == sorted(full.tolist())  # every sample of the epoch once

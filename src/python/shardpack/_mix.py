@@ -331,11 +331,22 @@ class Mix:
         return (images, labels, boxes) if return_boxes else (images, labels)
 
     # -- the order
+    @staticmethod
+    def _layout(d: "_sp.Dataset", block: Optional[int], window: Optional[int]) -> Tuple[int, int, int, List[int]]:
+        """Dataset d's (n, block, window, shard starts) in the mix's blocks order: as given, else
+        blocks of about 4 MiB of its bytes and windows of 16, whatever its reader's cache
+        (Dataset.blocks_layout shrinks them to fit it): every rank and every resume of a mix must
+        read one order, and a Sampler state of a mix records no layout."""
+        n = len(d)
+        if block is None and n:
+            block = max(1, round(_sp.BLOCK_BYTES * n / max(1, d.data_bytes)))
+        return _sp._block_parameters(n, block, window, d.shard_starts)
+
     def _parts(self, block: Optional[int], window: Optional[int]) -> Tuple[List[int], List[List[int]], int]:
         blocks, starts = [], []
         w = _sp.WINDOW_BLOCKS
         for d in self.datasets:
-            _, b, w, s = _sp._block_parameters(d, block, window, None)
+            _, b, w, s = self._layout(d, block, window)
             blocks.append(b)
             starts.append(s)
         return blocks, starts, w
@@ -365,7 +376,8 @@ class Mix:
         """Every dataset's blocks, as mixed indices, then len(self); and the window (for read-ahead)."""
         pieces, w = [], _sp.WINDOW_BLOCKS
         for d, offset in zip(self.datasets, self.offsets[:-1]):
-            starts, w = _sp._block_starts(d, block, window)
+            n, b, w, s = self._layout(d, block, window)
+            starts, w = _sp._block_starts(n, b, w, s)
             pieces.append(starts[:-1] + offset)
         pieces.append(self.offsets[-1:])
         return _np.concatenate(pieces).astype(_np.int64), w

@@ -10,10 +10,12 @@ record is read: the disk then reads a block per seek. (The global order gets not
 read_batch already announces each batch's records, and a read-ahead per batch cost 70% of a
 warm epoch of 8x8 records, measured.)
 """
+from typing import Any
+
 import numpy as _np
 
 
-def records_ahead(dataset, block_starts, window):
+def records_ahead(dataset: Any, block_starts: Any, window: int) -> int:
     """How many positions ahead to fetch: one window of blocks, or less when the reader's cache
     (io "blocks") could not hold two windows' worth (what is fetched must still be there when
     it is read)."""
@@ -31,7 +33,7 @@ class ReadAhead:
     positions [p, p + ahead) touch is on its way, whole, each block once. block_starts: the
     first record of each block, then n (shardpack._block_starts)."""
 
-    def __init__(self, dataset, order, ahead, block_starts):
+    def __init__(self, dataset: Any, order: Any, ahead: int, block_starts: Any) -> None:
         self.dataset = dataset
         self.ahead = max(1, int(ahead))
         self.block_starts = _np.asarray(block_starts, dtype=_np.int64)
@@ -48,7 +50,7 @@ class ReadAhead:
         self.needed_at = first[present][by_position]  # and where
         self.next = 0                                 # schedule[:next] were asked for
 
-    def before(self, position):
+    def before(self, position: int) -> None:
         k = int(_np.searchsorted(self.needed_at, int(position) + self.ahead, side="left"))
         if k <= self.next:
             return

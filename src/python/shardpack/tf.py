@@ -126,7 +126,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                 out.append(v)
         return tuple(out)
 
-    def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[_tf.Tensor, _tf.Tensor]:
+    def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[Any, ...]:  # (images, labels), then the fields' dict
         # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
         # rewrites stateless maps): one read_batch already spreads over every core, and two at
         # once ran slower (0.75x on 2 cores).

@@ -436,6 +436,9 @@ class Sampler(_data.Sampler):
             self.order, self._agreed = _agreed_order(self.order, (layout_block, layout_window), self.world)
             if self._agreed == (layout_block, layout_window):
                 self._agreed = (None, None)  # this rank's own defaults
+        elif self._order_asked == "auto" and isinstance(self._order_source, _sp.Mix):
+            # A mix's blocks layout is the same on every rank (it ignores the readers' caches): only the order.
+            self.order, _ = _agreed_order(self.order, (None, None), self.world)
         self.drop_last = bool(drop_last)
         self.epoch = 0
         self._stages: list = []  # earlier worlds of this epoch (load_state_dict of another world's state)
