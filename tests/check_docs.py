@@ -16,6 +16,9 @@ not a git checkout):
   scripts/) exists, and every `shardpack SUBCOMMAND --option ...` (lines continued with a
   backslash included) names a subcommand and options src/cli/ declares; that last check also
   in the code blocks of every other Markdown file (the CLI reference's examples).
+- README.md's "Measured" table copies its figures from scripts/bench/README.md: every number in
+  its rows (dates and link targets aside) appears there, so the headline cannot drift from the
+  measurements it cites (issue #35: one fact in one place).
 Links to other sites (http:, https:, mailto:) are not fetched: the check runs offline."""
 import os
 import re
@@ -183,6 +186,31 @@ def check_commands(root, rel, problems, names):
                                     f"no option {opt}")
 
 
+NUMBER = re.compile(r"(?<![\w.,])\d[\d,]*(?:\.\d+)?")
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_measured(root, problems):
+    """Every number of README.md's "Measured" table appears in scripts/bench/README.md."""
+    readme, bench = os.path.join(root, "README.md"), os.path.join(root, "scripts", "bench", "README.md")
+    if not os.path.exists(readme) or not os.path.exists(bench):
+        return
+    with open(readme, encoding="utf-8") as f:
+        text = f.read()
+    if "\n## Measured\n" not in text:
+        return
+    with open(bench, encoding="utf-8") as f:
+        measured = set(NUMBER.findall(f.read()))
+    section = text.split("\n## Measured\n", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
+        if not line.startswith("|") or set(line) <= set("|- "):
+            continue
+        row = DATE.sub("", re.sub(r"\]\([^)]*\)", "]", line))
+        for number in NUMBER.findall(row):
+            if number not in measured:
+                problems.append(f"README.md: Measured: {number} is not in scripts/bench/README.md ({line[:60]}...)")
+
+
 def check(root):
     problems = []
     files = markdown_files(root)
@@ -194,6 +222,7 @@ def check(root):
         check_commands(root, rel, problems, names)
     if "README.md" not in files:
         problems.append("README.md is missing")
+    check_measured(root, problems)
     return files, problems
 
 
@@ -203,6 +232,9 @@ def self_test():
         os.makedirs(os.path.join(root, "scripts"))
         os.makedirs(os.path.join(root, "src", "cli"))
         os.makedirs(os.path.join(root, "docs"))
+        os.makedirs(os.path.join(root, "scripts", "bench"))
+        with open(os.path.join(root, "scripts", "bench", "README.md"), "w") as f:
+            f.write("# Bench\n\n| job | rate |\n|---|---|\n| read | 1,234/s, 2.5x |\n")
         with open(os.path.join(root, "src", "cli", "main.cpp"), "w") as f:
             f.write('app.add_subcommand("build", "x");\nb->add_option("--csv", csv, "List");\n')
         script = os.path.join(root, "scripts", "demo.sh")
@@ -212,7 +244,9 @@ def self_test():
         with open(os.path.join(root, "docs", "guide.md"), "w") as f:
             f.write("# Guide\n\n## Two words\n\nBack to [the README](../README.md#top).\n")
         good = ("# Top\n\nSee [the guide](docs/guide.md#two-words) and [here](#top).\n\n"
-                "```sh\n./scripts/demo.sh\nshardpack build --csv x.csv\n```\n")
+                "```sh\n./scripts/demo.sh\nshardpack build --csv x.csv\n```\n\n"
+                "## Measured\n\n| job (date) | rate |\n|---|---|\n"
+                "| [read](scripts/bench/README.md#bench) (2026-11-23) | 1,234/s, 2.5x |\n\n## After\n")
         with open(os.path.join(root, "README.md"), "w") as f:
             f.write(good)
         _, problems = check(root)
@@ -230,10 +264,21 @@ def self_test():
             "an unknown option on a continued line": ("```sh\nshardpack build --csv x.csv \\\n    --sise 3\n```",
                                                      "no option --sise"),
         }
+        faults_in_good = {  # (what, old text of the clean README, new text, expected problem)
+            "a headline figure the bench file lacks": ("1,234/s, 2.5x |\n\n## After", "1,243/s, 2.5x |\n\n## After",
+                                                       "1,243 is not in scripts/bench/README.md"),
+        }
         failed = 0
         for what, (snippet, expected) in faults.items():
             with open(os.path.join(root, "README.md"), "w") as f:
                 f.write(good + "\n" + snippet + "\n")
+            _, problems = check(root)
+            if not any(expected in p for p in problems):
+                print(f"self-test: {what} was not caught (got {problems})")
+                failed += 1
+        for what, (before, after, expected) in faults_in_good.items():
+            with open(os.path.join(root, "README.md"), "w") as f:
+                f.write(good.replace(before, after))
             _, problems = check(root)
             if not any(expected in p for p in problems):
                 print(f"self-test: {what} was not caught (got {problems})")
@@ -247,7 +292,7 @@ def self_test():
             failed += 1
         if failed:
             return 1
-        print(f"self-test: {len(faults) + 1} planted faults caught, the clean tree passes")
+        print(f"self-test: {len(faults) + len(faults_in_good) + 1} planted faults caught, the clean tree passes")
         return 0
 
 

@@ -9,6 +9,7 @@ using namespace shardpack;
 using namespace shardpack::test;
 
 TEST_CASE("sniff recognises formats from magic bytes", "[sniff]") {
+    SHARDPACK_NEED_SHARED_DATA();
     auto sniff = [](const std::string& s) {
         return sniff_format(reinterpret_cast<const std::uint8_t*>(s.data()), s.size());
     };
@@ -73,6 +74,7 @@ TEST_CASE("decode_image refuses other formats, naming them", "[sniff]") {
 // =============================================================================================
 
 TEST_CASE("truncated files always throw decode_error", "[robust]") {
+    SHARDPACK_NEED_SHARED_DATA();
     SECTION("PNG, every length") {
         const bytes file = load_png("basn6a08.png");
         for (std::size_t n = 0; n < file.size(); ++n) {
@@ -113,6 +115,7 @@ TEST_CASE("truncated files always throw decode_error", "[robust]") {
 }
 
 TEST_CASE("flipped bytes throw decode_error or decode, never crash", "[robust]") {
+    SHARDPACK_NEED_SHARED_DATA();
     SECTION("JPEG") {
         const bytes file = load_jpeg("testorig.jpg");
         int decoded = 0, refused = 0;
@@ -216,6 +219,7 @@ TEST_CASE("color conversions", "[convert]") {
 
 // =============================================================================================
 TEST_CASE("decoders keep no shared state between threads", "[robust]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes png = load_png("basi6a08.png"), jpg = load_jpeg("testorig.jpg");
     const bytes bad = load_png("xcsn0g01.png");
     const image_u8 png_ref = decode_png(png.data(), png.size(), request(pixel_layout::rgba));

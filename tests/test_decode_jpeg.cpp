@@ -9,6 +9,7 @@ using namespace shardpack;
 using namespace shardpack::test;
 
 TEST_CASE("JPEG test images decode like libjpeg's own RGB output", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     for (const char* name : {"testorig.jpg", "testimgint.jpg", "testimgari.jpg"}) {
         INFO(name);
         const bytes file = load_jpeg(name);
@@ -46,6 +47,7 @@ TEST_CASE("JPEG test images decode like libjpeg's own RGB output", "[jpeg]") {
 }
 
 TEST_CASE("progressive, arithmetic and grayscale JPEGs", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes orig = load_jpeg("testorig.jpg");
     const image_u8 source = decode_jpeg(orig.data(), orig.size(), request(pixel_layout::rgb));
     const bytes baseline = encode_jpeg_test(source.pixels.data(), source.width, source.height, 3, JCS_RGB);
@@ -125,6 +127,7 @@ TEST_CASE("CMYK and YCCK JPEGs convert to RGB", "[jpeg]") {
 }
 
 TEST_CASE("12-bit JPEG is refused with a clear message", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes file = load_jpeg("monkey12.jpg");
     CHECK_THROWS_AS(decode_image(file.data(), file.size(), request(pixel_layout::rgb)), decode_error);
     CHECK_THROWS_WITH(decode_jpeg(file.data(), file.size(), request(pixel_layout::rgb)),
@@ -134,6 +137,7 @@ TEST_CASE("12-bit JPEG is refused with a clear message", "[jpeg]") {
 }
 
 TEST_CASE("JPEG DCT scaling picks the smallest scale that covers the minimum", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes file = load_jpeg("testorig.jpg");  // 227 x 149
     auto scaled = [&](std::uint32_t min_w, std::uint32_t min_h, pixel_layout layout = pixel_layout::rgb,
                       std::uint32_t max_rows = 0) {
@@ -174,6 +178,7 @@ TEST_CASE("JPEG DCT scaling picks the smallest scale that covers the minimum", "
 }
 
 TEST_CASE("JPEG max_rows stops early and ignores the rest of the file", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes file = load_jpeg("testorig.jpg");
     for (pixel_layout layout : all_layouts) {
         const image_u8 all = decode_jpeg(file.data(), file.size(), request(layout));
@@ -195,6 +200,7 @@ TEST_CASE("JPEG max_rows stops early and ignores the rest of the file", "[jpeg]"
 }
 
 TEST_CASE("JPEG refuses huge headers before allocating", "[jpeg]") {
+    SHARDPACK_NEED_SHARED_DATA();
     bytes file = load_jpeg("testorig.jpg");
     // Patch the SOF0 height/width (FFC0, length, precision, then height and width).
     std::size_t sof = 0;

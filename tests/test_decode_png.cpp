@@ -11,6 +11,7 @@ using namespace shardpack;
 using namespace shardpack::test;
 
 TEST_CASE("every corrupt PngSuite file (x*.png) is refused", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     int count = 0;
     for (const auto& name : pngsuite_files()) {
         if (!is_corrupt_sample(name)) continue;
@@ -43,6 +44,7 @@ TEST_CASE("every corrupt PngSuite file (x*.png) is refused", "[png]") {
 }
 
 TEST_CASE("every valid PngSuite file decodes exactly, in every layout", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     int count = 0;
     for (const auto& name : pngsuite_files()) {
         if (is_corrupt_sample(name)) continue;
@@ -74,6 +76,7 @@ TEST_CASE("every valid PngSuite file decodes exactly, in every layout", "[png]")
 }
 
 TEST_CASE("PngSuite sizes come from the file", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     auto size_of = [](const std::string& name) {
         const bytes file = load_png(name);
         const image_u8 img = decode_png(file.data(), file.size(), request(pixel_layout::rgb));
@@ -88,6 +91,7 @@ TEST_CASE("PngSuite sizes come from the file", "[png]") {
 }
 
 TEST_CASE("PNG pixels match values computed by hand", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     // Raw samples read with a standalone zlib-based parser (not libpng).
     SECTION("16-bit RGB keeps the high byte") {
         const bytes file = load_png("basn2c16.png");
@@ -153,6 +157,7 @@ TEST_CASE("PNG pixels match values computed by hand", "[png]") {
 }
 
 TEST_CASE("16-bit PNG with an ICC profile decodes to 8 bits", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes file = load_jpeg("monkey16.png");
     decoded_info info{};
     const image_u8 img = decode_image(file.data(), file.size(), request(pixel_layout::rgb), &info);
@@ -170,6 +175,7 @@ TEST_CASE("16-bit PNG with an ICC profile decodes to 8 bits", "[png]") {
 }
 
 TEST_CASE("PNG max_rows stops early unless the file is interlaced", "[png]") {
+    SHARDPACK_NEED_SHARED_DATA();
     const bytes file = load_png("basn2c08.png");
     for (pixel_layout layout : all_layouts) {
         const image_u8 all = decode_png(file.data(), file.size(), request(layout));
@@ -242,6 +248,7 @@ TEST_CASE("PNG refuses oversized and implausible images", "[png]") {
 // =============================================================================================
 
 TEST_CASE("the libdeflate fast path gives libpng's pixels, and takes the common PNGs", "[png][fast]") {
+    SHARDPACK_NEED_SHARED_DATA();
     int taken = 0;
     auto compare = [&](const bytes& file, const std::string& what) {
         for (pixel_layout layout : all_layouts) {

@@ -105,6 +105,66 @@ TEST_CASE("classification stores the id and reads back one-hot", "[format]") {
     }
 }
 
+TEST_CASE("read_batch of a dataset whose schema fixes no size: its records' one size, or an error naming the odd record", "[format]") {
+    // A build without --size writes no fixed size even when every image has one (issue #35).
+    for (auto codec : {record_codec::none, record_codec::zstd_record, record_codec::zstd}) {
+        INFO("codec " << int(codec));
+        temp_dir dir("unfixed");
+        synthetic_options o;
+        o.fixed_size = false;
+        o.codec = codec;
+        o.heights = {12, 12, 12, 12, 12, 12, 12, 12, 12, 20};  // record 9 is taller
+        const auto samples = write_synthetic(dir.str(), o);
+        auto ds = dataset::open(dir.str());
+        REQUIRE(ds.schema().fixed_height == 0);
+        read_context ctx;
+        REQUIRE(ds.record_size(3, ctx) == std::make_pair(std::size_t(12), std::size_t(16)));
+        REQUIRE(ds.record_size(9, ctx) == std::make_pair(std::size_t(20), std::size_t(16)));
+        const std::size_t image_n = 16 * 12 * 3;
+        std::vector<std::uint8_t> img(3 * image_n);
+        std::vector<std::uint16_t> idx(3 * 16 * 12);
+        sample_buffers out;
+        out.image_u8 = img.data();
+        out.image_capacity = img.size();
+        out.label_index = idx.data();
+        out.label_index_capacity = idx.size();
+        const std::size_t which[3] = {7, 2, 5};
+        ds.read_batch(which, 3, out, ctx);
+        for (std::size_t b = 0; b < 3; ++b) {
+            const auto& s = samples[which[b]];
+            REQUIRE(std::equal(s.image.pixels.begin(), s.image.pixels.end(), img.begin() + long(b * image_n)));
+            for (std::size_t p = 0; p < s.ids.size(); ++p) REQUIRE(idx[b * 16 * 12 + p] == s.ids[p]);
+        }
+        // A record of another size in the batch is named, whichever comes first; the buffers
+        // would hold it (20 rows fit in 3 x 12), so only the size check stops it.
+        const std::size_t odd[2] = {1, 9};
+        REQUIRE_THROWS_WITH(ds.read_batch(odd, 2, out, ctx),
+                            Catch::Contains("record 9") && Catch::Contains("16x20") && Catch::Contains("16x12") &&
+                                Catch::Contains("records of one batch must share a size"));
+        const std::size_t odd_first[2] = {9, 1};
+        std::vector<std::uint8_t> big(2 * 16 * 20 * 3);
+        sample_buffers tall = out;
+        tall.image_u8 = big.data();
+        tall.image_capacity = big.size();
+        tall.label_index = nullptr;
+        REQUIRE_THROWS_WITH(ds.read_batch(odd_first, 2, tall, ctx), Catch::Contains("record 1"));
+        // A batch split over threads states its size: each slice checks against the batch's.
+        sample_buffers sliced = out;
+        sliced.batch_height = 12;
+        sliced.batch_width = 16;
+        const std::size_t split[3] = {0, 9, 8};
+        REQUIRE_NOTHROW(ds.read_batch(split, 1, sliced.slice(0, 1, 3), ctx));
+        REQUIRE_THROWS_WITH(ds.read_batch(split + 1, 2, sliced.slice(1, 2, 3), ctx), Catch::Contains("record 9"));
+        // A crop still batches records of any size.
+        augmentation aug;
+        aug.height = 8;
+        aug.width = 8;
+        sample_buffers cropped = out;
+        cropped.augment = &aug;
+        REQUIRE_NOTHROW(ds.read_batch(odd, 2, cropped, ctx));
+    }
+}
+
 TEST_CASE("read_into fills caller buffers: uint8, normalised float32 and one-hot from either layout", "[format]") {
     for (auto layout : {detail::layout_code::one_hot, detail::layout_code::index}) {
         temp_dir dir("into");

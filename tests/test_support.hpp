@@ -441,6 +441,8 @@ struct synthetic_options {
     std::vector<std::string> class_names;  // empty: class0, class1, ...
     bool varied_sizes = false;             // odd records 4 pixels wider and 2 higher: no fixed size
     std::uint32_t ignore_every = 0;        // segmentation: every n-th pixel ignored (0: none)
+    bool fixed_size = true;  // false: the schema fixes no size, as a build without --size writes
+    std::vector<std::uint32_t> heights;  // when not empty: record i's height (else `height`)
 };
 
 inline detail::schema_record synthetic_schema(const synthetic_options& o) {
@@ -450,8 +452,8 @@ inline detail::schema_record synthetic_schema(const synthetic_options& o) {
     s.channel_order = o.channels == 1 ? detail::order_code::gray : o.channels == 3 ? detail::order_code::rgb : detail::order_code::rgba;
     s.label_layout = o.segmentation ? o.layout : detail::layout_code::class_id;
     s.label_dtype_bytes = !o.segmentation ? 0 : (o.layout == detail::layout_code::index && o.classes > 255) ? 2 : 1;
-    s.fixed_height = o.varied_sizes ? 0 : o.height;
-    s.fixed_width = o.varied_sizes ? 0 : o.width;
+    s.fixed_height = o.varied_sizes || !o.fixed_size ? 0 : o.height;
+    s.fixed_width = o.varied_sizes || !o.fixed_size ? 0 : o.width;
     s.class_count = o.classes;
     s.ignore_value = o.classes > 255 ? 65535 : 255;
     return s;
@@ -478,7 +480,8 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     stored_record stored;
     for (std::uint32_t i = 0; i < o.records; ++i) {
         const std::uint32_t wider = o.varied_sizes && i % 2 ? 4 : 0, higher = o.varied_sizes && i % 2 ? 2 : 0;
-        samples.push_back(make_sample(i, o.width + wider, o.height + higher, o.channels, o.classes, o.segmentation));
+        const std::uint32_t h = i < o.heights.size() ? o.heights[i] : o.height;
+        samples.push_back(make_sample(i, o.width + wider, h + higher, o.channels, o.classes, o.segmentation));
         for (std::size_t p = 0; o.ignore_every && p < samples.back().ids.size(); p += o.ignore_every)
             samples.back().ids[p] = static_cast<std::uint16_t>(wo.schema.ignore_value);
         const auto& s = samples.back();

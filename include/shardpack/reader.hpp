@@ -311,7 +311,8 @@ struct field_batch {
 
 // Buffers a caller owns, for read_into / read_batch. Set the pointers you want filled; leave the
 // others null. Capacities count elements (not bytes) and are checked. For a batch they hold the
-// whole batch, sample after sample, which needs a fixed image size.
+// whole batch, sample after sample, all of one size: the dataset's fixed size (built with
+// --size), the crop's, or, for a dataset whose records vary, batch_height x batch_width.
 struct sample_buffers {
     std::uint8_t* image_u8 = nullptr;    // H*W*C, as stored (uint8 images only: a uint16 dataset is refused)
     std::uint16_t* image_u16 = nullptr;  // H*W*C: uint16 images as stored; uint8 images' values, widened
@@ -338,6 +339,12 @@ struct sample_buffers {
     // The batch slot of this buffer's first sample: augment->given is looked up at first_slot +
     // slot (0 for a whole batch; a slice's begin).
     std::size_t first_slot = 0;
+    // Without a crop, the size every record of a batch must have; a record of another size is
+    // an error naming it (a batch never holds samples of two sizes). 0 x 0: the dataset's fixed
+    // size, or, when its records vary, the size of the batch's first record (dataset::record_size),
+    // so a dataset whose records all share one size batches whether or not it was built with
+    // --size. A caller that splits such a batch over threads (slice) sets it for the whole batch.
+    std::size_t batch_height = 0, batch_width = 0;
 
     // Samples [begin, begin + count) of a batch of `batch` samples laid out in these buffers,
     // for one thread of a batch split among several: every pointer moved on by `begin` samples,
@@ -554,7 +561,8 @@ public:
     sample read(std::size_t i, read_context& ctx) const;
     // Fills the caller's buffers (see sample_buffers); allocates nothing once ctx is warm.
     void read_into(std::size_t i, const sample_buffers& out, read_context& ctx) const;
-    // read_into for `count` samples, laid out one after the other in each buffer.
+    // read_into for `count` samples, laid out one after the other in each buffer, all of one
+    // size (see sample_buffers::batch_height).
     void read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out, read_context& ctx) const;
     // Read-ahead: tells the storage that these records will be read soon (the next batch), so
     // that a cold disk or a remote store fetches their byte ranges, merged per shard, while the
@@ -562,6 +570,10 @@ public:
     // once and reads nothing itself.
     void prefetch(const std::size_t* indices, std::size_t count) const;
     void prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const;
+
+    // Record i's (height, width), from its header only (a compressed record is decompressed only
+    // as far as its header; the stored bytes are checksummed as every read does).
+    std::pair<std::size_t, std::size_t> record_size(std::size_t i, read_context& ctx) const;
 
     // Per-sample fields (format 1.5, `shardpack build --field`): the declarations (empty when
     // the dataset has none), a field's position by name, and record i's values (one per
@@ -625,6 +637,9 @@ private:
     // buffers where the layout allows, and augmented reads only the bands their window needs.
     void read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
     void read_slot_fields(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    // Refuses record (k, local) of `layout` when it is not out's batch_height x batch_width.
+    void check_batch_size(const sample_buffers& out, const detail::record_layout& layout, std::size_t k,
+                          std::size_t local) const;
     std::pair<std::size_t, std::size_t> read_fields_pinned(const detail::shard_file& shard, std::size_t k, std::size_t local,
                                                            std::vector<field_value>& out, read_context& ctx,
                                                            const crop_box* window, double min_box_visibility,

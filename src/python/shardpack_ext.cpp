@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <new>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include <atomic>
@@ -624,6 +625,16 @@ public:
     }
 
     // i: in [0, len) (checked by shardpack/__init__.py; the reader refuses any other).
+    // (height, width) of record i from its header alone (shardpack::dataset::record_size).
+    nb::tuple record_size(std::size_t i) const {
+        std::pair<std::size_t, std::size_t> size;
+        {
+            gil_released unlocked;
+            size = ds_.record_size(i, thread_context());
+        }
+        return nb::make_tuple(size.first, size.second);
+    }
+
     nb::str key(std::size_t i) const {
         std::string k;
         {
@@ -745,10 +756,16 @@ public:
             }
         }
 
-        const std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
+        std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
         const std::size_t c = sc.channels, k = sc.class_count;
         const bool seg = sc.task == shardpack::task::segmentation;
         const std::vector<std::size_t> which = checked_indices(indices.data(), n);
+        if (h == 0 && n > 0) {
+            // Records of varying size (no --size) and no crop: the batch is its first record's
+            // size, and the reader refuses a record of another (sample_buffers::batch_height).
+            gil_released unlocked;
+            std::tie(h, w) = ds_.record_size(which[0], thread_context());
+        }
 
         // A crop larger than the records is refused before the batch is allocated (a crop of
         // 65536 x 65536 would otherwise be a MemoryError instead of this message).
@@ -838,6 +855,10 @@ public:
         }
         all.image_capacity = n * image_n;
         all.label_capacity = all.label_index_capacity = n * label_n;
+        if (!crop_height) {
+            all.batch_height = h;
+            all.batch_width = w;
+        }
         if (augmented) {
             if (!given.empty()) aug.given = given.data();
             all.augment = &aug;
@@ -1175,6 +1196,8 @@ NB_MODULE(_shardpack, m) {
                      nb::sig("def shard_starts(self) -> numpy.typing.NDArray[numpy.int64]"))
         .def_prop_ro("data_bytes", &reader::data_bytes)
         .def("key", &reader::key, "i"_a, "The key of record i, in [0, len).")
+        .def("record_size", &reader::record_size, "i"_a, nb::sig("def record_size(self, i: int) -> tuple[int, int]"),
+             "(height, width) of record i, in [0, len), from its header alone.")
         .def("get", &reader::get, "i"_a,
              nb::sig("def get(self, i: int) -> tuple[numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16], "
                      "numpy.typing.NDArray[numpy.uint8] | numpy.typing.NDArray[numpy.uint16] | int]"),

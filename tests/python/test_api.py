@@ -330,8 +330,8 @@ def test_a_huge_crop_is_an_error_naming_the_record_not_a_memory_error(built, tmp
     ds = shardpack.open(built["raw"])
     with pytest.raises(shardpack.Error, match=r"crop 65536x65536 is larger than record 3 \(32x24"):
         ds.read_batch([3, 0], crop=(65536, 65536))
-    # Records of different sizes (no --size): the first record smaller than the crop is named,
-    # though the batch's arrays (100 GB) could not be allocated.
+    # Built without --size (the schema fixes no size): the first record smaller than the crop is
+    # named, though the batch's arrays (100 GB) could not be allocated.
     src = os.path.dirname(built.class_dict)
     out = tmp_path / "mixed"
     run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", built.class_dict, "--out", out)
@@ -339,8 +339,6 @@ def test_a_huge_crop_is_an_error_naming_the_record_not_a_memory_error(built, tmp
     assert mixed.image_shape is None
     with pytest.raises(shardpack.Error, match=r"crop 65536x65536 is larger than record 2 "):
         mixed.read_batch([2, 5], crop=(65536, 65536))
-    with pytest.raises(shardpack.ArgumentValueError, match="fixed image size"):
-        mixed.read_batch([2, 5])
     assert mixed.read_batch([2, 5], crop=(8, 8))[0].shape == (2, 3, 8, 8)
     # ds[i] of zstd records of different sizes (copied out of the context's buffer) are the
     # C++ reader's records.
@@ -539,3 +537,69 @@ def test_the_allocation_benchmark_runs(tmp_path):
     for method in ("fresh_pool", "fresh_plain", "fresh_no_checksum", "out", "numpy_index"):
         assert r.stdout.count(f"\n{method} ") == 2, r.stdout
     assert "ds[i] of zstd" in r.stdout
+
+
+# -- a dataset built without --size whose images all have one size (issue #35)
+
+def test_records_of_one_size_batch_without_size(built, tmp_path):
+    src = os.path.dirname(built.class_dict)  # 40x30 images and masks
+    out = tmp_path / "unsized"
+    run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", built.class_dict, "--out", out,
+        "--compression", "zstd-record")
+    ds = shardpack.open(out)
+    assert ds.image_shape is None  # the schema fixes no size: nothing at open says they agree
+    idx = np.array([7, 0, 3, 9])
+    assert ds.batch_spec(4, dtype="uint8", layout="NHWC", label="index")[0][0] == (4, 30, 40, 3)
+    images, labels = ds.read_batch(idx, dtype="uint8", layout="NHWC", label="index", threads=3)
+    assert images.shape == (4, 30, 40, 3) and labels.shape == (4, 30, 40)
+    for j, i in enumerate(idx):
+        img, onehot = ds[int(i)]
+        assert np.array_equal(images[j], img) and np.array_equal(labels[j], onehot.argmax(axis=-1))
+    # The same bytes as the build with --size 40x30 gives.
+    sized = tmp_path / "sized"
+    run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", built.class_dict, "--out", sized,
+        "--size", "40x30", "--compression", "zstd-record")
+    want = shardpack.open(sized).read_batch(idx)
+    got = ds.read_batch(idx, out=tuple(np.empty(spec[0], spec[1]) for spec in ds.batch_spec(4)))
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+
+
+# -- the normalisation default, said where a user meets it (issue #35)
+
+def test_the_imagenet_default_is_logged_once_when_implicit(built, monkeypatch, caplog):
+    import logging
+    monkeypatch.setattr(shardpack, "_imagenet_default_said", False)
+    ds, gray = shardpack.open(built["onehot"]), shardpack.open(built["cls-raw"])
+
+    def said(read):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="shardpack"):
+            read()
+        return [r.getMessage() for r in caplog.records if r.name == "shardpack" and "ImageNet" in r.getMessage()]
+
+    # Asked for by name, or another normalisation, or uint8: nothing to say.
+    assert said(lambda: ds.read_batch([0], normalize="imagenet")) == []
+    assert said(lambda: ds.read_batch([0], normalize=None)) == []
+    assert said(lambda: ds.read_batch([0], dtype="uint8")) == []
+    # The default, implicit: said once, with the statistics used, then never again this process.
+    first = said(lambda: ds.read_batch([0]))
+    assert len(first) == 1 and "mean 0.485 0.456 0.406 and std 0.229 0.224 0.225" in first[0]
+    assert 'normalize=None for x / 255' in first[0]
+    assert said(lambda: ds.read_batch([1], layout="NHWC")) == []
+    assert said(lambda: gray.read_batch([0])) == []
+    # A grey dataset's first implicit use names its one channel's statistics.
+    monkeypatch.setattr(shardpack, "_imagenet_default_said", False)
+    assert "mean 0.449 and std 0.226" in said(lambda: gray.read_batch([0], layout="NHWC"))[0]
+
+
+def test_the_adapters_docstrings_state_the_normalisation_default():
+    pytest.importorskip("torch", reason="torch is not installed in this environment")
+    import shardpack.torch as spt
+    docs = {"shardpack.torch.Dataset": spt.Dataset.__doc__, "shardpack.torch.Loader": spt.Loader.__doc__}
+    for module in ("keras", "tf"):  # their source: importing them needs .venv-tf
+        text = (ROOT / "src" / "python" / "shardpack" / f"{module}.py").read_text(encoding="utf-8")
+        docs[f"shardpack.{module}"] = text
+    for name, doc in docs.items():
+        flat = " ".join(doc.split())
+        assert 'normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std' in flat, name
+        assert "mean 0.485 0.456 0.406 and std 0.229 0.224 0.225" in flat and "normalize=None gives x / 255" in flat, name

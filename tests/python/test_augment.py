@@ -215,8 +215,9 @@ def test_bad_arguments_raise_shardpack_error(built):
 
 
 def test_crops_batch_records_of_different_sizes(tmp_path):
-    """Without --size records keep their own sizes: whole-record batches are refused, crops
-    batch them, each window within its own record."""
+    """Without --size records keep their own sizes: a whole-record batch of two sizes is an
+    error naming the odd record, one of a single size batches, crops batch them all, each window
+    within its own record."""
     rows = ["image,mask"]
     for name, (w, h) in (("a", (40, 30)), ("b", (36, 28))):
         run(tool("make_sample_data"), "--out", tmp_path / name, "--count", 3, "--width", w, "--height", h,
@@ -231,8 +232,13 @@ def test_crops_batch_records_of_different_sizes(tmp_path):
     ds = shardpack.open(out)
     assert ds.image_shape is None and len(ds) == 6
     idx = np.arange(6)
-    with pytest.raises(shardpack.Error, match="fixed image size"):
+    with pytest.raises(shardpack.Error, match=r"record 3 \(dataset index 3\): the record is 36x28 but its batch "
+                       r"holds 40x30 samples .*records of one batch must share a size"):
         ds.read_batch(idx)
+    for part in (idx[:3], idx[3:]):  # one size each
+        images, labels = ds.read_batch(part, dtype="uint8", layout="NHWC")
+        for j, i in enumerate(part):
+            assert np.array_equal(images[j], ds[int(i)][0]) and np.array_equal(labels[j], ds[int(i)][1])
     crop = (28, 36)
     images, labels, boxes = ds.read_batch(idx, dtype="uint8", layout="NHWC", crop=crop, crop_position="random",
                                           hflip=0.5, seed=4, return_boxes=True)

@@ -308,3 +308,38 @@ def test_mypy_strict_passes_on_the_adapters(tmp_path):
                         "--cache-dir", str(tmp_path / "cache")] + [a for m in modules for a in ("-m", m)],
                        capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# -- to_device: uint8 batches converted by TensorFlow (issue #35)
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_tf_to_device_gives_read_batch_float32_and_one_hot(built, layout):
+    for name in ("index", "cls", "cls-raw"):  # RGB segmentation, RGB and grey classification
+        ds = shardpack.open(built[name])
+        idx = [3, 0, 5]
+        raw = ds.read_batch(idx, dtype="uint8", layout=layout, label="index", label_dtype="uint8")
+        for normalize in ("imagenet", None, ((0.5,), (0.25,))):
+            want = ds.read_batch(idx, dtype="float32", layout=layout, label="onehot", normalize=normalize)
+            images, labels = shardpack.tf.to_device(raw, normalize=normalize, onehot=len(ds.classes), layout=layout)
+            assert images.dtype == tf.float32 and labels.dtype == tf.float32
+            assert np.array_equal(images.numpy(), want[0]), (name, normalize)  # bit for bit
+            assert np.array_equal(labels.numpy(), want[1])
+        # Without onehot the labels are as given; under tf.device too.
+        images, labels = shardpack.tf.to_device(raw, layout=layout, device="/CPU:0")
+        assert np.array_equal(labels.numpy(), raw[1])
+    # Ids beyond the classes (the ignore value) give all-zero vectors, as read_batch's.
+    images = np.zeros((1, 2, 2, 3), np.uint8)
+    _, labels = shardpack.tf.to_device((images, np.array([[[0, 255], [1, 2]]], np.uint8)), onehot=3)
+    assert labels.numpy()[0, 0, 1].tolist() == [0, 0, 0] and labels.numpy()[0, 1, 1].tolist() == [0, 0, 1]
+
+
+def test_tf_to_device_refuses_what_it_cannot_convert():
+    images = np.zeros((2, 4, 4, 3), np.uint8)
+    with pytest.raises(shardpack.ArgumentValueError, match="images must be uint8"):
+        shardpack.tf.to_device((images.astype(np.float32), np.zeros(2, np.int64)))
+    with pytest.raises(shardpack.ArgumentValueError, match="onehot needs index labels"):
+        shardpack.tf.to_device((images, np.zeros((2, 3), np.float32)), onehot=3)
+    with pytest.raises(shardpack.ArgumentValueError, match="layout"):
+        shardpack.tf.to_device((images, np.zeros(2, np.int64)), layout="HWC")
+    with pytest.raises(TypeError, match="pair"):
+        shardpack.tf.to_device(images)

@@ -178,6 +178,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     if (out.fields) read_slot_fields(i, out, ctx, slot);
     if (!is_band_codec(e.codec)) {
         const sample full = read(i, ctx);
+        check_batch_size(out, full.layout_, k, local);
         if (!aug) return fill(full, out, slot);
         const crop_box b = plan_augmentation(*aug, full, out.first_slot + slot);
         if (out.applied) out.applied[slot] = b;
@@ -205,6 +206,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     } catch (const error& ex) {
         throw error(s_->where(k, local) + ": " + ex.what());
     }
+    check_batch_size(out, layout, k, local);
     const schema_record& s = s_->schema;
     const bool seg = s.task == task_code::segmentation;
     sample smp;
@@ -337,11 +339,42 @@ inline sample_buffers sample_buffers::slice(std::size_t begin, std::size_t count
 
 inline void dataset::read_batch(const std::size_t* indices, std::size_t count, const sample_buffers& out,
                                 read_context& ctx) const {
-    if (count > 1 && s_->schema.fixed_height == 0 && !(out.augment && out.augment->height))
-        throw error(s_->path + ": read_batch needs a dataset with a fixed image size (built with --size) or a crop size");
     if (count > 1) prefetch(indices, count, ctx);
     if (out.fields && out.fields->slots.size() < out.first_slot + count) out.fields->slots.resize(out.first_slot + count);
+    const bool cropped = out.augment && out.augment->height;
+    if (count > 1 && !cropped && out.batch_height == 0 && s_->schema.fixed_height == 0) {
+        // Records of varying size: the batch takes its first record's, and read_slot checks
+        // every other record against it.
+        sample_buffers sized = out;
+        const auto size = record_size(indices[0], ctx);
+        sized.batch_height = size.first;
+        sized.batch_width = size.second;
+        for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], sized, ctx, j);
+        return;
+    }
     for (std::size_t j = 0; j < count; ++j) read_slot(indices[j], out, ctx, j);
+}
+
+inline std::pair<std::size_t, std::size_t> dataset::record_size(std::size_t i, read_context& ctx) const {
+    std::size_t k = 0, local = 0;
+    locate(i, k, local);
+    const detail::shard_pin pinned = s_->pin(k);
+    // read_fields's prefix read, decoding no field value.
+    thread_local std::vector<field_value> unused;
+    const std::vector<bool> none(s_->schema.fields.size(), false);
+    return detail::guarded(pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
+                           [&] { return read_fields_pinned(*pinned, k, local, unused, ctx, nullptr, 0.0, &none); });
+}
+
+inline void dataset::check_batch_size(const sample_buffers& out, const detail::record_layout& layout, std::size_t k,
+                                      std::size_t local) const {
+    if (out.batch_height == 0 || (out.augment && out.augment->height)) return;
+    if (layout.height != out.batch_height || layout.width != out.batch_width)
+        throw error(s_->where(k, local) + ": the record is " + std::to_string(layout.width) + "x" +
+                    std::to_string(layout.height) + " but its batch holds " + std::to_string(out.batch_width) + "x" +
+                    std::to_string(out.batch_height) +
+                    " samples (the size of the batch's first record): records of one batch must share a size; "
+                    "read with a crop size, or build with --size");
 }
 
 inline void dataset::prefetch(const std::size_t* indices, std::size_t count) const {

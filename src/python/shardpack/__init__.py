@@ -130,6 +130,22 @@ def _optional_count(value: Any, what: str, limit: int) -> int:
 
 # What the reader said at open about its choice of I/O, logged once a process.
 _io_notes_said: set[str] = set()
+# Whether normalize="auto" choosing ImageNet's statistics was logged (once a process): a model
+# trained on x / 255 would otherwise get other inputs without a word.
+_imagenet_default_said = False
+
+
+def _say_imagenet_default(mean: Sequence[float], std: Sequence[float]) -> None:
+    global _imagenet_default_said
+    if _imagenet_default_said:
+        return
+    _imagenet_default_said = True
+    numbers = " ".join(f"{v:g}" for v in mean), " ".join(f"{v:g}" for v in std)
+    _logging.getLogger("shardpack").warning(
+        "float32 images are normalised with ImageNet's statistics, (x / 255 - mean) / std with mean %s and std %s: "
+        'normalize="auto", the default of read_batch and of the torch, Keras and tf.data adapters. '
+        "Pass normalize=None for x / 255 or normalize=(mean, std) for your own (logged once)", *numbers)
+
 
 def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
     if not isinstance(value, str):
@@ -306,10 +322,7 @@ class _BatchOptions(NamedTuple):
                 what = f"{k} classes" + (f" and ignore value {r.ignore_value}" if seg else "")
                 raise ArgumentValueError(f"read_batch: label_dtype {label_dtype} cannot hold the {what} of {path}; "
                                          'use "uint16" or "int64"')
-        if crop is None:
-            if r.image_shape is None:
-                raise ArgumentValueError(f"{path}: read_batch needs a dataset with a fixed image size "
-                                         "(built with --size) or a crop size")
+        if crop is None:  # the dataset's fixed size, or, when its records vary, each batch's own
             crop_height = crop_width = 0
         else:
             crop_height, crop_width = _crop_size(crop)
@@ -780,7 +793,9 @@ class Dataset:
                    label: Label = "onehot", label_dtype: LabelDType = None, crop: Optional[Tuple[int, int]] = None
                    ) -> Spec:
         """((shape, dtype), (shape, dtype)) of the images and labels read_batch returns for
-        `batch_size` records with these options (NumPy dtypes); the options are read_batch's."""
+        `batch_size` records with these options (NumPy dtypes); the options are read_batch's.
+        Without a crop, a dataset whose records vary in size (built without --size) gives record
+        0's size: that of every batch when all its records share one."""
         r = self._reader
         n = _integer(batch_size, "batch_spec: batch_size")
         if n < 0:
@@ -791,8 +806,11 @@ class Dataset:
     @staticmethod
     def _spec(r: _Reader, n: int, o: _BatchOptions) -> Spec:
         fixed = r.image_shape
-        if o.crop_height or fixed is None:  # (_BatchOptions.check refused no crop without a fixed size)
+        if o.crop_height:
             h, w, c = o.crop_height, o.crop_width, r.channels
+        elif fixed is None:  # records of varying size (no --size): record 0's, as read_batch says
+            h, w = r.record_size(0) if len(r) else (0, 0)
+            c = r.channels
         else:
             h, w, c = fixed
         k = r.class_count
@@ -822,12 +840,15 @@ class Dataset:
             return resolved
         r = self._reader
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
-        if normalize == "auto":  # ImageNet's statistics where they mean something: not for bands other than 3
+        implicit = isinstance(normalize, str) and normalize == "auto"
+        if implicit:  # ImageNet's statistics where they mean something: not for bands other than 3
             normalize = "imagenet" if o.as_float and (r.channel_order != "bands" or r.channels == 3) else None
         elif not o.as_float and normalize is not None:
             raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
                                      f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
         mean, std = _normalization(normalize, r.channels, r.channel_order)
+        if implicit and normalize == "imagenet":
+            _say_imagenet_default(mean, std)
         resolved = (o, mean, std)
         if key is not None:
             if len(self._resolved) >= 64:
@@ -848,7 +869,8 @@ class Dataset:
         dtype: "float32", "uint8" (as stored; refused for uint16 images) or "uint16" (uint16 images as
           stored; uint8 images' values widened). layout: "NCHW" or "NHWC".
         normalize (float32 only): "auto" (the default: "imagenet" for float32, None for uint8 and
-          uint16, and for images of bands other than 3), None (x / 255, or x / 65535 for uint16
+          uint16, and for images of bands other than 3; the first time it picks "imagenet" the
+          "shardpack" logger says so, once a process), None (x / 255, or x / 65535 for uint16
           images), "imagenet" (mean 0.485 0.456 0.406, std 0.229 0.224 0.225; grey images 0.449 /
           0.226; alpha x / 255; an ArgumentValueError for bands other than 3) or a (mean, std) pair
           on the 0..1 scale, each a number or one value per channel (one for all beyond 4 channels). uint8 batches are as stored: a normalize other than None or
@@ -869,7 +891,9 @@ class Dataset:
 
         Crops and flips at read time, the same for the image and the label, before any conversion
         (labels stay exact):
-        crop: None (whole records; the dataset needs a fixed size) or (height, width): every
+        crop: None (whole records, all of one size: the dataset's fixed size (built with
+          --size), or, when its records vary, the size of the batch's first record; a record of
+          another size in the batch is an error naming it) or (height, width): every
           output is that window of its record, so the batch's H and W are the crop's (records
           may then differ in size; each must be at least the crop).
         crop_position: "center" (offset (H - height) // 2, (W - width) // 2), "random" (uniform

@@ -67,8 +67,8 @@ class Options:
     """The read_batch options of an adapter, checked once: `read` goes to every read_batch call
     (with the epoch added), `spec` to batch_spec.
 
-    normalize="auto" (the adapters' default) is "imagenet" for float32 batches and None for
-    uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
+    normalize="auto" (the adapters' default) is "imagenet" for float32 batches (read_batch says
+    so once on the "shardpack" logger) and None for uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
     index labels, read_batch's) is passed on only when given."""
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,
@@ -104,7 +104,7 @@ class Options:
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         if crop_background is not None:  # crop_position="foreground": read_batch checks the classes
             self.read["crop_background"] = crop_background
-        dataset.batch_spec(1, **self.spec)  # a dataset without a fixed size needs a crop: said now
+        dataset.batch_spec(1, **self.spec)  # the spec's options are checked now
         if normalize is not None or label_dtype is not None or crop_background is not None:  # read_batch's checks
             dataset.read_batch(np.empty(0, dtype=np.int64),
                                **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})

@@ -35,10 +35,14 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
     source: a dataset folder or a shardpack.Dataset. shuffle, seed, epoch, drop_last, rank,
     world, order, block, window: the order (shardpack.epoch_order; rank/world read one share;
     order="blocks" is the locality-aware shuffle for data on a cold disk). dtype, layout,
-    normalize ("auto": "imagenet" for float32, None for uint8), label, label_dtype, crop,
-    crop_position ("center", "random" or "foreground"), crop_background, hflip, vflip, threads: read_batch's options. workers,
-    use_multiprocessing, max_queue_size: keras.utils.PyDataset's (one worker thread already keeps
-    the C++ threads busy)."""
+    normalize, label, label_dtype, crop, crop_position ("center", "random" or "foreground"),
+    crop_background, hflip, vflip, threads: read_batch's options. workers, use_multiprocessing,
+    max_queue_size: keras.utils.PyDataset's (one worker thread already keeps the C++ threads busy).
+
+    Normalisation: normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std
+    with ImageNet's mean 0.485 0.456 0.406 and std 0.229 0.224 0.225 (grey: 0.449, 0.226), and says
+    so once on the "shardpack" logger; normalize=None gives x / 255; uint8 batches are as stored. A
+    model trained on x / 255 (a generator that divided by 255) takes normalize=None."""
 
     def __init__(self, source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0,
                  epoch: int = 0, drop_last: bool = False, rank: int = 0, world: int = 1, order: str = "auto",

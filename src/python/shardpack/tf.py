@@ -22,15 +22,16 @@ that: Keras shows the steps and never runs out of data.
 """
 from __future__ import annotations
 
+import contextlib as _contextlib
 import threading as _threading
 from typing import Any, Optional, Sequence, Tuple
 
 import numpy as _np
 import tensorflow as _tf
 
-from shardpack import _adapt
+from shardpack import _adapt, _on_device
 
-__all__ = ["dataset"]
+__all__ = ["dataset", "to_device"]
 
 _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.uint16): _tf.uint16,
               _np.dtype(_np.int64): _tf.int64}
@@ -52,10 +53,14 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       count and keeps a short last batch; order="blocks" is the locality-aware shuffle for data
       on a cold disk, with its block and window). The first pass over the dataset is `epoch`,
       each further pass the next (see the module).
-    dtype, layout (channels last by default, as Keras expects), normalize ("auto": "imagenet" for
-      float32, None for uint8), label, label_dtype, crop, crop_position ("center", "random" or
-      "foreground"), crop_background, hflip, vflip, threads: read_batch's options; random crops and flips are drawn from (seed,
-      epoch, record index).
+    dtype, layout (channels last by default, as Keras expects), normalize, label, label_dtype,
+      crop, crop_position ("center", "random" or "foreground"), crop_background, hflip, vflip,
+      threads: read_batch's options; random crops and flips are drawn from (seed, epoch, record
+      index).
+    normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std with
+      ImageNet's mean 0.485 0.456 0.406 and std 0.229 0.224 0.225 (grey: 0.449, 0.226), and says so
+      once on the "shardpack" logger; normalize=None gives x / 255; uint8 batches are as stored. A
+      model trained on x / 255 takes normalize=None.
     prefetch: batches prepared ahead of the consumer (tf.data.AUTOTUNE allowed; 0: none).
 
     fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: elements
@@ -158,3 +163,47 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     if prefetch:
         data = data.prefetch(prefetch)
     return data
+
+
+def to_device(batch: Tuple[Any, Any], *, normalize: _adapt.Normalize = "imagenet", onehot: Optional[int] = None,
+              layout: str = "NHWC", device: Optional[str] = None) -> Tuple[_tf.Tensor, _tf.Tensor]:
+    """A uint8 batch converted by TensorFlow where its ops run: (images, labels) -> (float32
+    images, labels), the values read_batch(dtype="float32", label="onehot") gives on the host,
+    (x / 255 - mean) / std in float32, bit for bit (looked up in read_batch's table).
+
+    batch: (images, labels) as shardpack.tf.dataset or shardpack.keras.PyDataset deliver them with
+      dtype="uint8" and label="index": images uint8 (N, H, W, C) or (N, C, H, W) (`layout`),
+      labels class ids (N, H, W) or (N,); NumPy arrays or tensors.
+    normalize: "imagenet" (the default, what read_batch's "auto" picks for float32), None
+      (x / 255) or a (mean, std) pair on the 0..1 scale, as in read_batch.
+    onehot: None (labels as they are) or the number of classes K: index labels become float32
+      one-hot, (N, H, W, K) for NHWC, (N, K, H, W) for NCHW, (N, K) for classification; ids >= K
+      (the ignore value, 255 or 65535) give all-zero vectors, as read_batch's.
+    device: run the conversion under tf.device(device) ("/GPU:0"); None: where TensorFlow places
+      it (the GPU when there is one, inside a tf.function training step too).
+
+    The uint8 batch is a quarter of float32's bytes (and index labels 1/K of one-hot's), so it is
+    what crosses to the GPU. In a tf.data pipeline, dataset.map(lambda x, y: to_device((x, y),
+    onehot=K)) runs on the CPU (tf.data places its ops there); call it in the training step to
+    convert on the GPU. With Keras' fit, a loss on index labels
+    (SparseCategoricalCrossentropy) needs no one-hot."""
+    if not isinstance(batch, (tuple, list)) or len(batch) != 2:  # (an array would unpack along its first axis)
+        raise _adapt.TypeError_("to_device: batch must be a pair (images, labels)")
+    images, labels = batch
+    with _tf.device(device) if device is not None else _contextlib.nullcontext():
+        images = _tf.convert_to_tensor(images)
+        labels = _tf.convert_to_tensor(labels)
+        plan = _on_device.Plan("to_device", images.shape.as_list(), images.dtype.as_numpy_dtype,
+                               labels.shape.as_list(), labels.dtype.as_numpy_dtype, normalize=normalize,
+                               onehot=onehot, layout=layout)
+        # read_batch's table, (v / 255 - mean) / std for every value v and channel in float32,
+        # made on the host (256 x C) and looked up where the ops run: exact on any device,
+        # where a division there may round differently.
+        f = _tf.gather(_tf.constant(_on_device.table(plan).reshape(-1)),
+                       _tf.cast(images, _tf.int32) * len(plan.mean) + _tf.constant(_on_device.channels(plan)))
+        if plan.onehot is not None:
+            ids = _tf.cast(labels, _tf.int64)
+            axis = 1 if plan.layout == "NCHW" and len(labels.shape) == 3 else -1
+            # tf.one_hot gives all-zero vectors for ids outside [0, K), as read_batch does.
+            labels = _tf.one_hot(ids, plan.onehot, dtype=_tf.float32, axis=axis)
+    return f, labels

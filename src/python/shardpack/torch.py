@@ -218,8 +218,11 @@ class Dataset(_data.Dataset):
     copy). threads=None: all cores in the main process, 1 inside a DataLoader worker (the workers
     are the parallelism there). Pickles by path: workers reopen the dataset (fork or spawn).
 
-    dtype, layout, normalize, label, label_dtype: as read_batch (normalize="auto": ImageNet's
-    mean and std for float32 batches, nothing for uint8 ones). crop, crop_position ("center", "random" or
+    dtype, layout, normalize, label, label_dtype: as read_batch.
+    normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std with ImageNet's
+    mean 0.485 0.456 0.406 and std 0.229 0.224 0.225 (grey: 0.449, 0.226), and says so once on the
+    "shardpack" logger; normalize=None gives x / 255; uint8 batches are as stored.
+    crop, crop_position ("center", "random" or
     "foreground"), crop_background, hflip, vflip (probabilities) and seed: crops and flips at read time, as in
     shardpack.Dataset.read_batch, drawn from (seed, epoch, record index). set_epoch(e) before
     each epoch for new ones; DataLoader workers copy the dataset when an epoch's iteration
@@ -753,8 +756,10 @@ class Loader:
     order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
     `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened. threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
-    dtype, layout, normalize, label, label_dtype: as read_batch; normalize="auto" is ImageNet's
-    mean and std for float32 and nothing for uint8 (uint8 batches are as stored). For a GPU,
+    dtype, layout, normalize, label, label_dtype: as read_batch.
+    normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std with ImageNet's
+    mean 0.485 0.456 0.406 and std 0.229 0.224 0.225 (grey: 0.449, 0.226), and says so once on the
+    "shardpack" logger; normalize=None gives x / 255; uint8 batches are as stored. For a GPU,
     deliver dtype="uint8", label="index" (label_dtype="uint8" where the classes fit) and convert
     on the device with to_device.
 
