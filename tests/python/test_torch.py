@@ -629,3 +629,26 @@ def test_uint8_index_labels_through_loader_dataset_and_to_device(built):
     assert got[0][1].dtype == torch.uint8 and torch.equal(torch.cat([b[1] for b in got]).long(), torch.from_numpy(ids))
     with pytest.raises(ValueError):
         spt.Loader(ds, batch_size=4, dtype="uint8", normalize="imagenet")  # normalize is for float32
+
+
+def test_loader_and_workers_batch_a_dataset_of_one_size_built_without_size(built, tmp_path):
+    """A build without --size whose images all have one size (issue #35): the Loader, with new
+    tensors and with reused buffers, and the torch Dataset in a worker (shared memory shaped by
+    batch_spec) give the batches of the same list built with --size."""
+    import os
+    from conftest import run, tool
+    src = os.path.dirname(built.class_dict)  # 40x30 images and masks
+    for name, size in (("unsized", []), ("sized", ["--size", "40x30"])):
+        run(tool("shardpack"), "-q", "build", "--csv", f"{src}/list.csv", "--classes", built.class_dict, "--out",
+            tmp_path / name, *size)
+    ds, sized = shardpack.open(tmp_path / "unsized"), shardpack.open(tmp_path / "sized")
+    assert ds.image_shape is None and sized.image_shape == (30, 40, 3)
+    for reuse in (False, True):
+        got = [(x.clone(), y.clone()) for x, y in spt.Loader(ds, batch_size=4, seed=1, reuse_buffers=reuse)]
+        want = list(spt.Loader(sized, batch_size=4, seed=1))
+        assert len(got) == len(want) == 3
+        for (x, y), (wx, wy) in zip(got, want):
+            assert torch.equal(x, wx) and torch.equal(y, wy)
+    loader = DataLoader(spt.Dataset(ds), batch_size=4, num_workers=1, collate_fn=spt.collate)
+    first = next(iter(loader))
+    assert torch.equal(first[0], torch.from_numpy(sized.read_batch(range(4))[0]))
