@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <typeinfo>
 #include <vector>
 
@@ -172,11 +173,19 @@ void read_dataset(const dataset& ds) {
             // a damaged record: refused, and the next one may still be fine
         }
     }
-    // Batches need a fixed size; then every slot is filled in turn.
+    // A batch has one size: the fixed size, or (records of varying size) its first record's,
+    // from its header (record_size); then every slot is filled in turn.
     const schema_info& schema = ds.schema();
-    if (ds.size() >= 2 && schema.fixed_height) {
-        const std::size_t pixels = schema.fixed_height * schema.fixed_width;
-        const std::size_t image_n = pixels * schema.channels;
+    const std::size_t idx[2] = {ds.size() - 1, 0};
+    std::size_t height = schema.fixed_height, width = schema.fixed_width;
+    if (ds.size() >= 2 && !height) {
+        try {
+            std::tie(height, width) = ds.record_size(idx[0], ctx);
+        } catch (const shardpack::error&) {
+        }
+    }
+    if (ds.size() >= 2 && height) {
+        const std::size_t image_n = height * width * schema.channels;
         if (2 * image_n <= max_buffer_elements) {
             std::vector<std::uint8_t> img(2 * image_n);
             std::int32_t cls[2];
@@ -184,7 +193,6 @@ void read_dataset(const dataset& ds) {
             out.image_u8 = img.data();
             out.image_capacity = img.size();
             out.class_id = cls;
-            const std::size_t idx[2] = {ds.size() - 1, 0};
             try {
                 ds.read_batch(idx, 2, out, ctx);
             } catch (const shardpack::error&) {
