@@ -10,6 +10,9 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <chrono>
 #include <functional>
 #include <filesystem>
@@ -324,4 +327,61 @@ TEST_CASE("blocks_layout: 4 MiB blocks in windows of 16, fewer and smaller where
         if (w.cache >= 3 * 2 * (256 << 10))  // three windows fit, down to the smallest block
             CHECK(3.0 * double(l.window) * double(l.block) * per_record <= double(w.cache) * 1.01);
     }
+}
+
+namespace {
+// Bytes in memory, as a source for the engine itself.
+class memory_source final : public byte_source {
+public:
+    explicit memory_source(std::size_t size) : bytes_(size) {
+        for (std::size_t i = 0; i < size; ++i) bytes_[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+    }
+    std::uint64_t size() const override { return bytes_.size(); }
+    void read_at(std::uint64_t offset, std::size_t length, void* dst) const override {
+        std::memcpy(dst, bytes_.data() + offset, length);
+    }
+    std::string describe() const override { return "memory"; }
+    const std::vector<unsigned char>& bytes() const { return bytes_; }
+
+private:
+    std::vector<unsigned char> bytes_;
+};
+}  // namespace
+
+TEST_CASE("a read-ahead larger than the cache keeps what it queued coming: no read waits forever", "[engine][cache]") {
+    // Before: want() returned at the first range that did not fit without waking the I/O
+    // thread, asleep since the last read, so a read of a range queued before it waited forever
+    // (a Loader over io "blocks" with a cache of a few MiB stalled in its first epoch).
+    constexpr std::uint64_t block = 64 << 10;
+    detail::io_engine::settings s;
+    s.cache_bytes = 3 * block;
+    detail::io_engine engine(s);
+    const auto src = std::make_shared<memory_source>(8 * block);
+    const std::uint32_t id = engine.add(src);
+    std::vector<unsigned char> got(block);
+    const byte_range first{0, block};
+    engine.want(id, &first, 1);
+    engine.read(id, 0, block, got.data());  // the I/O thread has read it and sleeps again
+    REQUIRE(std::memcmp(got.data(), src->bytes().data(), block) == 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::vector<byte_range> ahead;
+    for (std::uint64_t b = 1; b < 8; ++b) ahead.push_back({b * block, block});
+    engine.want(id, ahead.data(), ahead.size());  // three fit (the first is evicted); the rest is dropped
+    CHECK(engine.stats().dropped_hints == 1);
+    std::atomic<bool> done{false};
+    std::thread reader([&] {
+        engine.read(id, block, block, got.data());
+        done = true;
+    });
+    for (int k = 0; k < 500 && !done; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!done) {
+        std::fprintf(stderr, "FAILED: the read of a queued extent still waits after 5 s\n");
+        std::_Exit(1);  // the reader thread can neither finish nor be stopped
+    }
+    reader.join();
+    CHECK(std::memcmp(got.data(), src->bytes().data() + block, block) == 0);
+    // Later blocks that were dropped are read directly, and right.
+    engine.read(id, 6 * block, block, got.data());
+    CHECK(std::memcmp(got.data(), src->bytes().data() + 6 * block, block) == 0);
+    CHECK(engine.stats().direct_reads >= 1);
 }

@@ -131,7 +131,8 @@ public:
             auto s = sources_.find(id);
             if (s == sources_.end()) return;
             source& src = s->second;
-            for (std::size_t i = 0; i < count; ++i) {
+            bool full = false;  // the cache is full: the rest is dropped; what was queued is read (and the threads told)
+            for (std::size_t i = 0; i < count && !full; ++i) {
                 const std::uint64_t end = std::min(ranges[i].offset + ranges[i].length, src.inner->size());
                 std::uint64_t pos = ranges[i].offset;
                 while (pos < end) {
@@ -147,7 +148,8 @@ public:
                     const std::uint64_t length = gap_end - pos;
                     if (!make_room(length, evicted)) {
                         ++counters_.dropped_hints;
-                        return;
+                        full = true;
+                        break;
                     }
                     auto e = std::make_shared<extent>();
                     e->source = id;
@@ -195,6 +197,7 @@ public:
             ++counters_.hits;
             if (e->state == extent::queued || e->state == extent::reading) {
                 start_threads();
+                queued_cv_.notify_all();  // whoever queued it told the threads; told again, a lost wake-up cannot stall a read
                 ++counters_.waits;
                 e->demanded = true;
                 arrived_cv_.wait(lock, [&] { return e->state == extent::ready || e->state == extent::failed; });
