@@ -8,6 +8,7 @@
 #include <cmath>
 #include <set>
 
+#include "inspect/bitmap_font.hpp"
 #include "inspect/class_chart.hpp"
 #include "inspect/contact_sheet.hpp"
 #include "shardpack/reader.hpp"
@@ -374,4 +375,25 @@ TEST_CASE("inspect --chart: bars of the class frequencies the build report count
         }
         CHECK(counts.records[c] == holding);
     }
+}
+
+TEST_CASE("sheet text: g, j, p, q and y have descenders, and long captions keep the index and the key's end", "[sheet][font]") {
+    // Before, g was drawn as 9 and p as P within the 7 rows (a caption read "ima9es/im9_0000.pn").
+    const auto ink_rows = [](const std::string& text) {
+        rgb_canvas c(glyph_cell_width, glyph_cell_height, rgb{0, 0, 0});
+        draw_text(c, 0, 0, text, rgb{255, 255, 255});
+        std::string rows;
+        for (std::size_t y = 0; y < c.height; ++y) {
+            bool any = false;
+            for (std::size_t x = 0; x < c.width; ++x) any = any || c.at(x, y)[0] != 0;
+            rows += any ? '#' : '.';
+        }
+        return rows;
+    };
+    for (const char* d : {"g", "j", "p", "q", "y"}) CHECK(ink_rows(d).substr(7) == "##");
+    for (const char* d : {"9", "P", "a", "o"}) CHECK(ink_rows(d).substr(7) == "..");
+    CHECK(ink_rows("g") != ink_rows("9"));
+    CHECK(fit_text("#12 images/a/img_0000.png", 12 * glyph_cell_width, 1, 4) == "#12 ..00.png");
+    CHECK(fit_text("short", 12 * glyph_cell_width, 1, 0) == "short");
+    CHECK(fit_text("8 of 12 records as the loader delivers", 10 * glyph_cell_width, 1, 100) == "8 of 12 ..");
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,6 +37,9 @@ const std::uint8_t* glyph_rows(char c);
 inline std::size_t text_width(std::string_view text, std::size_t scale = 1) {
     return text.size() * glyph_cell_width * scale;
 }
+// `text` shortened to fit max_width at `scale`, marked with "..": its first `keep_head`
+// characters, "..", then as much of its end as fits (a path's file name); unchanged if it fits.
+std::string fit_text(std::string_view text, std::size_t max_width, std::size_t scale, std::size_t keep_head);
 // Draws `text` with its top-left at (x, y), cut at the canvas edge and at x + max_width (0: no limit).
 void draw_text(rgb_canvas& canvas, std::size_t x, std::size_t y, std::string_view text, rgb color, std::size_t scale = 1,
                std::size_t max_width = 0);

@@ -218,8 +218,8 @@ contact_sheet render_contact_sheet(const dataset& ds, const contact_sheet_option
         draw_text(canvas, margin, y0, o.title, text_color, fs, width - 2 * margin);
         y0 += line;
     }
-    draw_text(canvas, margin, y0, std::to_string(n) + " of " + std::to_string(ds.size()) + " records " + describe(o.augment),
-              dim_text, fs, width - 2 * margin);
+    const std::string what = std::to_string(n) + " of " + std::to_string(ds.size()) + " records " + describe(o.augment);
+    draw_text(canvas, margin, y0, fit_text(what, width - 2 * margin, fs, what.size()), dim_text, fs, width - 2 * margin);
     const std::size_t grid_y = margin + header_h;
     for (std::size_t k = 0; k < n; ++k) {
         drawn& d = tiles[k];
@@ -228,7 +228,8 @@ contact_sheet render_contact_sheet(const dataset& ds, const contact_sheet_option
         t.y = grid_y + (k / columns) * (cell_h + caption_h + gap);
         for (std::size_t ty = 0; ty < t.height; ++ty)
             std::memcpy(canvas.at(t.x, t.y + ty), d.rgb.data() + ty * t.width * 3, t.width * 3);
-        draw_text(canvas, t.x, t.y + cell_h + 2, d.caption, text_color, fs, cell_w);
+        // "#index key": the index and the key's end (its file name) when the key is long.
+        draw_text(canvas, t.x, t.y + cell_h + 2, fit_text(d.caption, cell_w, fs, d.caption.find(' ') + 1), text_color, fs, cell_w);
         if (!d.second.empty()) draw_text(canvas, t.x, t.y + cell_h + 2 + line, d.second, dim_text, fs, cell_w);
         sheet.tiles.push_back(t);
     }
