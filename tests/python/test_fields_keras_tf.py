@@ -52,7 +52,7 @@ def test_keras_fit_takes_the_fields_as_named_inputs(packed):  # noqa: F811
     assert len(history.history["loss"]) == 1 and np.isfinite(history.history["loss"][0])
 
 
-def test_keras_refuses_unknown_fields_and_a_field_named_images(packed):  # noqa: F811
+def test_keras_refuses_unknown_fields_and_gives_pairs_without_fields(packed):  # noqa: F811
     pytest.importorskip("keras", reason="Keras is not installed (scripts/python-env.sh --tf)")
     import shardpack.keras as spk
     path, _, _ = packed
