@@ -11,7 +11,8 @@ export SHARDPACK_BUILD_DIR=$(realpath "${SHARDPACK_BUILD_DIR:-build}")
 ./scripts/python-env.sh --tf
 # -rs: every skip with its reason; -p no:cacheprovider: no .pytest_cache in the tree.
 pytest_args=(-q -rs -p no:cacheprovider --durations=5)
-tf_tests=(tests/python/test_keras_tf.py tests/python/test_grain.py tests/python/test_mix_keras_tf.py)  # run in .venv-tf
+tf_tests=(tests/python/test_keras_tf.py tests/python/test_grain.py tests/python/test_mix_keras_tf.py
+          tests/python/test_fields_keras_tf.py)  # run in .venv-tf
 status=0
 .venv/bin/python -m pytest "${pytest_args[@]}" tests/python "${tf_tests[@]/#/--ignore=}" || status=1
 if [ -x .venv-tf/bin/python ] && TF_CPP_MIN_LOG_LEVEL=3 .venv-tf/bin/python -c 'import tensorflow, keras, shardpack' 2>/dev/null; then

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, Optional, Tuple, Union, cast
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
 
@@ -69,11 +69,15 @@ class Options:
 
     normalize="auto" (the adapters' default) is "imagenet" for float32 batches (read_batch says
     so once on the "shardpack" logger) and None for uint8 ones; any other normalize with dtype="uint8" is an error. label_dtype (the dtype of
-    index labels, read_batch's) is passed on only when given."""
+    index labels, read_batch's) is passed on only when given. fields and min_box_visibility
+    (per-sample fields, format 1.5) too: `fields` is then the names read (checked against the
+    dataset's, "all" for every one; `who` names the adapter in the error), else []."""
 
     def __init__(self, dataset: Union[_sp.Dataset, _sp.Mix], *, dtype: DType, layout: str, normalize: Normalize, label: str,
                  crop: Optional[Tuple[int, int]], crop_position: str, hflip: float, vflip: float, seed: int,
-                 threads: int, label_dtype: Optional[str] = None, crop_background: Optional[Any] = None) -> None:
+                 threads: int, label_dtype: Optional[str] = None, crop_background: Optional[Any] = None,
+                 fields: Optional[Sequence[str]] = None, min_box_visibility: float = 0.0,
+                 who: str = "shardpack") -> None:
         # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
         # and so on): "float32", numpy.float32 or numpy.dtype("float32") alike.
         dtype = _sp._dtype_name(dtype, "dtype", _sp._DTYPES)
@@ -104,10 +108,47 @@ class Options:
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         if crop_background is not None:  # crop_position="foreground": read_batch checks the classes
             self.read["crop_background"] = crop_background
+        self.fields: List[str] = [] if fields is None else dataset._field_names(fields, who)
+        if fields is not None:
+            self.read.update(fields=self.fields, min_box_visibility=min_box_visibility)
         dataset.batch_spec(1, **self.spec)  # the spec's options are checked now
-        if normalize is not None or label_dtype is not None or crop_background is not None:  # read_batch's checks
+        if normalize is not None or label_dtype is not None or crop_background is not None or fields is not None:
             dataset.read_batch(np.empty(0, dtype=np.int64),
                                **{k: v for k, v in self.read.items() if k not in ("threads", "seed")})
+
+
+def batch_fields(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """read_batch's fields of a batch as plain NumPy arrays and dicts of them (what Keras and
+    Grain take): int, float (N,), tags (N, T) as read; str a (N,) str array; lists
+    {"values": (N, L) padded with 0, "counts": (N,)}; boxes {"boxes": (N, M, 4) float32 padded
+    with 0, "labels": (N, M) int64 padded with -1, "counts": (N,)}."""
+    out: Dict[str, Any] = {}
+    for name, v in fields.items():
+        if isinstance(v, _sp.PaddedBoxes):
+            out[name] = {"boxes": v.boxes, "labels": v.labels, "counts": v.counts}
+        elif isinstance(v, _sp.Padded):
+            out[name] = {"values": v.values, "counts": v.counts}
+        elif isinstance(v, list):  # str
+            out[name] = np.array(v, dtype=str)
+        else:
+            out[name] = v
+    return out
+
+
+def record_fields(fields: Dict[str, Any], j: int) -> Dict[str, Any]:
+    """Sample j's fields of a batch (read_batch's), each at its own length: int and float NumPy
+    scalars, str a str, tags (T,) uint8, lists 1-D arrays, boxes {"boxes": (M, 4) float32,
+    "labels": (M,) int64}."""
+    out: Dict[str, Any] = {}
+    for name, v in fields.items():
+        if isinstance(v, _sp.PaddedBoxes):
+            c = int(v.counts[j])
+            out[name] = {"boxes": v.boxes[j, :c], "labels": v.labels[j, :c]}
+        elif isinstance(v, _sp.Padded):
+            out[name] = v.values[j, :int(v.counts[j])]
+        else:
+            out[name] = v[j]
+    return out
 
 
 class Order:

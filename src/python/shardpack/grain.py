@@ -58,23 +58,33 @@ _read_options = read_options  # the name, for _Batches.to_iter_dataset, whose ar
 class DataSource:
     """DataSource(source, *, dtype="float32", layout="NHWC", normalize="auto", label="onehot",
     label_dtype=None, crop=None, crop_position="center", hflip=0.0, vflip=0.0, seed=0, epoch=0,
-    threads=0, verify_checksums=True)
+    threads=0, verify_checksums=True, crop_background=None, fields=None, min_box_visibility=0.0)
 
     A Grain random-access data source of the records of a shardpack dataset. source[i] is
     (image, label) of record i with read_batch's options (a batch of one): image (H, W, C) (or
     (C, H, W) with layout="NCHW"), label one-hot, an index map or a class id. Grain's batched read
     (_getitems, used by MapDataset.batch) reads a whole batch in one read_batch call. Random crops
-    and flips are drawn from (seed, epoch, record index); set_epoch(e) for new ones."""
+    and flips are drawn from (seed, epoch, record index); set_epoch(e) for new ones.
+
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them (names,
+    or "all"): a record is then (image, label, fields), fields a dict by name, each value at its
+    own length: int and float NumPy scalars, str a str, tags (T,) uint8, lists 1-D arrays, boxes
+    {"boxes": (M, 4) float32, "labels": (M,) int64}, moved with the record's crop and flips.
+    Grain's batch() stacks records, so lists and boxes (of varying length) need a batch_fn of
+    yours, or shardpack.grain.dataset, which pads them."""
 
     def __init__(self, source: _adapt.Source, *, dtype: _adapt.DType = "float32", layout: str = "NHWC",
                  normalize: _adapt.Normalize = "auto", label: str = "onehot", label_dtype: Optional[str] = None,
                  crop: Optional[Tuple[int, int]] = None, crop_position: str = "center", hflip: float = 0.0,
                  vflip: float = 0.0, seed: int = 0, epoch: int = 0, threads: int = 0,
-                 verify_checksums: bool = True, crop_background: Optional[Any] = None) -> None:
+                 verify_checksums: bool = True, crop_background: Optional[Any] = None,
+                 fields: Optional[Sequence[str]] = None, min_box_visibility: float = 0.0) -> None:
         self.dataset = _adapt.open_source(source, verify_checksums)
         self._options = _adapt.Options(self.dataset, dtype=dtype, layout=layout, normalize=normalize, label=label,
                                        crop=crop, crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed,
-                                       threads=threads, label_dtype=label_dtype, crop_background=crop_background)
+                                       threads=threads, label_dtype=label_dtype, crop_background=crop_background,
+                                       fields=fields, min_box_visibility=min_box_visibility,
+                                       who="shardpack.grain.DataSource")
         self.epoch = 0
         self.set_epoch(epoch)
 
@@ -85,18 +95,22 @@ class DataSource:
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def __getitem__(self, record_key: int) -> Tuple[_np.ndarray, Any]:
+    def __getitem__(self, record_key: int) -> Tuple[Any, ...]:
         n = len(self.dataset)
         i = _adapt.integer(record_key, "record key")
         if not 0 <= i < n:
             raise IndexError(f"{self.dataset.path}: record key {i} is out of range ({n} records)")
-        images, labels = self.dataset.read_batch([i], epoch=self.epoch, **self._options.read)
-        return images[0], labels[0]
+        return self._records(_np.array([i], dtype=_np.int64))[0]
 
-    def _getitems(self, record_keys: Sequence[int]) -> List[Tuple[_np.ndarray, Any]]:
+    def _getitems(self, record_keys: Sequence[int]) -> List[Tuple[Any, ...]]:
         """The records `record_keys`, read as one batch (Grain's batched read)."""
-        images, labels = self.dataset.read_batch(_np.asarray(record_keys, dtype=_np.int64), epoch=self.epoch,
-                                                 **self._options.read)
+        return self._records(_np.asarray(record_keys, dtype=_np.int64))
+
+    def _records(self, idx: _np.ndarray) -> List[Tuple[Any, ...]]:
+        got = self.dataset.read_batch(idx, epoch=self.epoch, **self._options.read)
+        images, labels = got[0], got[1]
+        if "fields" in self._options.read:
+            return [(images[j], labels[j], _adapt.record_fields(got[2], j)) for j in range(len(images))]
         return [(images[j], labels[j]) for j in range(len(images))]
 
     def __repr__(self) -> str:
@@ -132,7 +146,10 @@ class _Batches(_grain.MapDataset):  # type: ignore[misc]  # grain has no type in
         if isinstance(index, slice):
             return self.slice(index)
         epoch, batch = self.epoch_and_batch(index)
-        return self._dataset.read_batch(self._order.batch(epoch, batch), epoch=epoch, **self._options.read)
+        got = self._dataset.read_batch(self._order.batch(epoch, batch), epoch=epoch, **self._options.read)
+        if "fields" in self._options.read:
+            return got[0], got[1], _adapt.batch_fields(got[2])
+        return got
 
     def to_iter_dataset(self, read_options: Optional[_grain.ReadOptions] = None, *,
                         allow_nones: bool = False) -> _grain.IterDataset:
@@ -149,7 +166,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
             layout: str = "NHWC", normalize: _adapt.Normalize = "auto", label: str = "onehot",
             label_dtype: Optional[str] = None, crop: Optional[Tuple[int, int]] = None,
             crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, threads: int = 0,
-            prefetch: int = 2, verify_checksums: bool = True, crop_background: Optional[Any] = None) -> _grain.MapDataset:
+            prefetch: int = 2, verify_checksums: bool = True, crop_background: Optional[Any] = None,
+            fields: Optional[Sequence[str]] = None, min_box_visibility: float = 0.0) -> _grain.MapDataset:
     """A grain.MapDataset of (images, labels) batches, one read_batch call each.
 
     The options are shardpack.tf.dataset's: shuffle, seed, epoch, drop_last, rank, world, order,
@@ -157,11 +175,18 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     shuffle); dtype, layout, normalize ("auto": "imagenet" for float32, None for uint8), label,
     label_dtype, crop, crop_position, crop_background, hflip, vflip, threads are read_batch's. len() is the number
     of batches per epoch; element k is batch k % len of epoch `epoch` + k // len (see the
-    module). prefetch: batches read ahead when it is iterated (read_options(prefetch))."""
+    module). prefetch: batches read ahead when it is iterated (read_options(prefetch)).
+
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: elements
+    are then (images, labels, fields), fields a dict by name: int and float (N,) int64 / float64,
+    str a (N,) str array, tags (N, T) uint8, lists {"values": (N, L) padded with 0, "counts":
+    (N,)}, boxes {"boxes": (N, M, 4) float32 padded with 0, "labels": (N, M) int64 padded with
+    -1, "counts": (N,)}, moved with each sample's crop and flips."""
     ds = _adapt.open_source(source, verify_checksums)
     plan = _adapt.Order(ds, batch_size=batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last, rank=rank,
                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
-                             label_dtype=label_dtype, crop_background=crop_background)
+                             label_dtype=label_dtype, crop_background=crop_background, fields=fields,
+                             min_box_visibility=min_box_visibility, who="shardpack.grain.dataset")
     return _Batches(ds, plan, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))

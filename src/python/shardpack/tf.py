@@ -77,7 +77,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                         world=world, order=order, block=block, window=window)
     options = _adapt.Options(ds, dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
-                             label_dtype=label_dtype, crop_background=crop_background)
+                             label_dtype=label_dtype, crop_background=crop_background, fields=fields,
+                             min_box_visibility=min_box_visibility, who="shardpack.tf.dataset")
     first_epoch = _adapt.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
         prefetch = _adapt.integer(prefetch, "prefetch", 0)
@@ -87,10 +88,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     image_spec = _tf.TensorSpec((first,) + tuple(ishape[1:]), _TF_DTYPES[idtype])
     label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
     read = options.read
-    names = [] if fields is None else ds._field_names(fields, "shardpack.tf.dataset")
-    if fields is not None:
-        read = dict(read, fields=names, min_box_visibility=min_box_visibility)
-        ds.read_batch(_np.empty(0, dtype=_np.int64), **{k: v for k, v in read.items() if k not in ("threads", "seed")})
+    names = options.fields
     kinds = {f.name: f.kind for f in ds.field_info}
     # Per field, the flat arrays numpy_function hands over (variable-length values with counts).
     flat_types = {"int": [_tf.int64], "float": [_tf.float64], "str": [_tf.string], "tags": [_tf.uint8],

@@ -748,7 +748,7 @@ class Loader:
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
            crop_position="center", hflip=0.0, vflip=0.0, order="auto", block=None, window=None,
-           io=None, cache_bytes=None)
+           io=None, cache_bytes=None, crop_background=None, fields=None, min_box_visibility=0.0)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
@@ -784,6 +784,11 @@ class Loader:
     sampler's epoch, record index): new ones every epoch, the same for any `threads`, and the
     same again when an epoch is resumed.
 
+    fields, min_box_visibility: per-sample fields (format 1.5) as read_batch reads them: batches
+    are then (images, labels, fields) as spt.collate gives them (lists Padded, boxes PaddedBoxes,
+    padded with counts, every array a tensor, str fields lists), boxes moved with each sample's
+    crop and flips. The fields are new tensors each batch (not pinned, not in the ring).
+
     set_epoch(e) before each epoch; without it each complete pass moves to the next epoch.
     state_dict() / load_state_dict() resume mid-epoch exactly: the state counts the batches
     this loader has handed out, not the ones prepared ahead."""
@@ -795,7 +800,8 @@ class Loader:
                  crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
-                 cache_bytes: Optional[int] = None, crop_background: Any = None):
+                 cache_bytes: Optional[int] = None, crop_background: Any = None,
+                 fields: Optional[Sequence[str]] = None, min_box_visibility: float = 0.0):
         self.dataset = _open(ds)
         if io is not None or cache_bytes is not None:
             d = self.dataset
@@ -822,7 +828,10 @@ class Loader:
         self._spec = self.dataset.batch_spec(self.batch_size, dtype=dtype, layout=layout,
                                              **_label_options(label, label_dtype), crop=crop)
         _check_torch_dtypes(self._spec, "Loader")
-        self.dataset.read_batch(_np.empty(0, _np.int64), threads=1, **self.options)  # checks every option now
+        self._field_options = {} if fields is None else dict(  # (a mix refuses fields here, by name)
+            fields=self.dataset._field_names(fields, "Loader"), min_box_visibility=min_box_visibility)
+        self.dataset.read_batch(_np.empty(0, _np.int64), threads=1, **self.options,
+                                **self._field_options)  # checks every option now
         self.reuse_buffers = bool(reuse_buffers)
         self._ring = _Ring(self.prefetch + 3, self._allocate) if self.reuse_buffers else None
         self._epoch_set = False
@@ -864,23 +873,31 @@ class Loader:
                     _torch.empty(lshape, dtype=_TORCH_DTYPES[ldtype], pin_memory=True).numpy())
         return _np.empty(ishape, idtype), _np.empty(lshape, ldtype)
 
-    def _fresh(self, idx: _np.ndarray, seed: int, epoch: int) -> Tuple[_torch.Tensor, _torch.Tensor]:
+    def _fields(self, got: Any) -> Any:
+        """The fields of a read_batch result as collate gives them, or None without fields."""
+        return _fields_to_torch(got[2]) if self._field_options else None
+
+    def _fresh(self, idx: _np.ndarray, seed: int, epoch: int) -> Tuple[_torch.Tensor, _torch.Tensor, Any]:
         if self.pin_memory:
             (ishape, idtype), (lshape, ldtype) = self._spec
             n = len(idx)
             images = _torch.empty((n,) + tuple(ishape[1:]), dtype=_TORCH_DTYPES[idtype], pin_memory=True)
             labels = _torch.empty((n,) + tuple(lshape[1:]), dtype=_TORCH_DTYPES[ldtype], pin_memory=True)
-            self.dataset.read_batch(idx, out=(images, labels), threads=self.threads, seed=seed, epoch=epoch,
-                                    **self.options)
-            return images, labels
-        images, labels = self.dataset.read_batch(idx, threads=self.threads, seed=seed, epoch=epoch, **self.options)
-        return _torch.from_numpy(images), _torch.from_numpy(labels)
+            got = self.dataset.read_batch(idx, out=(images, labels), threads=self.threads, seed=seed, epoch=epoch,
+                                          **self.options, **self._field_options)
+            return images, labels, self._fields(got)
+        got = self.dataset.read_batch(idx, threads=self.threads, seed=seed, epoch=epoch, **self.options,
+                                      **self._field_options)
+        return _torch.from_numpy(got[0]), _torch.from_numpy(got[1]), self._fields(got)
 
-    def _into_slot(self, slot: _Slot, idx: _np.ndarray, seed: int, epoch: int) -> Tuple[_torch.Tensor, _torch.Tensor]:
+    def _into_slot(self, slot: _Slot, idx: _np.ndarray, seed: int,
+                   epoch: int) -> Tuple[_torch.Tensor, _torch.Tensor, Any]:
         n = len(idx)
-        self.dataset.read_batch(idx, out=(slot.images[:n], slot.labels[:n]), threads=self.threads, seed=seed,
-                                epoch=epoch, **self.options)
-        return _torch.from_numpy(slot.images)[:n], _torch.from_numpy(slot.labels)[:n]
+        got = self.dataset.read_batch(idx, out=(slot.images[:n], slot.labels[:n]), threads=self.threads, seed=seed,
+                                      epoch=epoch, **self.options, **self._field_options)
+        fields = self._fields(got)
+        del got  # the ring counts references to the slot's arrays
+        return _torch.from_numpy(slot.images)[:n], _torch.from_numpy(slot.labels)[:n], fields
 
     def _produce(self, order: _np.ndarray, seed: int, epoch: int, q: _queue.Queue, stop: _threading.Event) -> None:
         slot = None
@@ -895,9 +912,12 @@ class Loader:
                     ahead.before(start)
                 if self._ring is not None:
                     slot = self._ring.acquire()
-                    item = (*self._into_slot(slot, idx, seed, epoch), len(idx), slot)
+                    images, labels, fields = self._into_slot(slot, idx, seed, epoch)
+                    item = (images, labels, len(idx), slot, fields)
                 else:
-                    item = (*self._fresh(idx, seed, epoch), len(idx), None)
+                    images, labels, fields = self._fresh(idx, seed, epoch)
+                    item = (images, labels, len(idx), None, fields)
+                del images, labels
                 queued = False
                 while not stop.is_set():
                     try:
@@ -950,14 +970,14 @@ class Loader:
                     return
                 if isinstance(item, BaseException):
                     raise item
-                images, labels, count, slot = item
+                images, labels, count, slot, fields = item
                 del item
                 if slot is not None:
                     ring.delivered(slot)
                     del slot
                 self._delivered += count
-                yield images, labels
-                del images, labels  # the ring counts references: the loop's are its own
+                yield (images, labels) if fields is None else (images, labels, fields)
+                del images, labels, fields  # the ring counts references: the loop's are its own
         finally:
             stop.set()
             producer.join()
