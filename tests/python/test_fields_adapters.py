@@ -106,6 +106,8 @@ def test_loader_without_fields_gives_pairs_and_a_mix_refuses_fields(packed, tmp_
     mixed = shardpack.mix([path, path], weights=[0.5, 0.5], epoch_size=8)
     with pytest.raises(ValueError, match="a mix reads no per-sample fields"):
         spt.Loader(mixed, batch_size=4, fields=["boxes"])
+    with pytest.raises(ValueError, match="a mix reads no per-sample fields"):
+        spt.Dataset(mixed, fields=["boxes"])
 
 
 def test_dataloader_collate_boxes_follow_random_crops_and_flips(packed):  # noqa: F811

@@ -249,7 +249,8 @@ class Dataset(_data.Dataset):
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
-        self._field_options = {} if fields is None else dict(fields=fields, min_box_visibility=min_box_visibility)
+        self._field_options = {} if fields is None else dict(  # (a mix refuses fields here, by name)
+            fields=self.dataset._field_names(fields, "shardpack.torch.Dataset"), min_box_visibility=min_box_visibility)
         # checks the options now (an empty read checks every option)
         _check_torch_dtypes(self.dataset.batch_spec(1, **self._spec_options), "shardpack.torch.Dataset")
         self.dataset.read_batch(_np.empty(0, _np.int64), **self.options, **self._field_options)
