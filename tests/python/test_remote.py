@@ -56,9 +56,12 @@ def push(path, url):
     run(tool("shardpack"), "-q", "push", path, url, timeout=120)
 
 
-def remote_or_skip(url):
+def remote_or_skip(url, io="pread"):
+    """Opened with io="pread" by default: these tests count the S3 storage's own reads (a ranged GET
+    per shard of a batch, its disk cache, its retries); io="auto" reads through the reader's I/O
+    engine instead (test_auto_streams_...)."""
     try:
-        return shardpack.open(url)
+        return shardpack.open(url, io=io)
     except shardpack.Error as e:
         if "remote library" in str(e):
             pytest.skip("this build of the extension has no libcurl (s3:// URLs): " + str(e))
@@ -153,6 +156,32 @@ def test_open_is_lazy_and_a_first_batch_gets_only_its_shards(env, tmp_path, monk
         cold.read_batch(idx, dtype="uint8")
     assert time.monotonic() - t0 < 15
     env.proxy.clear()
+
+
+def test_auto_streams_a_dataset_that_fits_each_byte_fetched_once(env, built, monkeypatch):
+    """io="auto" (the default) over S3: a dataset that fits the cache is streamed by the reader's
+    I/O engine, whole shards in ranged GETs, each byte once; every record equals the local one in
+    a shuffled batch, and a second pass fetches nothing."""
+    url = f"s3://{s3_fixture.BUCKET}/py/stream"
+    push(built["onehot"], url)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", env.proxy.endpoint)
+    monkeypatch.setenv("SHARDPACK_S3_HEDGE_PERCENTILE", "0")  # GETs counted exactly: no hedged duplicates
+    remote = remote_or_skip(url, io="auto")
+    assert (remote.io, remote.preferred_order) == ("stream", "global")
+    local = shardpack.open(built["onehot"])
+    idx = shardpack.permutation(len(local), 7)
+    before = env.proxy.ranged_gets
+    got = remote.read_batch(idx, dtype="uint8")
+    for g, w in zip(got, local.read_batch(idx, dtype="uint8")):
+        np.testing.assert_array_equal(g, w)
+    first = env.proxy.ranged_gets - before
+    shards = len(remote.shard_starts)
+    assert 1 <= first <= shards * (1 + remote.data_bytes // (4 << 20) + 1)
+    assert remote.io_counters()["extent_bytes"] == remote.data_bytes  # each byte once
+    before = env.proxy.ranged_gets
+    again = remote.read_batch(idx[::-1].copy(), dtype="uint8")
+    assert env.proxy.ranged_gets == before  # from the reader's memory
+    np.testing.assert_array_equal(again[0], got[0][::-1])
 
 
 def test_torch_loader_blocks_order_from_the_server_equals_local(env, tmp_path):
