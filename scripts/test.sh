@@ -26,6 +26,10 @@ skip_reasons() {
       "$1/Testing/Temporary/LastTest.log" 2>/dev/null || true
 }
 
+# The Python package in .venv/ before ctest, so that bench_cold_smoke (which drives it) runs
+# instead of reporting itself skipped; test-python.sh below finds it ready.
+SHARDPACK_BUILD_DIR=$build ./scripts/python-env.sh >"$logs/python-env.log" 2>&1 ||
+  echo "scripts/python-env.sh failed ($logs/python-env.log): bench_cold_smoke will report itself skipped"
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 600 2>&1 | tee "$logs/ctest.log"
 skip_reasons "$build" | tee "$logs/skipped.log"
 # The Python package: pip install . into .venv/ (and .venv-tf/ for Keras and tf.data), then pytest.
