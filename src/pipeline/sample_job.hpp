@@ -21,8 +21,8 @@ struct previous_record;
 // instead of a file: its shape. channels 0: the bytes are a file's (PNG or JPEG).
 struct pixel_shape {
     std::uint32_t width = 0, height = 0;
-    std::uint8_t channels = 0;     // 1, 3 or 4
-    std::uint8_t value_bytes = 1;  // 2: uint16 values (index masks)
+    std::uint8_t channels = 0;     // images 1..255 (bands), masks 1, 3 or 4
+    std::uint8_t value_bytes = 1;  // 2: uint16 (images, index masks)
     bool is_pixels() const { return channels != 0; }
 };
 

@@ -41,7 +41,32 @@ void sample_stream::read_exact(void* buf, std::size_t n, const char* what) {
                           std::to_string(count_) + ": the writer stopped before it finished; nothing was published");
 }
 
+const sample_job* sample_stream::first(std::uint64_t max_row_bytes) {
+    if (!first_read_) {
+        first_read_ = true;
+        first_ = std::make_unique<sample_job>();
+        if (!read_next(*first_, 0, max_row_bytes)) {
+            first_.reset();
+            ended_ = true;
+        }
+    }
+    return first_.get();
+}
+
 bool sample_stream::next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes) {
+    if (first_read_ && seq == 0) {
+        if (!first_) return false;
+        std::swap(job, *first_);  // the pool's job gets the sample; its buffers go with first_
+        first_.reset();
+        job.row.key = job.key_text;  // the views followed the strings' old places (short strings live inside them)
+        job.row.label_key = job.label_key_text;
+        return true;
+    }
+    if (ended_) return false;
+    return read_next(job, seq, max_row_bytes);
+}
+
+bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes) {
     unsigned char head[frame_head_bytes];
     const std::size_t got = in_.read(head, sizeof head);
     if (got == 0)
@@ -59,7 +84,8 @@ bool sample_stream::next(sample_job& job, std::size_t seq, std::uint64_t max_row
     const auto label_kind = static_cast<part_kind>(take<std::uint8_t>(p));
     label.channels = take<std::uint8_t>(p);
     label.value_bytes = take<std::uint8_t>(p);
-    take<std::uint16_t>(p);
+    image.value_bytes = take<std::uint8_t>(p);
+    take<std::uint8_t>(p);
     image.width = take<std::uint32_t>(p);
     image.height = take<std::uint32_t>(p);
     label.width = take<std::uint32_t>(p);
@@ -140,10 +166,11 @@ bool sample_stream::next(sample_job& job, std::size_t seq, std::uint64_t max_row
     auto check_pixels = [&](const pixel_shape& s, std::uint64_t bytes, bool is_label) -> std::string {
         const char* what = is_label ? "label" : "image";
         const bool channels_ok = is_label ? (s.channels == 1 || ((s.channels == 3 || s.channels == 4) && s.value_bytes == 1))
-                                          : (s.channels == 1 || s.channels == 3 || s.channels == 4) && s.value_bytes == 1;
+                                          : s.channels >= 1;
         if (!channels_ok || (s.value_bytes != 1 && s.value_bytes != 2))
-            return std::string("the ") + what + "'s pixels are " + shape_text(s) + ": expected 1, 3 or 4 uint8 channels" +
-                   (is_label ? " or one uint16 channel" : "");
+            return std::string("the ") + what + "'s pixels are " + shape_text(s) +
+                   (is_label ? ": expected 1, 3 or 4 uint8 channels or one uint16 channel"
+                             : ": expected 1 to 255 channels of uint8 or uint16");
         if (s.width == 0 || s.height == 0) return std::string("the ") + what + " is empty (" + shape_text(s) + ")";
         if (std::uint64_t(s.width) * s.height * s.channels * s.value_bytes != bytes)
             return std::string("the ") + what + "'s " + std::to_string(bytes) + " bytes do not make " + shape_text(s);

@@ -10,23 +10,28 @@
 //   u8 tag              'S' a sample, 'R' a sample the writer could not convert (reason below:
 //                       rejected as a bad row is, by --on-error), 'E' the end (count: samples sent)
 //   u8 image_kind       part_kind below (none only for 'R')
-//   u8 image_channels   pixels: 1, 3 or 4 (uint8)
+//   u8 image_channels   pixels: 1 to 255 (other than 1, 3 or 4: kept with --color bands, else
+//                       converted as a TIFF of them would be)
 //   u8 label_kind       none (classification: class_id), encoded or pixels (segmentation)
 //   u8 label_channels   pixels: 1 (values) or 3, 4 (colors)
 //   u8 label_value_bytes pixels: 1 or 2 (uint16 values of one channel)
-//   u16 zero
+//   u8 image_value_bytes pixels: 1 (uint8) or 2 (uint16)
+//   u8 zero
 //   u32 image_width, image_height, label_width, label_height   (pixels)
 //   i32 class_id        classification: an id of the class table
 //   u32 key_bytes, label_key_bytes, reason_bytes
 //   u64 image_bytes, label_bytes   ('E': image_bytes is the count of samples sent)
 // then the key, the label key, the reason and the image and label bytes.
 // A stream that ends without its 'E' frame (the writer was killed) publishes nothing.
+// The first sample stands for the CSV's first row where the build reads one ahead (--depth
+// auto, --color bands): first() reads it before the pipeline starts.
 // Fields (boxes, tags: the issue "Beyond one 8-bit image and one label") will follow the label
 // bytes, sized by a member the next version of the head adds (SPSAMPv2); the writer refuses
 // them until then.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "io/input_stream.hpp"
@@ -53,6 +58,10 @@ public:
     // max_row_bytes: a sample's image and label together may take at most this much.
     bool next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
 
+    // The first sample, read ahead (then handed out by the first next()): null when the stream
+    // ends at once. Throws as next() does.
+    const sample_job* first(std::uint64_t max_row_bytes);
+
     // XXH3-64 of every frame head and key read: the manifest's input_digest of a streamed build.
     std::uint64_t digest() const;
 
@@ -62,6 +71,9 @@ private:
     std::uint64_t total_ = 0;
     std::uint64_t count_ = 0;
     XXH3_state_t digest_;
+    std::unique_ptr<sample_job> first_;  // read ahead by first(), not yet handed out
+    bool first_read_ = false, ended_ = false;
+    bool read_next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
     void read_exact(void* buf, std::size_t n, const char* what);
 };
 

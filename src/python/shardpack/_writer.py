@@ -38,8 +38,9 @@ ClassEntry = Union[str, Tuple[str, Tuple[int, int, int]], Tuple[str, int]]
 
 # The stream's layout: src/pipeline/sample_stream.hpp (one fact, one place: this mirrors it).
 _MAGIC = b"SPSAMPv1"
-_HEAD = _struct.Struct("<BBBBBBHIIIIiIIIQQ")
+_HEAD = _struct.Struct("<BBBBBBBBIIIIiIIIQQ")
 _NONE, _ENCODED, _PIXELS = 0, 1, 2
+_MAX_BANDS = 255  # a record's most bands (formats/shardpack-v1.md)
 
 # How much of the iterable is held ahead of the build, besides the pipe and the build's own rows
 # in flight: samples converted and waiting to be sent.
@@ -62,6 +63,18 @@ def _count(value: Any, what: str, low: int = 0, high: int = 2**63 - 1) -> int:
     if not low <= v <= high:
         raise ArgumentValueError(f"write: {what} must be in [{low}, {high}], not {v}")
     return v
+
+
+def _depth(value: Any) -> str:
+    if isinstance(value, str):
+        if value != "auto":
+            raise ArgumentValueError(f"write: depth must be 'auto', 8 or 16, not {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"write: depth must be 'auto', 8 or 16, not {type(value).__name__}")
+    if value not in (8, 16):
+        raise ArgumentValueError(f"write: depth must be 'auto', 8 or 16, not {value}")
+    return str(value)
 
 
 def _byte_size(value: Any, what: str) -> str:
@@ -114,9 +127,12 @@ def _class_table(task: str, classes: Any, mask_values: str) -> Tuple[str, List[s
     return header + "".join(rows), names, index_masks
 
 
+_IMAGE_PIL_16 = ("I;16", "I;16L", "I;16B")
+
+
 def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, Any]:
-    """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels. Raises ValueError
-    or TypeError with the reason for one that cannot be."""
+    """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels (uint16 in the
+    host's byte order). Raises ValueError or TypeError with the reason for one that cannot be."""
     if isinstance(x, (bytes, bytearray, memoryview)):
         return _ENCODED, memoryview(x).cast("B")
     if type(x).__module__.startswith("PIL.") and hasattr(x, "mode") and hasattr(x, "convert"):
@@ -127,6 +143,8 @@ def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, An
                 a = a.astype(_np.uint16)
         elif mode in ("L", "RGB", "RGBA"):
             a = _np.asarray(x)
+        elif not mask and mode in _IMAGE_PIL_16:  # 16-bit grey, as a 16-bit PNG of it
+            a = _np.asarray(x)
         elif mode == "1":
             a = _np.asarray(x.convert("L"))
         elif mode in ("P", "PA", "LA", "RGBX", "CMYK", "YCbCr"):
@@ -136,19 +154,29 @@ def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, An
             a = _np.asarray(x.convert("RGBA" if has_alpha else "RGB"))
         else:
             raise TypeError(f"the {what} is a PIL image of mode {mode}, which the build does not take "
-                            "(8-bit L, RGB, RGBA, P; 16-bit masks as I;16)")
+                            "(8-bit L, RGB, RGBA, P; 16-bit grey as I;16)")
     elif isinstance(x, _np.ndarray) or hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
         a = _np.asarray(x)
     else:
         raise TypeError(f"the {what} is a {type(x).__name__}: expected a NumPy array, a PIL image or PNG/JPEG bytes")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 2 and a.dtype != _np.uint16:
+        a = a.astype(_np.uint16)  # big-endian uint16 (a PIL I;16B image): the stream's are the host's
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[:, :, 0]
-    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
-        raise ValueError(f"the {what} has shape {a.shape}: expected HxW, HxWx1, HxWx3 or HxWx4")
-    if a.dtype == _np.uint16 and mask and a.ndim == 2:
-        pass
-    elif a.dtype != _np.uint8:
-        raise TypeError(f"the {what} is {a.dtype}: expected uint8" + (" (or uint16 class ids)" if mask else ""))
+    if mask:
+        if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
+            raise ValueError(f"the {what} has shape {a.shape}: expected HxW, HxWx1, HxWx3 or HxWx4")
+        if a.dtype == _np.uint16 and a.ndim == 2:
+            pass
+        elif a.dtype != _np.uint8:
+            raise TypeError(f"the {what} is {a.dtype}: expected uint8 (or uint16 class ids)")
+    else:
+        # Bands other than 1, 3 and 4 are taken as a TIFF of them would be: as stored with
+        # color="bands", else converted (gray + alpha, or the first bands).
+        if a.ndim not in (2, 3) or (a.ndim == 3 and not 1 <= a.shape[2] <= _MAX_BANDS):
+            raise ValueError(f"the {what} has shape {a.shape}: expected HxW or HxWxC with C in 1..{_MAX_BANDS}")
+        if a.dtype not in (_np.uint8, _np.uint16):
+            raise TypeError(f"the {what} is {a.dtype}: expected uint8 or uint16")
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise ValueError(f"the {what} is empty ({a.shape})")
     return _PIXELS, _np.ascontiguousarray(a)
@@ -208,7 +236,7 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
     except (TypeError, ValueError) as e:
         k = key.encode("utf-8", "surrogateescape")
         reason = str(e).encode("utf-8", "replace")
-        head = _HEAD.pack(ord("R"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, len(k), 0, len(reason), 0, 0)
+        head = _HEAD.pack(ord("R"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, len(k), 0, len(reason), 0, 0)
         return _Frame([head, k, reason])
     k = key.encode("utf-8", "surrogateescape")
     lk = label_key.encode("utf-8", "surrogateescape")
@@ -219,9 +247,10 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
             return 0, 0, 0, 1, memoryview(a).nbytes
         return a.shape[1], a.shape[0], (a.shape[2] if a.ndim == 3 else 1), a.dtype.itemsize, a.nbytes
 
-    iw, ih, ic, _, ib = shape(ik, img)
+    iw, ih, ic, iv, ib = shape(ik, img)
     lw, lh, lc, lv, lb = shape(label_kind, lab) if lab is not None else (0, 0, 0, 1, 0)
-    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0, ib, lb))
+    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0,
+                            ib, lb))
     parts += [k, lk, img if ik == _ENCODED else memoryview(img).cast("B")]
     if lab is not None:
         parts.append(lab if label_kind == _ENCODED else memoryview(lab).cast("B"))
@@ -296,7 +325,8 @@ def _relay(stream: Any, keep: List[bytes], out: Any) -> None:
 
 
 def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"], classes: Sequence[ClassEntry],
-          color: Literal["rgb", "gray", "rgba"] = "rgb", size: Optional[Tuple[int, int]] = None,
+          color: Literal["rgb", "gray", "rgba", "bands"] = "rgb", depth: Literal["auto", 8, 16] = "auto",
+          size: Optional[Tuple[int, int]] = None,
           resize: Optional[Literal["none", "stretch", "shorter", "fit"]] = None,
           crop: Literal["center", "topleft", "none"] = "center", filter: Literal["area", "bilinear", "lanczos"] = "area",
           label_layout: Literal["onehot", "index"] = "onehot", unknown_label: Literal["error", "ignore"] = "error",
@@ -311,8 +341,12 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
     each option is the build's option of the same name (size as (width, height)).
 
     A sample is a mapping {"image": ..., "label": ..., "key": str} or a tuple (image, label) or
-    (key, image, label); the key defaults to the sample's index. An image is a uint8 NumPy array
-    (HxW, HxWx1, HxWx3, HxWx4), a PIL image, or PNG/JPEG bytes. A label is, for task="seg", a
+    (key, image, label); the key defaults to the sample's index. An image is a uint8 or uint16
+    NumPy array (HxW or HxWxC: C 1, 3 or 4, or 1..255 with color="bands"), a PIL image, or
+    PNG/JPEG bytes; uint16 pixels are taken as a 16-bit PNG (or TIFF, for other band counts) of
+    them would be. depth: "auto" (16 when the first sample's image is uint16, as the CLI decides
+    from the first row), 8 (uint16 images keep their high byte, counted in the report's
+    images_reduced_to_8_bits) or 16. A label is, for task="seg", a
     mask in the same forms (uint8/uint16 HxW class ids for index masks, HxWx3 colors for color
     masks), for task="cls" a class id or name. `classes`: class names (cls), or (name, (r, g, b))
     or (name, id) pairs (seg). A sample that cannot be packed fails the write, or with
@@ -334,7 +368,8 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
     mask_word = _word(mask_values, "mask_values", ("auto", "color", "index"))
     table, names, index_masks = _class_table(task_word, classes, mask_word)
     args = ["build", "--samples", "-", "--task", task_word, "--out", out, "--json",
-            "--color", _word(color, "color", ("rgb", "gray", "rgba")),
+            "--color", _word(color, "color", ("rgb", "gray", "rgba", "bands")),
+            "--depth", _depth(depth),
             "--crop", _word(crop, "crop", ("center", "topleft", "none")),
             "--filter", _word(filter, "filter", ("area", "bilinear", "lanczos")),
             "--compression", _word(compression, "compression", ("zstd", "auto", "zstd-record", "none")),
@@ -432,7 +467,7 @@ def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task:
             sender.put(_frame(index, item, task, class_ids, index_masks))
             sent += 1
         else:
-            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0)]))
+            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0)]))
     except BaseException as e:  # the iterable failed, or KeyboardInterrupt: the build publishes nothing
         failure = e
     sender.put(None)
