@@ -60,7 +60,7 @@ build_result run_build(const build_options& options) {
                   memory.rows_in_flight, format_bytes(memory.per_row));
     const unsigned threads = memory.threads;
     std::unique_ptr<sample_stream> stream;
-    if (streamed) stream = std::make_unique<sample_stream>(input.classes.size());
+    if (streamed) stream = std::make_unique<sample_stream>(input.classes.size(), input.stream_fields.get());
     detail::schema_record schema = make_schema(
         options, input.task, input.classes.size(),
         resolve_stored_pixels(options, input, memory.per_row, streamed ? stream->first(memory.per_row) : nullptr));
@@ -172,6 +172,8 @@ build_result run_build(const build_options& options) {
     if (streamed) {
         input.stream_rows = sink.totals().rows;
         writer.set_input_digest(hex64(stream->digest()));
+        if (input.stream_fields)
+            for (const auto& note : input.stream_fields->notes()) spdlog::info("{}", note);
     }
     result.interrupted_by = build_interrupt_signal.load();
     if (result.interrupted_by) {

@@ -51,6 +51,7 @@ struct sample_job {
     // texts here, image_file/label_file hold what the stream gave (file bytes or pixels).
     bool streamed = false;
     std::string key_text, label_key_text;
+    std::string field_text;  // field_source's bytes (field_cell_parser)
     pixel_shape image_pixels, label_pixels;
 
     void reset(std::size_t seq, const input_list& input, std::size_t index) {

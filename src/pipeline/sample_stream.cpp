@@ -10,6 +10,7 @@ namespace shardpack {
 
 namespace {
 constexpr std::uint32_t max_key_bytes = 1u << 20;  // keys and reasons are names, not data
+constexpr std::uint32_t max_field_bytes = 64u << 20;  // a sample's field cells: boxes, tags, texts
 
 template <class T>
 T take(const unsigned char*& p) {
@@ -25,7 +26,7 @@ std::string shape_text(const pixel_shape& s) {
 }
 }  // namespace
 
-sample_stream::sample_stream(std::size_t classes) : classes_(classes) {
+sample_stream::sample_stream(std::size_t classes, field_cell_parser* fields) : classes_(classes), fields_(fields) {
     XXH3_64bits_reset(&digest_);
     unsigned char head[16];
     if (in_.read(head, sizeof head) != sizeof head || std::memcmp(head, sample_stream_magic, sizeof sample_stream_magic) != 0)
@@ -60,6 +61,7 @@ bool sample_stream::next(sample_job& job, std::size_t seq, std::uint64_t max_row
         first_.reset();
         job.row.key = job.key_text;  // the views followed the strings' old places (short strings live inside them)
         job.row.label_key = job.label_key_text;
+        if (!job.field_source.empty()) job.field_source = job.field_text;
         return true;
     }
     if (ended_) return false;
@@ -96,6 +98,7 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     const auto reason_bytes = take<std::uint32_t>(p);
     const auto image_bytes = take<std::uint64_t>(p);
     const auto label_bytes = take<std::uint64_t>(p);
+    const auto field_bytes = take<std::uint32_t>(p);
 
     const std::string where = "standard input: sample " + std::to_string(count_) + ": ";
     if (tag == 'E') {
@@ -107,6 +110,8 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     if (tag != 'S' && tag != 'R') throw input_error(where + "not a frame of the sample stream (tag " + std::to_string(int(tag)) + ")");
     if (key_bytes > max_key_bytes || label_key_bytes > max_key_bytes || reason_bytes > max_key_bytes)
         throw input_error(where + "a key or reason longer than " + std::to_string(max_key_bytes) + " bytes");
+    if (field_bytes > max_field_bytes)
+        throw input_error(where + "field values longer than " + std::to_string(max_field_bytes) + " bytes");
     if (image_kind > part_kind::pixels || label_kind > part_kind::pixels)
         throw input_error(where + "an unknown kind of image or label");
 
@@ -149,6 +154,9 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     };
     read_part(job.image_file, image_bytes, "the image");
     read_part(job.label_file, label_bytes, "the label");
+    cells_.resize(field_bytes);
+    read_exact(cells_.data(), field_bytes, "the field values");
+    XXH3_64bits_update(&digest_, cells_.data(), field_bytes);
 
     if (tag == 'R') {
         job.error = reason.empty() ? "rejected by the writer" : reason;
@@ -186,9 +194,33 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
         job.error = check_pixels(label, label_bytes, true);
         if (!job.ok()) return true;
     }
-    if (label_kind == part_kind::none && (class_id < 0 || std::size_t(class_id) >= classes_))
+    if (label_kind == part_kind::none && (class_id < 0 || std::size_t(class_id) >= classes_)) {
         job.error = "class id " + std::to_string(class_id) + " is not in the class table (ids 0.." +
                     std::to_string(classes_ ? classes_ - 1 : 0) + ")";
+        return true;
+    }
+    if (fields_ == nullptr) {
+        if (field_bytes) job.error = "the sample has field values, but the build declares no --field";
+        return true;
+    }
+    // The cells, each ended by a NUL: as many as fields are declared.
+    cell_views_.clear();
+    for (std::string_view rest = cells_; !rest.empty();) {
+        const std::size_t nul = rest.find('\0');
+        if (nul == std::string_view::npos) {
+            job.error = "the field values do not end with a NUL byte";
+            return true;
+        }
+        cell_views_.push_back(rest.substr(0, nul));
+        rest.remove_prefix(nul + 1);
+    }
+    try {
+        fields_->parse(cell_views_, job.field_text);
+    } catch (const input_error& e) {
+        job.error = e.what();
+        return true;
+    }
+    job.field_source = job.field_text;
     return true;
 }
 

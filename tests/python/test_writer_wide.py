@@ -131,3 +131,167 @@ def test_wide_arguments_checked(tmp_path):
     with pytest.raises(shardpack.Error, match=r"sample 0 '0'.*shape"):
         shardpack.write(tmp_path / "d", [(np.zeros((2, 2, 256), np.uint8), 0)], task="cls", classes=["a"],
                         color="bands", quiet=True)
+
+
+# --- per-sample fields (format 1.5) ---------------------------------------------------------
+
+TAGS = ["ant", "bee", "insect", "wasp"]
+BOX_CLASSES = ["car", "person", "dog"]
+FIELDS = {"n": "int", "score": "float", "name": "str", "ids": "int-list", "vals": "float-list",
+          "tags": ("tags", TAGS), "boxes": ("boxes", BOX_CLASSES)}
+
+
+def field_samples(count=7, h=30, w=40):
+    """Images with fields of every kind, as Python values; boxes partly outside the crop of a
+    resize to 24x20 (clipped or dropped as the CLI does), a sample without boxes, one without tags."""
+    rng = np.random.default_rng(11)
+    out = []
+    for i in range(count):
+        boxes = [(float(rng.uniform(0, w - 8)), float(rng.uniform(0, h - 8)), 0.0, 0.0, BOX_CLASSES[j % 3] if j % 2
+                  else j % 3) for j in range(i % 4)]
+        boxes = [(x0, y0, x0 + 7.25 + j, y0 + 5.5, lab) for j, (x0, y0, _, _, lab) in enumerate(boxes)]
+        if i == 3:
+            boxes.append((-4.0, -3.0, 2.5, 41.0, "dog"))  # over the edge: clipped
+            boxes.append((0.0, 0.0, 0.2, 0.2, 1))         # tiny: may vanish in the resize
+        fields = {"n": (-1) ** i * (2 ** 40 + i), "score": float(rng.normal()) / 3, "name": f"sample {i} é",
+                  "ids": list(range(i)), "vals": np.linspace(0, 1, i % 3 + 1),
+                  "tags": [TAGS[j] for j in range(4) if (i >> j) & 1] if i != 5 else [],
+                  "boxes": boxes}
+        out.append((f"im{i}.png", rng.integers(0, 256, (h, w, 3), dtype=np.uint8), i % 2, fields))
+    return out
+
+
+def png8(a):
+    """An 8-bit RGB PNG of `a` (H, W, 3), written with zlib alone."""
+    import struct
+    import zlib
+    h, w, _ = a.shape
+    raw = b"".join(b"\0" + a[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def cell(kind, v):
+    """The CSV cell a person would write for a value (independent of the writer's own formatting)."""
+    if kind in ("int-list", "float-list"):
+        return ",".join(str(x) for x in np.asarray(v).tolist())
+    if kind == "tags":
+        return "|".join(v)
+    if kind == "boxes":
+        return "; ".join(f"[{x0}, {y0}, {x1}, {y1}, {lab}]" for x0, y0, x1, y1, lab in v)
+    return str(v)
+
+
+def assert_same_fields_dataset(a, b):
+    def man(p):
+        m = json.loads((pathlib.Path(p) / "manifest.json").read_text())
+        m.pop("input_digest")
+        for f in m.get("build", {}).get("fields", []):
+            f.pop("names", None)  # the --field-names files' paths: the writer's are its own
+        return m
+
+    assert man(a) == man(b)
+    from test_writer import shard_bytes
+    sa, sb = shard_bytes(a), shard_bytes(b)
+    assert sa and sa.keys() == sb.keys()
+    for name in sa:
+        assert sa[name] == sb[name], name
+
+
+@pytest.mark.parametrize("size", [None, (24, 20)])
+def test_fields_equal_cli_build_from_csv_columns(tmp_path, size):
+    import csv
+    samples = field_samples()
+    rows = [["image", "label", *FIELDS]]
+    for key, img, label, fields in samples:
+        (tmp_path / key).write_bytes(png8(img))
+        rows.append([key, "ab"[label]] + [cell(spec if isinstance(spec, str) else spec[0], fields[name])
+                                         for name, spec in FIELDS.items()])
+    with open(tmp_path / "list.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    (tmp_path / "names.txt").write_text("a\nb\n")
+    (tmp_path / "tags.txt").write_text("name\n" + "".join(t + "\n" for t in TAGS))
+    (tmp_path / "boxes.txt").write_text("name\n" + "".join(t + "\n" for t in BOX_CLASSES))
+    field_args = []
+    for name, spec in FIELDS.items():
+        field_args += ["--field", f"{name}:{spec if isinstance(spec, str) else spec[0]}"]
+    cli_out = tmp_path / "cli"
+    size_args = ["--size", f"{size[0]}x{size[1]}"] if size else []
+    run(tool("shardpack"), "-q", "build", "--csv", tmp_path / "list.csv", "--classes", tmp_path / "names.txt",
+        "--task", "cls", "--out", cli_out, *field_args, "--field-names", f"tags={tmp_path / 'tags.txt'}",
+        "--field-names", f"boxes={tmp_path / 'boxes.txt'}", *size_args)
+    out = tmp_path / "writer"
+    shardpack.write(out, ({"key": k, "image": img, "label": lab, "fields": f} for k, img, lab, f in samples),
+                    task="cls", classes=["a", "b"], fields=FIELDS, size=size, quiet=True)
+    assert_same_fields_dataset(cli_out, out)
+    ds, cli = shardpack.open(out), shardpack.open(cli_out)
+    for i, (key, img, label, fields) in enumerate(samples):
+        got, want = ds.fields(i), cli.fields(i)
+        assert got.keys() == want.keys() == FIELDS.keys()
+        for name in FIELDS:
+            if name == "boxes":
+                assert np.array_equal(got[name].boxes, want[name].boxes)
+                assert np.array_equal(got[name].labels, want[name].labels)
+            else:
+                assert np.array_equal(np.asarray(got[name]), np.asarray(want[name])), name
+        assert got["n"] == fields["n"] and got["score"] == fields["score"] and got["name"] == fields["name"]
+        assert np.array_equal(got["vals"], fields["vals"]) and list(got["ids"]) == fields["ids"]
+        assert [TAGS[j] for j in np.flatnonzero(got["tags"])] == fields["tags"]
+        if size is None:  # no geometry: the boxes as given (float32), clipped to the image
+            assert len(got["boxes"].labels) == len(fields["boxes"])
+    assert sum(len(ds.fields(i)["boxes"].labels) for i in range(len(ds))) > 0
+
+
+def test_field_errors_name_the_sample(tmp_path):
+    img = np.zeros((4, 4, 3), np.uint8)
+    ok = {"n": 1, "tags": ["bee"]}
+    spec = {"n": "int", "tags": ("tags", TAGS)}
+
+    def write(samples, **kw):
+        shardpack.write(tmp_path / "d", samples, task="cls", classes=["a"], fields=spec, quiet=True, **kw)
+
+    with pytest.raises(shardpack.Error, match=r"sample 1 'k1': field 'n' \(int\): 'x1' is not a 64-bit integer"):
+        write([{"key": "k0", "image": img, "label": 0, "fields": ok},
+               {"key": "k1", "image": img, "label": 0, "fields": {"n": "x1", "tags": []}}])
+    with pytest.raises(shardpack.Error, match=r"sample 0 'k0': field 'n' \(int\): the value is a list"):
+        write([{"key": "k0", "image": img, "label": 0, "fields": {"n": [1], "tags": []}}])
+    with pytest.raises(shardpack.Error, match=r"sample 0 'k0': field 'tags': 'fly' is not one of its 4 names"):
+        write([{"key": "k0", "image": img, "label": 0, "fields": {"n": 1, "tags": ["fly"]}}])
+    with pytest.raises(shardpack.Error, match=r"sample 0 '0': fields \['tags'\] missing"):
+        write([{"image": img, "label": 0, "fields": {"n": 1}}])
+    with pytest.raises(shardpack.Error, match=r"sample 0 '0': the sample needs 'fields'"):
+        write([(img, 0)])
+    report = write([{"image": img, "label": 0, "fields": {"n": 1, "tags": ["fly", "bee"]}}], unknown_name="ignore")
+    assert shardpack.open(tmp_path / "d").fields(0)["tags"].tolist() == [0, 1, 0, 0]
+    with pytest.raises(shardpack.ArgumentValueError, match="needs its names"):
+        shardpack.write(tmp_path / "d", [], task="cls", classes=["a"], fields={"t": "tags"})
+    with pytest.raises(shardpack.ArgumentValueError, match="unknown kind"):
+        shardpack.write(tmp_path / "d", [], task="cls", classes=["a"], fields={"t": "double"})
+    with pytest.raises(shardpack.ArgumentTypeError, match="fields must be a mapping"):
+        shardpack.write(tmp_path / "d", [], task="cls", classes=["a"], fields=["n"])
+    with pytest.raises(shardpack.ArgumentValueError, match="only tags and boxes"):
+        shardpack.write(tmp_path / "d", [], task="cls", classes=["a"], fields={"n": ("int", ["a"])})
+    with pytest.raises(shardpack.ArgumentValueError, match="unknown_name"):
+        shardpack.write(tmp_path / "d", [], task="cls", classes=["a"], fields=spec, unknown_name="drop")
+    del report
+
+
+def test_cli_stream_field_refusals(tmp_path):
+    """build --samples - with --field: tags and boxes need --field-names, a COCO source or a
+    column is refused (exit 2, nothing read)."""
+    import subprocess
+    names = tmp_path / "names.txt"
+    names.write_text("a\n")
+    base = [tool("shardpack"), "build", "--samples", "-", "--task", "cls", "--classes", str(names), "--out",
+            str(tmp_path / "o")]
+    for extra, words in ((["--field", "t:tags"], [b"--field-names t=FILE", b"not come yet"]),
+                         (["--field", "b:boxes=coco:x.json", "--field-names", f"b={names}"], [b"coco"]),
+                         (["--field", "n:int=count"], [b"NAME:KIND"])):
+        r = subprocess.run(base + extra, input=b"", capture_output=True)
+        assert r.returncode == 2, r.stderr
+        for w in words:
+            assert w in r.stderr, r.stderr
