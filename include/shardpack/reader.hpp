@@ -598,6 +598,10 @@ public:
         return rank_share(rank, world, policy);
     }
 
+    // `options` with its storage set, as open() sets it: options.storage when given, else the
+    // s3 opener's for an s3:// URL, else the local folder (what `shardpack verify` lists).
+    static open_options with_storage(const std::string& folder, const open_options& options);
+
 private:
     friend class sample;
     std::shared_ptr<const detail::dataset_state> s_;
@@ -607,8 +611,6 @@ private:
     // The rest of open_once, from the parsed manifest.
     static dataset open_parsed(const std::string& folder, const open_options& options, const std::string& manifest_version,
                                detail::json manifest);
-    // `options` with its storage set: the s3 opener's for an s3:// URL, else the local folder.
-    static open_options with_storage(const std::string& folder, const open_options& options);
     static std::size_t resolve_max_open_shards(const open_options& options);
     static void plan_io(const std::string& folder, const open_options& options, detail::dataset_state& st);
     std::size_t checked_shard(std::size_t k) const {

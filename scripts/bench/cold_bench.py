@@ -210,19 +210,32 @@ def slowfs_unusable(binary):
 
 
 # ---------------------------------------------------------------- prepare
-def sizes(quick):
-    return {"cls": 1000 if quick else 7000, "seg": 24 if quick else 200, "epochs": 2 if quick else 3}
+def sizes(args):
+    seg = args.seg_records or (24 if args.quick else 200)
+    return {"cls": 1000 if args.quick else 7000, "seg": seg, "epochs": 2 if args.quick else 3}
+
+
+def chosen(args):
+    """The datasets asked for (--datasets), and the built ones they read (cls-half reads cls)."""
+    wanted = [d for d in args.datasets.split(",") if d]
+    bad = [d for d in wanted if d not in ("cls", "seg", "cls-half")]
+    if bad:
+        sys.exit(f"cold_bench.py: unknown dataset(s) {', '.join(bad)} (cls, seg, cls-half)")
+    return wanted, sorted({"cls" if d == "cls-half" else d for d in wanted})
 
 
 def prepare(args):
     import shardpack
 
     work = pathlib.Path(args.work)
-    n = sizes(args.quick)
+    n = sizes(args)
+    built = chosen(args)[1]
     out = {}
     for name, task, count, width, extra, records in (
             ("cls", "cls", 64, 112, ["--color", "gray", "--size", "112x112"], n["cls"]),
             ("seg", "seg", 16, 512, ["--size", "512x512", "--compression", "none"], n["seg"])):
+        if name not in built:
+            continue
         src, data = work / "src" / name, work / "data" / name
         if not (src / "list.csv").exists():
             subprocess.run([f"{args.bin}/make_sample_data", "--out", str(src), "--task", task, "--count", str(count),
@@ -472,7 +485,8 @@ def drive(args):
     import shardpack.torch  # noqa: F401  (imported once here: every row's fork has it)
 
     work = pathlib.Path(args.work).resolve()
-    n = sizes(args.quick)
+    n = sizes(args)
+    wanted, built = chosen(args)
     reps = args.reps or (1 if args.quick else 3)
     cap = args.max_seconds or (6.0 if args.quick else 15.0)
     hard = cap * 1.5 + 2  # a run still in its first batches by then is stopped (a lower bound)
@@ -480,20 +494,20 @@ def drive(args):
     cxx_bin = os.path.join(args.bin, "bench_cold_io")
     cxx = cxx_features(cxx_bin)
     info = {}
-    for name in ("cls", "seg"):
+    for name in built:
         ds = shardpack.open(str(work / "data" / name / "ds"))
         info[name] = {"records": len(ds), "shards": len(ds.shard_starts), "data_bytes": ds.data_bytes,
                       "file_bytes": sum(os.path.getsize(p) for p in files_of(work / "data" / name / "ds")),
                       "npy_bytes": sum(os.path.getsize(p) for p in files_of(work / "data" / name / "npy"))}
         del ds
-    half = info["cls"]["data_bytes"] // 2
-    datasets = [("cls", "cls", 512, 1, 0), ("seg", "seg", 16, 1, 0), ("cls-half", "cls", 512, n["epochs"], half)]
+    half = info["cls"]["data_bytes"] // 2 if "cls" in info else 0
+    datasets = [d for d in [("cls", "cls", 512, 1, 0), ("seg", "seg", 16, 1, 0),
+                            ("cls-half", "cls", 512, n["epochs"], half)] if d[0] in wanted]
     storages = [s for s in args.storage.split(",") if s]
     notes, runs = [], []
     slowfs_bin = os.path.join(args.bin, "slowfs")
     why_not = slowfs_unusable(slowfs_bin)
-    all_local = files_of(work / "data" / "cls" / "ds") + files_of(work / "data" / "cls" / "npy") + \
-        files_of(work / "data" / "seg" / "ds") + files_of(work / "data" / "seg" / "npy")
+    all_local = [p for name in built for p in files_of(work / "data" / name / "ds") + files_of(work / "data" / name / "npy")]
     eviction_left = None
     done_cut = set()  # (storage, dataset, row) cut in an earlier rep: not repeated
 
@@ -620,13 +634,15 @@ def _median(values):
 
 def markdown(report):
     info = report["datasets"]
-    described = {
-        "cls": f"cls: {info['cls']['records']:,} grey 112x112, {info['cls']['data_bytes'] / 1e6:.0f} MB, batches of 512",
-        "seg": f"seg: {info['seg']['records']:,} 512x512 RGB + one-hot label, {info['seg']['data_bytes'] / 1e6:.0f} MB, "
-               f"batches of 16",
-        "cls-half": f"cls-half: the cls dataset, cache_bytes = {report['half_cache_bytes'] / 1e6:.0f} MB (half), "
-                    "every epoch evicted first",
-    }
+    described = {}
+    if "cls" in info:
+        described["cls"] = f"cls: {info['cls']['records']:,} grey 112x112, {info['cls']['data_bytes'] / 1e6:.0f} MB, batches of 512"
+    if "seg" in info:
+        described["seg"] = (f"seg: {info['seg']['records']:,} 512x512 RGB + one-hot label, "
+                            f"{info['seg']['data_bytes'] / 1e6:.0f} MB, batches of 16")
+    if any(r["dataset"] == "cls-half" for r in report["summary"]):
+        described["cls-half"] = (f"cls-half: the cls dataset, cache_bytes = {report['half_cache_bytes'] / 1e6:.0f} MB "
+                                 "(half), every epoch evicted first")
     out = ["| storage | dataset | way | epoch | s | samples/s | MB/s | vs floor | vs np.load | seeks | peak RSS MB | CPU s | io |",
            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in report["summary"]:
@@ -667,14 +683,14 @@ def markdown(report):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("prepare")
-    a.add_argument("--bin", required=True)
-    a.add_argument("--work", required=True)
-    a.add_argument("--quick", action="store_true")
-    a = sub.add_parser("drive")
-    a.add_argument("--bin", required=True)
-    a.add_argument("--work", required=True)
-    a.add_argument("--quick", action="store_true")
+    for command in ("prepare", "drive"):
+        a = sub.add_parser(command)
+        a.add_argument("--bin", required=True)
+        a.add_argument("--work", required=True)
+        a.add_argument("--quick", action="store_true")
+        a.add_argument("--datasets", default="cls,seg,cls-half", help="which of cls, seg, cls-half (default: all)")
+        a.add_argument("--seg-records", type=int, default=0,
+                       help="records of the seg dataset (default 200, --quick 24; 1,150 make ~2 GB)")
     a.add_argument("--reps", type=int, default=0, help="interleaved reps (default 3; --quick 1)")
     a.add_argument("--max-seconds", type=float, default=0, help="cut a run after this long (default 20; --quick 6)")
     a.add_argument("--storage", default="local,hdd,nfs")

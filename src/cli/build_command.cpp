@@ -112,11 +112,12 @@ CLI::App* add_build_command(CLI::App& app, build_command_options& o) {
                   "Keep a CSV column as a per-sample field (format 1.5): NAME:KIND[=COLUMN], KIND int, float, str, "
                   "int-list, float-list, tags (multi-label: names or ids separated by ; | or ,) or boxes ('x0 y0 x1 y1 "
                   "label' in source pixels, boxes separated by ;); COLUMN defaults to NAME; boxes may come from a COCO "
-                  "JSON: NAME:boxes=coco:FILE. Repeat for more fields")
+                  "JSON: NAME:boxes=coco:FILE. Repeat for more fields. With --samples -, each sample brings its values "
+                  "(shardpack.write's fields=), as such cells")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     b->add_option("--field-names", o.field_names,
                   "NAME=FILE: the tags (or box classes) of field NAME, one per line, in id order; default: those found "
-                  "in the data (ids 0..max, or names sorted)")
+                  "in the data (ids 0..max, or names sorted); needed with --samples -")
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     b->add_option("--unknown-name", o.unknown_name,
                   "A tag or box class not in the field's --field-names list: error, or ignore (dropped and counted)")
@@ -273,8 +274,7 @@ void check_stream_options(const build_command_options& o, build_options& b) {
     const std::pair<bool, const char*> list_options[] = {
         {!o.csv.empty(), "--csv"}, {!o.images.empty(), "--images"}, {!o.masks.empty(), "--masks"}, {!o.root.empty(), "--root"},
         {o.header || o.no_header, "--header/--no-header"}, {o.image_col != "0" || o.label_col != "1", "--image-col/--label-col"},
-        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"},
-        {!o.fields.empty() || !o.field_names.empty(), "--field (the stream does not carry fields yet)"}};
+        {o.shuffle, "--shuffle (shuffle the samples before they are written)"}, {!o.partition.empty(), "--partition"}};
     for (const auto& [given, name] : list_options)
         if (given) throw usage_error(std::string("--samples: ") + name + " does not apply to a sample stream");
     b.input.from_stream = true;

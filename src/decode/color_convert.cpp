@@ -87,4 +87,41 @@ image_u8 convert_layout(image_u8 img, pixel_layout layout) {
     return out;
 }
 
+void convert_samples(const image_u8& src, pixel_layout layout, image_u8& out) {
+    const std::uint32_t n = src.channels;
+    const std::uint32_t want = layout == pixel_layout::bands ? n : channel_count(layout);
+    const std::size_t pixels = std::size_t(src.width) * src.height;
+    out.width = src.width;
+    out.height = src.height;
+    out.channels = want;
+    out.sample_bytes = src.sample_bytes;
+    out.pixels.resize(pixels * want * src.sample_bytes);
+    const bool wide = src.sample_bytes == 2;
+    const std::uint32_t top = wide ? 65535 : 255;
+    const auto get = [&](std::size_t p, std::uint32_t c) -> std::uint32_t {
+        return wide ? src.samples16()[p * n + c] : src.pixels[p * n + c];
+    };
+    const auto set = [&](std::size_t p, std::uint32_t c, std::uint32_t v) {
+        if (wide) out.samples16()[p * want + c] = static_cast<std::uint16_t>(v);
+        else out.pixels[p * want + c] = static_cast<std::uint8_t>(v);
+    };
+    for (std::size_t p = 0; p < pixels; ++p) {
+        if (layout == pixel_layout::gray) {
+            if (n < 3) {
+                set(p, 0, get(p, 0));
+            } else {  // PIL's luma, at either depth
+                const std::uint64_t l = (std::uint64_t(get(p, 0)) * 19595u + std::uint64_t(get(p, 1)) * 38470u +
+                                         std::uint64_t(get(p, 2)) * 7471u + 0x8000u) >> 16;
+                set(p, 0, static_cast<std::uint32_t>(l));
+            }
+        } else if (layout == pixel_layout::bands) {
+            for (std::uint32_t c = 0; c < n; ++c) set(p, c, get(p, c));
+        } else {
+            const bool gray = n < 3;
+            for (std::uint32_t c = 0; c < 3; ++c) set(p, c, get(p, gray ? 0 : c));
+            if (want == 4) set(p, 3, n == 2 ? get(p, 1) : n >= 4 ? get(p, 3) : top);
+        }
+    }
+}
+
 }  // namespace shardpack

@@ -30,6 +30,12 @@ void cmyk_to_rgb(const std::uint8_t* cmyk, std::uint8_t* rgb, std::size_t pixels
 // when img.channels is not 1, 3 or 4 or the pixel buffer has the wrong size.
 image_u8 convert_layout(image_u8 img, pixel_layout layout);
 
+// Any image of 1..N bands at 8 or 16 bits (`src.sample_bytes`) in `layout`, into `out`, as the
+// decoders give a file of it: bands keeps every sample; gray takes the first band of a 1- or
+// 2-band image, else PIL's luma of the first three; rgb and rgba replicate gray, take the
+// alpha of a 2-band image or the fourth band, or add an opaque one; the depth is kept.
+void convert_samples(const image_u8& src, pixel_layout layout, image_u8& out);
+
 // 8-bit samples to 16 (v * 257: 255 becomes 65535), or 16-bit samples to their high byte (v >> 8,
 // as PIL and OpenCV reduce 16-bit PNGs), in place; `img` then has `sample_bytes`.
 void convert_depth(image_u8& img, std::uint32_t sample_bytes);

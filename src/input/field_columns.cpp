@@ -71,12 +71,98 @@ void put_u32(std::string& out, std::uint32_t v) {
     out.append(reinterpret_cast<const char*>(b), 4);
 }
 
-// A tags or boxes field's names: declared (--field-names) or found in the data.
-struct vocabulary {
-    std::vector<std::string> names;
-    std::unordered_map<std::string, std::uint32_t> id_of;
-    bool declared = false;
-};
+using vocabulary = field_vocabulary;
+
+// A label's pieces: the tags of a tags cell, or each box's label in a boxes cell.
+std::vector<std::string_view> labels_in(field_kind kind, std::string_view cell) {
+    std::vector<std::string_view> out;
+    if (kind == field_kind::tags) return split_any(strip_brackets(cell), ";|,");
+    for (std::string_view b : split_any(cell, ";")) {
+        const auto parts = split_any(strip_brackets(b), " \t,");
+        if (parts.size() == 5) out.push_back(parts[4]);
+    }
+    return out;
+}
+
+// Field `s`'s cell into `v` (boxes into `list`), by the rules of a CSV column. `at` prefixes
+// errors (the row's place); `ignored` counts names dropped by --unknown-name ignore.
+void parse_cell(const field_spec& s, std::string_view cell, const vocabulary& vocab, unknown_name_policy unknown,
+                const std::string& at, std::size_t& ignored, field_value& v, std::vector<source_box>& list) {
+    const std::string bad = at + "field '" + s.name + "' (" + detail::field_kind_name(s.kind) + "): ";
+    const auto label_id = [&](std::string_view label) -> std::optional<std::uint32_t> {
+        if (const auto it = vocab.id_of.find(std::string(label)); it != vocab.id_of.end()) return it->second;
+        if (is_integer(label)) {
+            const auto id = integer_value(label);
+            if (id && *id >= 0 && *id < std::int64_t(vocab.names.size())) return std::uint32_t(*id);
+        }
+        if (unknown == unknown_name_policy::ignore) {
+            ++ignored;
+            return std::nullopt;
+        }
+        throw input_error(at + "field '" + s.name + "': '" + std::string(label) + "' is not one of its " +
+                          std::to_string(vocab.names.size()) + " names" +
+                          (vocab.declared ? " in " + s.names_path + " (--unknown-name ignore drops such names, counted)" : ""));
+    };
+    switch (s.kind) {
+        case field_kind::int64: {
+            const auto i = is_integer(cell) ? integer_value(cell) : std::nullopt;
+            if (!i) throw input_error(bad + "'" + std::string(cell) + "' is not a 64-bit integer");
+            v.ints.push_back(*i);
+            break;
+        }
+        case field_kind::float64: {
+            const auto x = number_value(cell);
+            if (!x) throw input_error(bad + "'" + std::string(cell) + "' is not a finite number");
+            v.floats.push_back(*x);
+            break;
+        }
+        case field_kind::string: v.text.assign(cell); break;
+        case field_kind::int64_list:
+        case field_kind::float64_list:
+            for (std::string_view item : split_any(strip_brackets(cell), " \t,;")) {
+                if (s.kind == field_kind::int64_list) {
+                    const auto i = is_integer(item) ? integer_value(item) : std::nullopt;
+                    if (!i) throw input_error(bad + "'" + std::string(item) + "' is not a 64-bit integer");
+                    v.ints.push_back(*i);
+                } else {
+                    const auto x = number_value(item);
+                    if (!x) throw input_error(bad + "'" + std::string(item) + "' is not a finite number");
+                    v.floats.push_back(*x);
+                }
+            }
+            break;
+        case field_kind::tags: {
+            for (std::string_view tag : labels_in(s.kind, cell))
+                if (const auto id = label_id(tag)) v.ids.push_back(*id);
+            std::sort(v.ids.begin(), v.ids.end());
+            v.ids.erase(std::unique(v.ids.begin(), v.ids.end()), v.ids.end());
+            break;
+        }
+        case field_kind::boxes:
+            for (std::string_view b : split_any(cell, ";")) {
+                const auto parts = split_any(strip_brackets(b), " \t,");
+                if (parts.size() != 5)
+                    throw input_error(bad + "'" + std::string(b) + "' is not a box 'x0 y0 x1 y1 label' (boxes separated by ';')");
+                double c[4];
+                for (int j = 0; j < 4; ++j) {
+                    const auto x = number_value(parts[j]);
+                    if (!x) throw input_error(bad + "'" + std::string(parts[j]) + "' is not a finite number");
+                    c[j] = *x;
+                }
+                if (const auto id = label_id(parts[4])) list.push_back({c[0], c[1], c[2], c[3], *id});
+            }
+            break;
+    }
+}
+
+// A declared list of names (--field-names), as a vocabulary.
+vocabulary declared_vocabulary(const field_spec& s) {
+    vocabulary v;
+    for (const auto& c : load_class_names(s.names_path)) v.names.push_back(c.name);
+    v.declared = true;
+    for (std::size_t i = 0; i < v.names.size(); ++i) v.id_of.emplace(v.names[i], std::uint32_t(i));
+    return v;
+}
 
 }  // namespace
 
@@ -131,20 +217,21 @@ void field_table::declare(std::vector<field_info> decls) {
     offsets_.assign(1, 0);
 }
 
-void field_table::add_row(const std::vector<field_value>& values, const std::vector<std::vector<source_box>>& source_boxes) {
-    if (values.size() != decls_.size()) throw std::invalid_argument("field_table::add_row: one value per declared field");
+void append_source_row(const std::vector<field_info>& decls, const std::vector<field_value>& values,
+                       const std::vector<std::vector<source_box>>& source_boxes, std::string& out) {
+    if (values.size() != decls.size()) throw std::invalid_argument("append_source_row: one value per declared field");
     // Each value as a record holds it, except boxes, which keep their source coordinates.
     std::size_t box_field = 0;
     std::vector<field_value> one(1);
-    for (std::size_t i = 0; i < decls_.size(); ++i) {
-        if (decls_[i].kind != field_kind::boxes) {
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+        if (decls[i].kind != field_kind::boxes) {
             std::vector<unsigned char> piece;
             one[0] = values[i];
-            detail::encode_field_values({decls_[i]}, one, piece);
-            bytes_.append(reinterpret_cast<const char*>(piece.data()), piece.size());
+            detail::encode_field_values({decls[i]}, one, piece);
+            out.append(reinterpret_cast<const char*>(piece.data()), piece.size());
         } else {
             const auto& list = source_boxes.at(box_field++);
-            put_u32(bytes_, static_cast<std::uint32_t>(list.size()));
+            put_u32(out, static_cast<std::uint32_t>(list.size()));
             for (const source_box& b : list) {
                 unsigned char q[source_box_bytes];
                 detail::store_f64(q, b.x0);
@@ -152,11 +239,65 @@ void field_table::add_row(const std::vector<field_value>& values, const std::vec
                 detail::store_f64(q + 16, b.x1);
                 detail::store_f64(q + 24, b.y1);
                 detail::store_u32(q + 32, b.label);
-                bytes_.append(reinterpret_cast<const char*>(q), sizeof q);
+                out.append(reinterpret_cast<const char*>(q), sizeof q);
             }
         }
     }
+}
+
+void field_table::add_row(const std::vector<field_value>& values, const std::vector<std::vector<source_box>>& source_boxes) {
+    append_source_row(decls_, values, source_boxes, bytes_);
     offsets_.push_back(bytes_.size());
+}
+
+field_cell_parser::field_cell_parser(std::vector<field_spec> specs, unknown_name_policy unknown, const std::string& usage)
+    : specs_(std::move(specs)), unknown_(unknown), ignored_(specs_.size(), 0), values_(specs_.size()) {
+    std::set<std::string> names;
+    for (const auto& s : specs_) {
+        if (!names.insert(s.name).second) throw usage_error("--field: two fields are named '" + s.name + "'");
+        if (!s.coco_path.empty()) throw usage_error(usage + ": --field " + s.name + ":boxes=coco:FILE reads a list's file names; give the boxes in the field's values");
+        if (!s.column.empty() && s.column != s.name) throw usage_error(usage + ": --field " + s.name + "=" + s.column + ": a value has no column; give NAME:KIND");
+        field_info d{s.name, s.kind, {}};
+        vocabulary v;
+        if (detail::has_vocabulary(s.kind)) {
+            if (s.names_path.empty())
+                throw usage_error(usage + ": field '" + s.name + "' (" + detail::field_kind_name(s.kind) + ") needs --field-names " +
+                                  s.name + "=FILE: its names cannot be found in data that has not come yet");
+            v = declared_vocabulary(s);
+            d.vocabulary = v.names;
+        }
+        vocab_.push_back(std::move(v));
+        decls_.push_back(std::move(d));
+        boxes_.resize(boxes_.size() + (s.kind == field_kind::boxes));
+    }
+    if (specs_.size() > detail::max_fields) throw usage_error("--field: at most 256 fields");
+    if (auto why = detail::fields_problem(decls_); !why.empty()) throw usage_error("--field: " + why);
+}
+
+void field_cell_parser::parse(const std::vector<std::string_view>& cells, std::string& out) {
+    if (cells.size() != specs_.size())
+        throw input_error(std::to_string(cells.size()) + " field values for the " + std::to_string(specs_.size()) + " declared fields");
+    std::size_t box_field = 0;
+    for (std::size_t f = 0; f < specs_.size(); ++f) {
+        field_value& v = values_[f];
+        v.kind = specs_[f].kind;
+        v.clear();
+        std::vector<source_box> none;
+        auto& list = specs_[f].kind == field_kind::boxes ? boxes_[box_field++] : none;
+        list.clear();
+        parse_cell(specs_[f], cells[f], vocab_[f], unknown_, "", ignored_[f], v, list);
+    }
+    out.clear();
+    append_source_row(decls_, values_, boxes_, out);
+}
+
+std::vector<std::string> field_cell_parser::notes() const {
+    std::vector<std::string> out;
+    for (std::size_t f = 0; f < specs_.size(); ++f)
+        if (ignored_[f])
+            out.push_back("field '" + specs_[f].name + "': " + std::to_string(ignored_[f]) +
+                          " names not in its list were ignored (--unknown-name ignore)");
+    return out;
 }
 
 void decode_source_row(const std::vector<field_info>& decls, std::string_view bytes, std::vector<field_value>& values,
@@ -362,17 +503,6 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
     for (std::size_t f = 0, k = 0; f < specs_.size(); ++f)
         if (columns_[f] != no_column) cell_index[f] = k++;
 
-    // A label's pieces: the tags of a tags cell, or each box's label in a boxes cell.
-    const auto labels_in = [&](std::size_t f, std::string_view cell) {
-        std::vector<std::string_view> out;
-        if (specs_[f].kind == field_kind::tags) return split_any(strip_brackets(cell), ";|,");
-        for (std::string_view b : split_any(cell, ";")) {
-            const auto parts = split_any(strip_brackets(b), " \t,");
-            if (parts.size() == 5) out.push_back(parts[4]);
-        }
-        return out;
-    };
-
     for (std::size_t f = 0; f < specs_.size(); ++f) {
         const field_spec& s = specs_[f];
         field_info d{s.name, s.kind, {}};
@@ -382,15 +512,14 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
         } else if (detail::has_vocabulary(s.kind)) {
             vocabulary& v = vocab[f];
             if (!s.names_path.empty()) {
-                for (const auto& c : load_class_names(s.names_path)) v.names.push_back(c.name);
-                v.declared = true;
+                v = declared_vocabulary(s);
             } else {
                 // As classification labels: all ids (names "0".."max") or all names (sorted).
                 std::set<std::string, std::less<>> names;
                 std::int64_t max_id = -1;
                 std::optional<std::size_t> first_id, first_name;
                 for (std::size_t r = 0; r < rows; ++r)
-                    for (std::string_view label : labels_in(f, cells[r][cell_index[f]])) {
+                    for (std::string_view label : labels_in(s.kind, cells[r][cell_index[f]])) {
                         if (is_integer(label)) {
                             const auto id = integer_value(label);
                             if (!id || *id < 0 || *id >= std::int64_t(detail::max_vocabulary))
@@ -416,7 +545,8 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
                                 (s.kind == field_kind::tags ? "tags" : "box classes") + " found in the data (give --field-names " +
                                 s.name + "=FILE to declare them)");
             }
-            for (std::size_t i = 0; i < v.names.size(); ++i) v.id_of.emplace(v.names[i], std::uint32_t(i));
+            if (!v.declared)
+                for (std::size_t i = 0; i < v.names.size(); ++i) v.id_of.emplace(v.names[i], std::uint32_t(i));
             d.vocabulary = v.names;
         }
         decls.push_back(std::move(d));
@@ -431,22 +561,6 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
     for (const auto& s : specs_) box_fields += s.kind == field_kind::boxes;
     std::vector<std::vector<source_box>> boxes(box_fields);
 
-    const auto label_id = [&](std::size_t f, std::size_t r, std::string_view label) -> std::optional<std::uint32_t> {
-        const vocabulary& v = vocab[f];
-        if (const auto it = v.id_of.find(std::string(label)); it != v.id_of.end()) return it->second;
-        if (is_integer(label)) {
-            const auto id = integer_value(label);
-            if (id && *id >= 0 && *id < std::int64_t(v.names.size())) return std::uint32_t(*id);
-        }
-        if (in_.unknown == unknown_name_policy::ignore) {
-            ++unknown_ignored[f];
-            return std::nullopt;
-        }
-        throw input_error(at(r) + "field '" + specs_[f].name + "': '" + std::string(label) + "' is not one of its " +
-                          std::to_string(v.names.size()) + " names" +
-                          (v.declared ? " in " + specs_[f].names_path + " (--unknown-name ignore drops such names, counted)" : ""));
-    };
-
     for (std::size_t r = 0; r < rows; ++r) {
         std::size_t box_field = 0;
         for (std::size_t f = 0; f < specs_.size(); ++f) {
@@ -455,72 +569,22 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
             v.kind = s.kind;
             v.clear();
             const std::string_view cell = cell_index[f] == no_column ? std::string_view() : cells[r][cell_index[f]];
-            const std::string bad = at(r) + "field '" + s.name + "' (" + detail::field_kind_name(s.kind) + "): ";
-            switch (s.kind) {
-                case field_kind::int64: {
-                    const auto i = is_integer(cell) ? integer_value(cell) : std::nullopt;
-                    if (!i) throw input_error(bad + "'" + std::string(cell) + "' is not a 64-bit integer");
-                    v.ints.push_back(*i);
-                    break;
-                }
-                case field_kind::float64: {
-                    const auto x = number_value(cell);
-                    if (!x) throw input_error(bad + "'" + std::string(cell) + "' is not a finite number");
-                    v.floats.push_back(*x);
-                    break;
-                }
-                case field_kind::string: v.text.assign(cell); break;
-                case field_kind::int64_list:
-                case field_kind::float64_list:
-                    for (std::string_view item : split_any(strip_brackets(cell), " \t,;")) {
-                        if (s.kind == field_kind::int64_list) {
-                            const auto i = is_integer(item) ? integer_value(item) : std::nullopt;
-                            if (!i) throw input_error(bad + "'" + std::string(item) + "' is not a 64-bit integer");
-                            v.ints.push_back(*i);
-                        } else {
-                            const auto x = number_value(item);
-                            if (!x) throw input_error(bad + "'" + std::string(item) + "' is not a finite number");
-                            v.floats.push_back(*x);
-                        }
-                    }
-                    break;
-                case field_kind::tags: {
-                    for (std::string_view tag : labels_in(f, cell))
-                        if (const auto id = label_id(f, r, tag)) v.ids.push_back(*id);
-                    std::sort(v.ids.begin(), v.ids.end());
-                    v.ids.erase(std::unique(v.ids.begin(), v.ids.end()), v.ids.end());
-                    break;
-                }
-                case field_kind::boxes: {
-                    auto& list = boxes[box_field++];
-                    list.clear();
-                    if (!s.coco_path.empty()) {
-                        // The row's key as the JSON names it: the whole path, else its file name.
-                        const std::string k(key(r));
-                        auto it = coco[f].by_file.find(k);
-                        if (it == coco[f].by_file.end())
-                            it = coco[f].by_file.find(std::filesystem::path(k).filename().string());
-                        if (it == coco[f].by_file.end())
-                            throw input_error(bad + "the image '" + k + "' is not in " + s.coco_path +
-                                              " (its \"images\" list every image, those without boxes too)");
-                        list = it->second;
-                        coco_used[f].insert(it->first);
-                    } else {
-                        for (std::string_view b : split_any(cell, ";")) {
-                            const auto parts = split_any(strip_brackets(b), " \t,");
-                            if (parts.size() != 5)
-                                throw input_error(bad + "'" + std::string(b) + "' is not a box 'x0 y0 x1 y1 label' (boxes separated by ';')");
-                            double c[4];
-                            for (int j = 0; j < 4; ++j) {
-                                const auto x = number_value(parts[j]);
-                                if (!x) throw input_error(bad + "'" + std::string(parts[j]) + "' is not a finite number");
-                                c[j] = *x;
-                            }
-                            if (const auto id = label_id(f, r, parts[4])) list.push_back({c[0], c[1], c[2], c[3], *id});
-                        }
-                    }
-                    break;
-                }
+            std::vector<source_box> none;
+            auto& list = s.kind == field_kind::boxes ? boxes[box_field++] : none;
+            list.clear();
+            if (!s.coco_path.empty()) {
+                // The row's key as the JSON names it: the whole path, else its file name.
+                const std::string k(key(r));
+                auto it = coco[f].by_file.find(k);
+                if (it == coco[f].by_file.end())
+                    it = coco[f].by_file.find(std::filesystem::path(k).filename().string());
+                if (it == coco[f].by_file.end())
+                    throw input_error(at(r) + "field '" + s.name + "' (boxes): the image '" + k + "' is not in " + s.coco_path +
+                                      " (its \"images\" list every image, those without boxes too)");
+                list = it->second;
+                coco_used[f].insert(it->first);
+            } else {
+                parse_cell(s, cell, vocab[f], in_.unknown, at(r), unknown_ignored[f], v, list);
             }
         }
         table.add_row(values, boxes);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "shardpack/detail/fields.hpp"
@@ -62,6 +63,42 @@ private:
     std::vector<field_info> decls_;
     std::string bytes_;
     std::vector<std::uint64_t> offsets_;
+};
+
+// A tags or boxes field's names: declared (--field-names) or found in the data.
+struct field_vocabulary {
+    std::vector<std::string> names;
+    std::unordered_map<std::string, std::uint32_t> id_of;
+    bool declared = false;
+};
+
+// Appends one row's source bytes (as field_table::row gives them) to `out`.
+void append_source_row(const std::vector<field_info>& decls, const std::vector<field_value>& values,
+                       const std::vector<std::vector<source_box>>& source_boxes, std::string& out);
+
+// Fields whose values come one row at a time, each as the text of a CSV cell (the sample stream
+// of `build --samples -`): the same rules, vocabularies and errors as a CSV column. Tags and
+// boxes need their names declared (--field-names): none can be found in data not yet read.
+class field_cell_parser {
+public:
+    // usage: what the options are called in a usage_error ("--samples").
+    field_cell_parser(std::vector<field_spec> specs, unknown_name_policy unknown, const std::string& usage);
+    const std::vector<field_info>& declarations() const { return decls_; }
+    // One row: a cell per declared field, in declaration order; its source bytes into `out`.
+    // Throws input_error "field 'NAME' (KIND): ..." for a bad cell (the caller names the row).
+    // Not thread-safe (one scratch row).
+    void parse(const std::vector<std::string_view>& cells, std::string& out);
+    // What the log should say (names ignored by --unknown-name ignore).
+    std::vector<std::string> notes() const;
+
+private:
+    std::vector<field_spec> specs_;
+    unknown_name_policy unknown_;
+    std::vector<std::size_t> ignored_;
+    std::vector<field_info> decls_;
+    std::vector<field_vocabulary> vocab_;
+    std::vector<field_value> values_;
+    std::vector<std::vector<source_box>> boxes_;
 };
 
 // Row i's values from its source bytes: boxes (per boxes field, in declaration order) stay in

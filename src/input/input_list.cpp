@@ -348,6 +348,10 @@ input_list load_stream_input(const input_options& o) {
     list.from_stream = true;
     list.task = o.task;
     list.classes = o.task == task_kind::segmentation ? load_class_dict(o.classes_path) : load_class_names(o.classes_path);
+    if (!o.fields.empty()) {  // each sample brings its values (cells, as a CSV's): declared here, parsed as they come
+        list.stream_fields = std::make_shared<field_cell_parser>(o.fields, o.unknown_name, "--samples");
+        list.fields.declare(list.stream_fields->declarations());
+    }
     return list;
 }
 

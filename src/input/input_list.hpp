@@ -1,6 +1,7 @@
 // The input list: the CSV of image paths and labels, read, checked and resolved into samples.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,7 @@ public:
     // The rows of the list, or of a stream the samples it gave (stream_rows, set at its end).
     std::uint64_t row_count() const { return from_stream ? stream_rows : rows_.size(); }
     bool from_stream = false;
+    std::shared_ptr<field_cell_parser> stream_fields;  // from_stream with --field: each sample's values as cells
     std::uint64_t stream_rows = 0;
     bool empty() const { return rows_.empty(); }
     sample_row row(std::size_t i) const;

@@ -6,7 +6,6 @@
 #include "dataset/dataset_names.hpp"
 #include "dataset/dataset_writer.hpp"
 #include "dataset/folder_ledger.hpp"
-#include "remote/s3_client.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -174,9 +173,12 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         if (r.problems.size() < max_problems) r.problems.push_back(std::move(what));
     };
     dataset ds;
+    open_options mapped;  // whole-file hashes read the mappings
+    mapped.io = io_mode::mmap;
     try {
-        open_options mapped;  // whole-file hashes read the mappings
-        mapped.io = io_mode::mmap;
+        // The folder's storage, kept to list the folder below: the local folder, or the one an
+        // s3:// URL's opener makes (src/remote/ registers it), through the reader's interface.
+        mapped = dataset::with_storage(dir, mapped);
         ds = dataset::open(dir, mapped);
     } catch (const std::exception& e) {
         problem(e.what());
@@ -193,20 +195,14 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
     for (std::size_t k = 0; k < ds.shard_count(); ++k) names.insert(ds.shard_name(k));
     std::vector<std::pair<std::string, std::string>> entries;  // name, local path ("" remotely)
     folder_ledger ledger;
-    if (remote::is_s3_url(dir)) {
-        const remote::s3_location where = remote::parse_s3_url(dir);
-        auto client = remote::shared_client();
-        const std::string prefix = where.prefix.empty() ? "" : where.prefix + "/";
-        for (const auto& o : client->list_objects(where.bucket, prefix))
-            if (o.key.find('/', prefix.size()) == std::string::npos) entries.push_back({o.key.substr(prefix.size()), ""});
-        bool found = false;
-        const auto text = client->get_object(where.bucket, where.key(folder_ledger::file_name), 64 << 20, &found);
-        if (found) ledger = folder_ledger::parse(std::string(text.begin(), text.end())).value_or(folder_ledger{});
-    } else {
-        ledger = folder_ledger::load(dir).value_or(folder_ledger{});
-        for (const auto& entry : fs::directory_iterator(dir))
-            entries.push_back({entry.path().filename().string(), entry.path().string()});
+    const bool in_folder = dynamic_cast<const detail::local_storage*>(mapped.storage.get()) != nullptr;
+    for (auto& name : mapped.storage->list_names()) {
+        std::string path = in_folder ? dir + "/" + name : std::string();
+        if (!in_folder && name == folder_ledger::file_name)  // the ledger push keeps beside the dataset
+            ledger = folder_ledger::parse(mapped.storage->read_small_file(name, 64 << 20)).value_or(folder_ledger{});
+        entries.push_back({std::move(name), std::move(path)});
     }
+    if (in_folder) ledger = folder_ledger::load(dir).value_or(folder_ledger{});
     for (const auto& [name, path] : entries) {
         if (name.rfind("shard-", 0) == 0 && fs::path(name).extension() == ".spk" && !names.count(name)) {
             if (ledger.retained.count(name))

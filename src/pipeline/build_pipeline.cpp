@@ -59,8 +59,11 @@ build_result run_build(const build_options& options) {
     spdlog::debug("memory limit {}: {} threads, {} rows in flight, {} per row", format_bytes(memory.limit), memory.threads,
                   memory.rows_in_flight, format_bytes(memory.per_row));
     const unsigned threads = memory.threads;
-    detail::schema_record schema =
-        make_schema(options, input.task, input.classes.size(), resolve_stored_pixels(options, input, memory.per_row));
+    std::unique_ptr<sample_stream> stream;
+    if (streamed) stream = std::make_unique<sample_stream>(input.classes.size(), input.stream_fields.get());
+    detail::schema_record schema = make_schema(
+        options, input.task, input.classes.size(),
+        resolve_stored_pixels(options, input, memory.per_row, streamed ? stream->first(memory.per_row) : nullptr));
     schema.fields = input.fields.declarations();
     if (schema.image_dtype_bytes == 2 || schema.channel_order == detail::order_code::bands)
         spdlog::info("images stored as {} {} (format 1.4)", schema.image_dtype_bytes == 2 ? "uint16" : "uint8",
@@ -88,8 +91,6 @@ build_result run_build(const build_options& options) {
         previous = previous_build::load(options.out_dir, wo.options_digest, memory.limit / 8);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }
-    std::unique_ptr<sample_stream> stream;
-    if (streamed) stream = std::make_unique<sample_stream>(input.classes.size());
     std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
     if (options.partition) {
         // A slice of the one global order: the parts of a shuffled build are slices of the
@@ -171,6 +172,8 @@ build_result run_build(const build_options& options) {
     if (streamed) {
         input.stream_rows = sink.totals().rows;
         writer.set_input_digest(hex64(stream->digest()));
+        if (input.stream_fields)
+            for (const auto& note : input.stream_fields->notes()) spdlog::info("{}", note);
     }
     result.interrupted_by = build_interrupt_signal.load();
     if (result.interrupted_by) {

@@ -21,8 +21,8 @@ struct previous_record;
 // instead of a file: its shape. channels 0: the bytes are a file's (PNG or JPEG).
 struct pixel_shape {
     std::uint32_t width = 0, height = 0;
-    std::uint8_t channels = 0;     // 1, 3 or 4
-    std::uint8_t value_bytes = 1;  // 2: uint16 values (index masks)
+    std::uint8_t channels = 0;     // images 1..255 (bands), masks 1, 3 or 4
+    std::uint8_t value_bytes = 1;  // 2: uint16 (images, index masks)
     bool is_pixels() const { return channels != 0; }
 };
 
@@ -51,6 +51,7 @@ struct sample_job {
     // texts here, image_file/label_file hold what the stream gave (file bytes or pixels).
     bool streamed = false;
     std::string key_text, label_key_text;
+    std::string field_text;  // field_source's bytes (field_cell_parser)
     pixel_shape image_pixels, label_pixels;
 
     void reset(std::size_t seq, const input_list& input, std::size_t index) {

@@ -5,45 +5,52 @@
 // rest of the pipeline is the same as for files; pixels skip the decode.
 //
 // Layout (little-endian). The stream starts with a header:
-//   8 bytes "SPSAMPv1", u64 total samples to come (0: not known; for the progress line)
+//   8 bytes "SPSAMPv2", u64 total samples to come (0: not known; for the progress line)
 // then frames, each a fixed head of frame_head_bytes:
 //   u8 tag              'S' a sample, 'R' a sample the writer could not convert (reason below:
 //                       rejected as a bad row is, by --on-error), 'E' the end (count: samples sent)
 //   u8 image_kind       part_kind below (none only for 'R')
-//   u8 image_channels   pixels: 1, 3 or 4 (uint8)
+//   u8 image_channels   pixels: 1 to 255 (other than 1, 3 or 4: kept with --color bands, else
+//                       converted as a TIFF of them would be)
 //   u8 label_kind       none (classification: class_id), encoded or pixels (segmentation)
 //   u8 label_channels   pixels: 1 (values) or 3, 4 (colors)
 //   u8 label_value_bytes pixels: 1 or 2 (uint16 values of one channel)
-//   u16 zero
+//   u8 image_value_bytes pixels: 1 (uint8) or 2 (uint16)
+//   u8 zero
 //   u32 image_width, image_height, label_width, label_height   (pixels)
 //   i32 class_id        classification: an id of the class table
 //   u32 key_bytes, label_key_bytes, reason_bytes
 //   u64 image_bytes, label_bytes   ('E': image_bytes is the count of samples sent)
-// then the key, the label key, the reason and the image and label bytes.
+//   u32 field_bytes     the sample's field values (--field), u32 zero
+// then the key, the label key, the reason, the image and label bytes, and the field values:
+// one cell per --field, in their order, each ended by a NUL byte, in the text a CSV cell of
+// that field holds (field_cell_parser: the same rules and errors as a CSV column).
 // A stream that ends without its 'E' frame (the writer was killed) publishes nothing.
-// Fields (boxes, tags: the issue "Beyond one 8-bit image and one label") will follow the label
-// bytes, sized by a member the next version of the head adds (SPSAMPv2); the writer refuses
-// them until then.
+// The first sample stands for the CSV's first row where the build reads one ahead (--depth
+// auto, --color bands): first() reads it before the pipeline starts.
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "input/field_columns.hpp"
 #include "io/input_stream.hpp"
 #include "pipeline/sample_job.hpp"
 #include "shardpack/detail/xxhash.hpp"
 
 namespace shardpack {
 
-inline constexpr char sample_stream_magic[8] = {'S', 'P', 'S', 'A', 'M', 'P', 'v', '1'};
-inline constexpr std::size_t frame_head_bytes = 56;
+inline constexpr char sample_stream_magic[8] = {'S', 'P', 'S', 'A', 'M', 'P', 'v', '2'};
+inline constexpr std::size_t frame_head_bytes = 64;
 enum class part_kind : std::uint8_t { none = 0, encoded = 1, pixels = 2 };
 
 class sample_stream {
 public:
     // Reads the stream's header. Throws input_error for a stream that is not one.
     // classes: the class table's size (a classification sample's id must be below it).
-    explicit sample_stream(std::size_t classes);
+    // fields: the declared fields' parser (input_list::stream_fields), or null without --field.
+    sample_stream(std::size_t classes, field_cell_parser* fields);
     std::uint64_t announced_total() const { return total_; }
 
     // The next sample into `job` (reset for position `seq`): true, or false after the end
@@ -53,15 +60,25 @@ public:
     // max_row_bytes: a sample's image and label together may take at most this much.
     bool next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
 
+    // The first sample, read ahead (then handed out by the first next()): null when the stream
+    // ends at once. Throws as next() does.
+    const sample_job* first(std::uint64_t max_row_bytes);
+
     // XXH3-64 of every frame head and key read: the manifest's input_digest of a streamed build.
     std::uint64_t digest() const;
 
 private:
     input_stream in_;
     std::size_t classes_;
+    field_cell_parser* fields_;
+    std::string cells_;
+    std::vector<std::string_view> cell_views_;
     std::uint64_t total_ = 0;
     std::uint64_t count_ = 0;
     XXH3_state_t digest_;
+    std::unique_ptr<sample_job> first_;  // read ahead by first(), not yet handed out
+    bool first_read_ = false, ended_ = false;
+    bool read_next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
     void read_exact(void* buf, std::size_t n, const char* what);
 };
 

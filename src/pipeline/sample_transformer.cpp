@@ -23,35 +23,55 @@ pixel_layout decode_layout(pixel_layout color, file_format format) {
 }
 }  // namespace
 
-stored_pixels resolve_stored_pixels(const build_options& o, const input_list& input, std::uint64_t max_row_bytes) {
+stored_pixels resolve_stored_pixels(const build_options& o, const input_list& input, std::uint64_t max_row_bytes,
+                                    const sample_job* first_streamed) {
     stored_pixels p;
     p.sample_bytes = o.depth == 16 ? 2 : 1;
-    if (input.empty() && o.color == pixel_layout::bands)  // a sample stream: no first row to read ahead
-        throw usage_error("--color bands takes its band count from the first row's image, which a sample stream "
-                          "(--samples -) does not give ahead; give --color gray, rgb or rgba");
-    if ((o.depth != 0 && o.color != pixel_layout::bands) || input.empty()) return p;  // a stream: --depth auto is 8
+    const bool streamed = input.empty();  // a sample stream: its first sample stands for the first row
+    if ((o.depth != 0 && o.color != pixel_layout::bands) || (streamed && first_streamed == nullptr)) {
+        if (o.color == pixel_layout::bands)
+            throw input_error("--color bands stores as many bands as the first sample's image has, and the sample stream has none");
+        return p;
+    }
     std::string path;
-    input.image_path(0, path);
-    std::vector<std::uint8_t> bytes;
+    std::vector<std::uint8_t> own_bytes;
+    const std::vector<std::uint8_t>* bytes = &own_bytes;
     file_format format = file_format::unknown;
-    // Within a row's share of --memory-limit, as the row itself will be read and decoded.
-    std::string why = read_file_into(path, bytes, nullptr, max_row_bytes, false, &format);
+    image_u8 first;
+    std::string why;
+    bool decoded = false;
+    if (streamed) {
+        path = "sample 0 '" + first_streamed->key_text + "'";  // as the build's messages name a streamed sample
+        if (!first_streamed->ok()) {
+            why = first_streamed->error;
+        } else if (first_streamed->image_pixels.is_pixels()) {  // pixels: their shape says it
+            first.channels = first_streamed->image_pixels.channels;
+            first.sample_bytes = first_streamed->image_pixels.value_bytes;
+            decoded = true;
+        } else {
+            bytes = &first_streamed->image_file;
+            format = sniff_format(bytes->data(), bytes->size());
+        }
+    } else {
+        input.image_path(0, path);
+        // Within a row's share of --memory-limit, as the row itself will be read and decoded.
+        why = read_file_into(path, own_bytes, nullptr, max_row_bytes, false, &format);
+    }
     // --depth auto reads the first row's header only; --color bands decodes it, the only way to
     // learn the band count of every format (a JPEG's is the decoder's choice).
-    image_u8 first;
-    if (why.empty()) {
+    if (why.empty() && !decoded) {
         try {
             if (o.color == pixel_layout::bands) {
                 decode_request req;
                 req.layout = decode_layout(o.color, format);
                 req.keep_16 = true;
-                const std::uint64_t need = decode_memory_estimate(probe_image(bytes.data(), bytes.size(), format), req);
-                if (need + bytes.size() > max_row_bytes)
+                const std::uint64_t need = decode_memory_estimate(probe_image(bytes->data(), bytes->size(), format), req);
+                if (need + bytes->size() > max_row_bytes)
                     throw decode_error("decoding it needs about " + format_bytes(need) + ", more than a row may take: " +
                                        format_bytes(max_row_bytes) + " (from --memory-limit)");
-                decode_image(bytes.data(), bytes.size(), format, req, first);
+                decode_image(bytes->data(), bytes->size(), format, req, first);
             } else {
-                first.sample_bytes = probe_image(bytes.data(), bytes.size(), format).bit_depth == 16 ? 2 : 1;
+                first.sample_bytes = probe_image(bytes->data(), bytes->size(), format).bit_depth == 16 ? 2 : 1;
             }
         } catch (const std::exception& e) {
             why = e.what();
@@ -59,7 +79,8 @@ stored_pixels resolve_stored_pixels(const build_options& o, const input_list& in
     }
     if (!why.empty()) {
         if (o.color == pixel_layout::bands)
-            throw input_error(path + ": --color bands stores as many bands as the first row's image has, and it cannot be read: " + why);
+            throw input_error(path + ": --color bands stores as many bands as the first " + (streamed ? "sample" : "row") +
+                              "'s image has, and it cannot be read: " + why);
         return p;  // --depth auto: 8 bits; the row fails as it would anyway
     }
     if (o.depth == 0) p.sample_bytes = static_cast<std::uint8_t>(first.sample_bytes);
@@ -143,9 +164,12 @@ void sample_transformer::operator()(sample_job& job, transform_scratch& scratch)
 
 namespace {
 // A streamed sample's image pixels as decoding a file of them would give them: in the stored
-// channels (convert_layout: what the decoders do). The bytes move into `out` (no copy when the
-// channels already match); `bytes` gets out's old buffer back, to keep both capacities.
-void take_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, pixel_layout layout, image_u8& out) {
+// channels, as the decoders convert (convert_layout at 8 bits, convert_samples at 16 or for 2 or
+// more than 4 bands), and 16-bit pixels in an 8-bit build cut to their high byte first, as a
+// 16-bit PNG's are before its channels are converted. The bytes move into `out` (no copy when
+// the channels already match); `bytes` gets out's old buffer back, to keep both capacities.
+void take_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, pixel_layout layout,
+                 std::uint32_t stored_sample_bytes, image_u8& out) {
     image_u8 img;
     img.width = shape.width;
     img.height = shape.height;
@@ -153,14 +177,16 @@ void take_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape, pix
     img.sample_bytes = shape.value_bytes;
     img.pixels.swap(bytes);
     bytes.swap(out.pixels);
+    if (img.sample_bytes > stored_sample_bytes) convert_depth(img, stored_sample_bytes);
     if (layout == pixel_layout::bands || img.channels == channel_count(layout)) {  // as given
         out = std::move(img);
         return;
     }
-    if (img.sample_bytes != 1)
-        throw input_error("uint16 pixels are stored in their own channels: give " + std::to_string(channel_count(layout)) +
-                          " channels, or --color bands");
-    out = convert_layout(std::move(img), layout);
+    if (img.sample_bytes == 1 && (img.channels == 1 || img.channels == 3 || img.channels == 4)) {
+        out = convert_layout(std::move(img), layout);
+        return;
+    }
+    convert_samples(img, layout, out);
 }
 
 // A streamed mask's pixels as decode_mask would give a file of them: index masks as values (one
@@ -181,7 +207,7 @@ void take_mask_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape
     }
     if (shape.value_bytes != 1)
         throw input_error("a color mask needs uint8 pixels; uint16 values are class ids (--mask-values index)");
-    take_pixels(bytes, shape, pixel_layout::rgb, out.colors);
+    take_pixels(bytes, shape, pixel_layout::rgb, 1, out.colors);
 }
 
 // Prefixes a decoder's complaint with the file it is about.
@@ -204,6 +230,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
         if (image_is_pixels) {
             image.width = job.image_pixels.width;
             image.height = job.image_pixels.height;
+            image.bit_depth = static_cast<std::uint8_t>(8 * job.image_pixels.value_bytes);  // lost_bits below
         } else {
             image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_session);
         }
@@ -258,7 +285,9 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
                                      (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
         // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
         std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
-                             (image_is_pixels ? std::uint64_t(width) * height * 4 : decode_memory_estimate(image, request));
+                             (image_is_pixels ? std::uint64_t(width) * height * job.image_pixels.value_bytes *
+                                                   std::max<std::uint32_t>(4, job.image_pixels.channels)
+                                             : decode_memory_estimate(image, request));
         if (segmentation)
             need += mask_is_pixels ? std::uint64_t(width) * height * 3 : decode_memory_estimate(mask, mask_request);
         if (need > max_row_bytes_)
@@ -271,7 +300,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
 
     image_u8& decoded = scratch.decoded;
     try {
-        if (image_is_pixels) take_pixels(job.image_file, job.image_pixels, options_.color, decoded);
+        if (image_is_pixels) take_pixels(job.image_file, job.image_pixels, options_.color, schema_.image_dtype_bytes, decoded);
         else decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_session);
     } catch (const std::exception& e) {
         rethrow_for(job.image_path, e);

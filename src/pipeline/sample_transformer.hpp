@@ -43,7 +43,10 @@ struct stored_pixels {
     std::uint8_t bands = 0;         // --color bands: the channel count; else 0
 };
 // The first row is read within max_row_bytes (a row's share of --memory-limit), as every row is.
-stored_pixels resolve_stored_pixels(const build_options& options, const input_list& input, std::uint64_t max_row_bytes);
+// A sample stream (an empty input list) has no rows ahead: its first sample, read ahead
+// (sample_stream::first), stands for the first row; null when the stream has none.
+stored_pixels resolve_stored_pixels(const build_options& options, const input_list& input, std::uint64_t max_row_bytes,
+                                    const sample_job* first_streamed = nullptr);
 
 // The schema a build with these options writes.
 detail::schema_record make_schema(const build_options& options, task_kind task, std::size_t class_count,

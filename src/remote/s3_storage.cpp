@@ -570,6 +570,14 @@ std::string s3_storage::version_of(const std::string& name) const {
 
 std::string s3_storage::describe() const { return impl_->where.url(); }
 
+std::vector<std::string> s3_storage::list_names() const {
+    const std::string prefix = impl_->where.prefix.empty() ? "" : impl_->where.prefix + "/";
+    std::vector<std::string> names;
+    for (const auto& o : impl_->client->list_objects(impl_->where.bucket, prefix))
+        if (o.key.find('/', prefix.size()) == std::string::npos) names.push_back(o.key.substr(prefix.size()));
+    return names;
+}
+
 remote_stats s3_storage::stats() const {
     std::lock_guard<std::mutex> lock(impl_->m);
     return impl_->stats;

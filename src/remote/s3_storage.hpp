@@ -83,6 +83,7 @@ public:
     std::shared_ptr<byte_source> open(const std::string& name) const override;
     std::string version_of(const std::string& name) const override;
     std::string describe() const override;
+    std::vector<std::string> list_names() const override;  // the keys directly under the prefix
     bool opens_shards_lazily() const override;
     void will_open(const std::string* names, std::size_t count) const override;
 

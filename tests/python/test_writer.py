@@ -277,7 +277,7 @@ def test_cli_sample_stream_refusals(tmp_path):
     assert r.returncode == 2 and b"--task" in r.stderr
     r = subprocess.run(base + ["--out", str(tmp_path / "o")], input=b"not a stream at all", capture_output=True)
     assert r.returncode == 1 and b"not a shardpack sample stream" in r.stderr
-    r = subprocess.run(base + ["--out", str(tmp_path / "o")], input=b"SPSAMPv1" + bytes(8), capture_output=True)
+    r = subprocess.run(base + ["--out", str(tmp_path / "o")], input=b"SPSAMPv2" + bytes(8), capture_output=True)
     assert r.returncode == 1 and b"without its end mark" in r.stderr
     assert not (tmp_path / "o" / "manifest.json").exists()
 

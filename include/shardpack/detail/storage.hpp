@@ -18,6 +18,7 @@
 //     is gone;
 //   - prefetch and advise are hints: they may do nothing, and never throw for a valid range.
 #pragma once
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -85,6 +86,11 @@ public:
     virtual std::string version_of(const std::string& name) const = 0;
     // Names the folder in messages (a path, a URL).
     virtual std::string describe() const = 0;
+    // The names of the files directly in the folder, in no particular order (`shardpack verify`
+    // looks for files no manifest names). Readers never list; a storage that cannot says so.
+    virtual std::vector<std::string> list_names() const {
+        throw error(describe() + ": this storage cannot list its files");
+    }
     // Whether dataset::open opens shards only when first read, however few (true where an open
     // costs requests, as on object storage); false: as many as max_open_shards allows at open.
     virtual bool opens_shards_lazily() const { return false; }
@@ -374,6 +380,21 @@ public:
     }
     std::string version_of(const std::string& name) const override { return local_file_version(folder_ + "/" + name); }
     std::string describe() const override { return folder_; }
+    std::vector<std::string> list_names() const override {
+        std::vector<std::string> names;
+        DIR* d = ::opendir(folder_.c_str());
+        if (!d) throw error(folder_ + ": cannot list the folder: " + std::strerror(errno));
+        errno = 0;
+        while (const dirent* e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n != "." && n != "..") names.push_back(n);
+            errno = 0;
+        }
+        const int failed = errno;
+        ::closedir(d);
+        if (failed) throw error(folder_ + ": cannot list the folder: " + std::strerror(failed));
+        return names;
+    }
     io_mode mode() const { return mode_; }
     const std::string& folder() const { return folder_; }
 

@@ -35,11 +35,15 @@ __all__ = ["write"]
 
 PathLike = Union[str, "_os.PathLike[str]"]
 ClassEntry = Union[str, Tuple[str, Tuple[int, int, int]], Tuple[str, int]]
+FieldKind = Literal["int", "float", "str", "int-list", "float-list", "tags", "boxes"]
+FieldSpec = Union[FieldKind, Tuple[Literal["tags", "boxes"], Sequence[str]]]
+_FIELD_KINDS = ("int", "float", "str", "int-list", "float-list", "tags", "boxes")
 
 # The stream's layout: src/pipeline/sample_stream.hpp (one fact, one place: this mirrors it).
-_MAGIC = b"SPSAMPv1"
-_HEAD = _struct.Struct("<BBBBBBHIIIIiIIIQQ")
+_MAGIC = b"SPSAMPv2"
+_HEAD = _struct.Struct("<BBBBBBBBIIIIiIIIQQII")
 _NONE, _ENCODED, _PIXELS = 0, 1, 2
+_MAX_BANDS = 255  # a record's most bands (formats/shardpack-v1.md)
 
 # How much of the iterable is held ahead of the build, besides the pipe and the build's own rows
 # in flight: samples converted and waiting to be sent.
@@ -62,6 +66,18 @@ def _count(value: Any, what: str, low: int = 0, high: int = 2**63 - 1) -> int:
     if not low <= v <= high:
         raise ArgumentValueError(f"write: {what} must be in [{low}, {high}], not {v}")
     return v
+
+
+def _depth(value: Any) -> str:
+    if isinstance(value, str):
+        if value != "auto":
+            raise ArgumentValueError(f"write: depth must be 'auto', 8 or 16, not {value!r}")
+        return value
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentTypeError(f"write: depth must be 'auto', 8 or 16, not {type(value).__name__}")
+    if value not in (8, 16):
+        raise ArgumentValueError(f"write: depth must be 'auto', 8 or 16, not {value}")
+    return str(value)
 
 
 def _byte_size(value: Any, what: str) -> str:
@@ -114,9 +130,12 @@ def _class_table(task: str, classes: Any, mask_values: str) -> Tuple[str, List[s
     return header + "".join(rows), names, index_masks
 
 
+_IMAGE_PIL_16 = ("I;16", "I;16L", "I;16B")
+
+
 def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, Any]:
-    """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels. Raises ValueError
-    or TypeError with the reason for one that cannot be."""
+    """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels (uint16 in the
+    host's byte order). Raises ValueError or TypeError with the reason for one that cannot be."""
     if isinstance(x, (bytes, bytearray, memoryview)):
         return _ENCODED, memoryview(x).cast("B")
     if type(x).__module__.startswith("PIL.") and hasattr(x, "mode") and hasattr(x, "convert"):
@@ -127,6 +146,8 @@ def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, An
                 a = a.astype(_np.uint16)
         elif mode in ("L", "RGB", "RGBA"):
             a = _np.asarray(x)
+        elif not mask and mode in _IMAGE_PIL_16:  # 16-bit grey, as a 16-bit PNG of it
+            a = _np.asarray(x)
         elif mode == "1":
             a = _np.asarray(x.convert("L"))
         elif mode in ("P", "PA", "LA", "RGBX", "CMYK", "YCbCr"):
@@ -136,22 +157,157 @@ def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, An
             a = _np.asarray(x.convert("RGBA" if has_alpha else "RGB"))
         else:
             raise TypeError(f"the {what} is a PIL image of mode {mode}, which the build does not take "
-                            "(8-bit L, RGB, RGBA, P; 16-bit masks as I;16)")
+                            "(8-bit L, RGB, RGBA, P; 16-bit grey as I;16)")
     elif isinstance(x, _np.ndarray) or hasattr(x, "__array_interface__") or hasattr(x, "__array__"):
         a = _np.asarray(x)
     else:
         raise TypeError(f"the {what} is a {type(x).__name__}: expected a NumPy array, a PIL image or PNG/JPEG bytes")
+    if a.dtype.kind == "u" and a.dtype.itemsize == 2 and a.dtype != _np.uint16:
+        a = a.astype(_np.uint16)  # big-endian uint16 (a PIL I;16B image): the stream's are the host's
     if a.ndim == 3 and a.shape[2] == 1:
         a = a[:, :, 0]
-    if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
-        raise ValueError(f"the {what} has shape {a.shape}: expected HxW, HxWx1, HxWx3 or HxWx4")
-    if a.dtype == _np.uint16 and mask and a.ndim == 2:
-        pass
-    elif a.dtype != _np.uint8:
-        raise TypeError(f"the {what} is {a.dtype}: expected uint8" + (" (or uint16 class ids)" if mask else ""))
+    if mask:
+        if a.ndim not in (2, 3) or (a.ndim == 3 and a.shape[2] not in (3, 4)):
+            raise ValueError(f"the {what} has shape {a.shape}: expected HxW, HxWx1, HxWx3 or HxWx4")
+        if a.dtype == _np.uint16 and a.ndim == 2:
+            pass
+        elif a.dtype != _np.uint8:
+            raise TypeError(f"the {what} is {a.dtype}: expected uint8 (or uint16 class ids)")
+    else:
+        # Bands other than 1, 3 and 4 are taken as a TIFF of them would be: as stored with
+        # color="bands", else converted (gray + alpha, or the first bands).
+        if a.ndim not in (2, 3) or (a.ndim == 3 and not 1 <= a.shape[2] <= _MAX_BANDS):
+            raise ValueError(f"the {what} has shape {a.shape}: expected HxW or HxWxC with C in 1..{_MAX_BANDS}")
+        if a.dtype not in (_np.uint8, _np.uint16):
+            raise TypeError(f"the {what} is {a.dtype}: expected uint8 or uint16")
     if a.shape[0] == 0 or a.shape[1] == 0:
         raise ValueError(f"the {what} is empty ({a.shape})")
     return _PIXELS, _np.ascontiguousarray(a)
+
+
+def _field_declarations(fields: Any) -> Tuple[List[Tuple[str, str]], Dict[str, List[str]]]:
+    """fields= as [(name, kind)] in the mapping's order, and the names of tags and boxes fields.
+    The build checks the rest (name lengths, counts) as it checks --field."""
+    if fields is None:
+        return [], {}
+    if not isinstance(fields, Mapping):
+        raise ArgumentTypeError(f"write: fields must be a mapping of field name -> kind, or (kind, names) for tags and "
+                                f"boxes, not {type(fields).__name__}")
+    kinds: List[Tuple[str, str]] = []
+    names: Dict[str, List[str]] = {}
+    for name, spec in fields.items():
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"write: a field's name is a str, not {type(name).__name__}")
+        if not name or any(ch in name for ch in ":=\0\r\n"):
+            raise ArgumentValueError(f"write: field name {name!r}: names must be non-empty, without ':', '=', NUL or "
+                                     "line breaks")
+        declared: Optional[Sequence[str]] = None
+        if isinstance(spec, tuple) and len(spec) == 2:
+            spec, declared = spec
+        if not isinstance(spec, str):
+            raise ArgumentTypeError(f"write: field {name!r}: its kind is one of {', '.join(map(repr, _FIELD_KINDS))}, or "
+                                    f"(kind, names) for tags and boxes; not {type(spec).__name__}")
+        if spec not in _FIELD_KINDS:
+            raise ArgumentValueError(f"write: field {name!r}: unknown kind {spec!r} (kinds: {', '.join(_FIELD_KINDS)})")
+        if spec in ("tags", "boxes"):
+            if declared is None:
+                raise ArgumentValueError(f"write: field {name!r} ({spec}) needs its names: ({spec!r}, [name, ...]), "
+                                         "in id order (the build cannot find them in samples that have not come yet)")
+            if isinstance(declared, (str, bytes)) or not isinstance(declared, Sequence):
+                raise ArgumentTypeError(f"write: field {name!r}: its names are a sequence of str, not "
+                                        f"{type(declared).__name__}")
+            if not declared:
+                raise ArgumentValueError(f"write: field {name!r}: its list of names is empty")
+            for n in declared:
+                if not isinstance(n, str):
+                    raise ArgumentTypeError(f"write: field {name!r}: a name is a str, not {type(n).__name__}")
+                if not n or n != n.strip() or any(ch in n for ch in _FIELD_NAME_BREAKS):
+                    raise ArgumentValueError(f"write: field {name!r}: name {n!r} must be non-empty, without outer or "
+                                             "inner spaces, ';', '|', ',', quotes or line breaks (a cell's separators)")
+            names[name] = list(declared)
+        elif declared is not None:
+            raise ArgumentValueError(f"write: field {name!r}: only tags and boxes fields have names, not {spec}")
+        kinds.append((name, spec))
+    return kinds, names
+
+
+_FIELD_NAME_BREAKS = " \t;|,\"\r\n\0"
+
+
+def _number(v: Any, integer: bool, what: str) -> str:
+    """A number as a CSV cell writes it, exactly: ints in decimal, floats in repr's shortest
+    round-trip form (the build parses it back to the same double)."""
+    if isinstance(v, bool) or not (isinstance(v, (int, float)) or hasattr(v, "__index__") or hasattr(v, "__float__")):
+        raise TypeError(f"{what} is a {type(v).__name__}, not a number")
+    if integer:
+        if not hasattr(v, "__index__"):
+            raise TypeError(f"{what} is a {type(v).__name__}, not an integer")
+        return str(int(v.__index__()))
+    return str(int(v.__index__())) if hasattr(v, "__index__") else repr(float(v))
+
+
+def _items(v: Any, what: str) -> List[Any]:
+    if isinstance(v, (str, bytes)) or not (isinstance(v, Sequence) or hasattr(v, "__array__") or hasattr(v, "tolist")):
+        raise TypeError(f"{what} is a {type(v).__name__}, not a sequence")
+    a = v.tolist() if hasattr(v, "tolist") else list(v)
+    return a if isinstance(a, list) else [a]
+
+
+def _label_text(v: Any, what: str) -> str:
+    if isinstance(v, str):
+        if not v or any(ch in v for ch in _FIELD_NAME_BREAKS):
+            raise ValueError(f"{what} {v!r} is not a name of the field (empty, or with a separator)")
+        return v
+    return _number(v, True, what)
+
+
+def _cell(kind: str, v: Any, name: str) -> str:
+    """Field `name`'s value as the text of its CSV cell (src/input/field_columns.cpp parses it)."""
+    what = f"field {name!r} ({kind})"
+    if isinstance(v, str) and kind != "str":
+        return v  # already a cell's text: the build's rules apply
+    if kind == "str":
+        if not isinstance(v, str):
+            raise TypeError(f"{what}: the value is a {type(v).__name__}, not a str")
+        return v
+    if kind in ("int", "float"):
+        return _number(v, kind == "int", f"{what}: the value")
+    if kind in ("int-list", "float-list"):
+        return " ".join(_number(x, kind == "int-list", f"{what}: an item") for x in _items(v, f"{what}: the value"))
+    if kind == "tags":
+        return ";".join(_label_text(t, f"{what}: tag") for t in _items(v, f"{what}: the value"))
+    boxes = []
+    for b in _items(v, f"{what}: the value"):
+        parts = _items(b, f"{what}: a box")
+        if len(parts) != 5:
+            raise ValueError(f"{what}: a box is (x0, y0, x1, y1, label), not {len(parts)} items")
+        boxes.append(" ".join([_number(x, False, f"{what}: a coordinate") for x in parts[:4]] +
+                              [_label_text(parts[4], f"{what}: box label")]))
+    return ";".join(boxes)
+
+
+def _field_cells(values: Any, fields: Sequence[Tuple[str, str]]) -> bytes:
+    """A sample's field values as the stream carries them: one cell per field, NUL-ended."""
+    if not fields:
+        if values is not None:
+            raise ValueError("the sample has 'fields', but write's fields= declares none")
+        return b""
+    if not isinstance(values, Mapping):
+        raise ValueError(f"the sample needs 'fields': a dict of a value per declared field "
+                         f"({', '.join(n for n, _ in fields)})" if values is None else
+                         f"'fields' is a {type(values).__name__}, not a dict")
+    missing = [n for n, _ in fields if n not in values]
+    extra = sorted(str(k) for k in values if k not in dict(fields))
+    if missing or extra:
+        raise ValueError((f"fields {missing} missing" if missing else "") + ("; " if missing and extra else "") +
+                         (f"fields {extra} not declared by write's fields=" if extra else ""))
+    out = []
+    for name, kind in fields:
+        text = _cell(kind, values[name], name)
+        if "\0" in text:
+            raise ValueError(f"field {name!r}: a NUL character in the value")
+        out.append(text.encode("utf-8", "surrogateescape") + b"\0")
+    return b"".join(out)
 
 
 class _Frame:
@@ -163,20 +319,22 @@ class _Frame:
         self.nbytes = sum(memoryview(p).nbytes for p in parts)
 
 
-def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_masks: bool) -> _Frame:
+def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_masks: bool,
+           fields: Sequence[Tuple[str, str]]) -> _Frame:
     key = str(index)
+    values: Any = None
     try:
         if isinstance(item, Mapping):
             if "image" not in item or "label" not in item:
                 raise ValueError(f"a mapping sample needs 'image' and 'label' entries, not {sorted(map(str, item))}")
-            # The place for a sample's fields (boxes, tags: "Beyond one 8-bit image and one
-            # label"), once the format has them: until then an entry it would drop is an error.
-            unknown = sorted(str(k) for k in item if k not in ("image", "label", "key"))
+            # An entry the build would drop is an error, not silence.
+            unknown = sorted(str(k) for k in item if k not in ("image", "label", "key", "fields"))
             if unknown:
-                raise ValueError(f"unknown entries {unknown}: a sample has 'image', 'label' and 'key' (fields such as "
-                                 "boxes are not stored yet)")
+                raise ValueError(f"unknown entries {unknown}: a sample has 'image', 'label', 'key' and 'fields' (a dict "
+                                 "of the values of the fields that write's fields= declares)")
             key = str(item.get("key", key))
             image, label = item["image"], item["label"]
+            values = item.get("fields")
         elif isinstance(item, tuple) and len(item) == 2:
             image, label = item
         elif isinstance(item, tuple) and len(item) == 3:
@@ -187,6 +345,7 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
                             f"(key, image, label) tuple, not {type(item).__name__}")
         if "\0" in key:
             raise ValueError("the key has a NUL character")
+        cells = _field_cells(values, fields)
         ik, img = _as_array(image, "image", False, index_masks)
         class_id = -1
         label_kind, lab, label_key = _NONE, None, ""
@@ -208,7 +367,7 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
     except (TypeError, ValueError) as e:
         k = key.encode("utf-8", "surrogateescape")
         reason = str(e).encode("utf-8", "replace")
-        head = _HEAD.pack(ord("R"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, len(k), 0, len(reason), 0, 0)
+        head = _HEAD.pack(ord("R"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, len(k), 0, len(reason), 0, 0, 0, 0)
         return _Frame([head, k, reason])
     k = key.encode("utf-8", "surrogateescape")
     lk = label_key.encode("utf-8", "surrogateescape")
@@ -219,12 +378,15 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
             return 0, 0, 0, 1, memoryview(a).nbytes
         return a.shape[1], a.shape[0], (a.shape[2] if a.ndim == 3 else 1), a.dtype.itemsize, a.nbytes
 
-    iw, ih, ic, _, ib = shape(ik, img)
+    iw, ih, ic, iv, ib = shape(ik, img)
     lw, lh, lc, lv, lb = shape(label_kind, lab) if lab is not None else (0, 0, 0, 1, 0)
-    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0, ib, lb))
+    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0,
+                            ib, lb, len(cells), 0))
     parts += [k, lk, img if ik == _ENCODED else memoryview(img).cast("B")]
     if lab is not None:
         parts.append(lab if label_kind == _ENCODED else memoryview(lab).cast("B"))
+    if cells:
+        parts.append(cells)
     return _Frame(parts)
 
 
@@ -296,7 +458,8 @@ def _relay(stream: Any, keep: List[bytes], out: Any) -> None:
 
 
 def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"], classes: Sequence[ClassEntry],
-          color: Literal["rgb", "gray", "rgba"] = "rgb", size: Optional[Tuple[int, int]] = None,
+          color: Literal["rgb", "gray", "rgba", "bands"] = "rgb", depth: Literal["auto", 8, 16] = "auto",
+          size: Optional[Tuple[int, int]] = None,
           resize: Optional[Literal["none", "stretch", "shorter", "fit"]] = None,
           crop: Literal["center", "topleft", "none"] = "center", filter: Literal["area", "bilinear", "lanczos"] = "area",
           label_layout: Literal["onehot", "index"] = "onehot", unknown_label: Literal["error", "ignore"] = "error",
@@ -305,17 +468,34 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
           level: int = 1, band_rows: int = 0, shard_size: Union[int, str] = "256MiB",
           on_error: Literal["fail", "skip"] = "fail", max_errors: int = 0, threads: int = 0,
           memory_limit: Union[int, str, None] = None, report: Optional[PathLike] = None, force: bool = False,
-          progress: Optional[bool] = None, quiet: bool = False) -> Dict[str, Any]:
+          progress: Optional[bool] = None, quiet: bool = False, fields: Optional[Mapping[str, FieldSpec]] = None,
+          unknown_name: Literal["error", "ignore"] = "error") -> Dict[str, Any]:
     """Packs `samples` into the dataset folder `path` and returns the build's report (a dict, as
     report.json). See src/python/README.md, "Writing a dataset", and `shardpack build --help`:
     each option is the build's option of the same name (size as (width, height)).
 
     A sample is a mapping {"image": ..., "label": ..., "key": str} or a tuple (image, label) or
-    (key, image, label); the key defaults to the sample's index. An image is a uint8 NumPy array
-    (HxW, HxWx1, HxWx3, HxWx4), a PIL image, or PNG/JPEG bytes. A label is, for task="seg", a
+    (key, image, label); the key defaults to the sample's index. An image is a uint8 or uint16
+    NumPy array (HxW or HxWxC: C 1, 3 or 4, or 1..255 with color="bands"), a PIL image, or
+    PNG/JPEG bytes; uint16 pixels are taken as a 16-bit PNG (or TIFF, for other band counts) of
+    them would be. depth: "auto" (16 when the first sample's image is uint16, as the CLI decides
+    from the first row), 8 (uint16 images keep their high byte, counted in the report's
+    images_reduced_to_8_bits) or 16. A label is, for task="seg", a
     mask in the same forms (uint8/uint16 HxW class ids for index masks, HxWx3 colors for color
     masks), for task="cls" a class id or name. `classes`: class names (cls), or (name, (r, g, b))
-    or (name, id) pairs (seg). A sample that cannot be packed fails the write, or with
+    or (name, id) pairs (seg).
+
+    fields: per-sample fields (format 1.5) by name, each a kind ("int", "float", "str",
+    "int-list", "float-list") or ("tags", names) / ("boxes", names), the names in id order. A
+    sample then is a mapping with "fields": {name: value}: an int, a float, a str, a sequence of
+    numbers, a sequence of tag names or ids, a sequence of (x0, y0, x1, y1, label) boxes in the
+    source image's pixels (label a name or id), or any of them as the text of a CSV cell of that
+    field. They are parsed by the CLI's rules for CSV columns (`--field`): a dataset written with
+    them equals `shardpack build --field ...` of the same cells, and boxes follow the build's
+    geometry. unknown_name: a tag or box class not among the names: "error" or "ignore"
+    (dropped and counted).
+
+    A sample that cannot be packed fails the write, or with
     on_error="skip" is listed in rejected.csv; either way the message names its index and key.
     Samples are sent while the next ones are made: do not change an array after yielding it.
 
@@ -333,8 +513,10 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
         raise ArgumentTypeError(f"write: samples must be iterable, not {type(samples).__name__}")
     mask_word = _word(mask_values, "mask_values", ("auto", "color", "index"))
     table, names, index_masks = _class_table(task_word, classes, mask_word)
+    field_kinds, field_names = _field_declarations(fields)
     args = ["build", "--samples", "-", "--task", task_word, "--out", out, "--json",
-            "--color", _word(color, "color", ("rgb", "gray", "rgba")),
+            "--color", _word(color, "color", ("rgb", "gray", "rgba", "bands")),
+            "--depth", _depth(depth),
             "--crop", _word(crop, "crop", ("center", "topleft", "none")),
             "--filter", _word(filter, "filter", ("area", "bilinear", "lanczos")),
             "--compression", _word(compression, "compression", ("zstd", "auto", "zstd-record", "none")),
@@ -393,7 +575,17 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
         with open(classes_file, "w", encoding="utf-8") as f:
             f.write(table)
         args += ["--classes", classes_file]
-        return _run(binary, args, samples, total, task_word, {n: i for i, n in enumerate(names)}, index_masks)
+        for i, (name, kind) in enumerate(field_kinds):
+            args += ["--field", f"{name}:{kind}"]
+            if name in field_names:
+                names_file = _os.path.join(tmp, f"field-names-{i}.csv")
+                with open(names_file, "w", encoding="utf-8") as f:
+                    f.write("name\n" + "".join(n + "\n" for n in field_names[name]))
+                args += ["--field-names", f"{name}={names_file}"]
+        if field_kinds:
+            args += ["--unknown-name", _word(unknown_name, "unknown_name", ("error", "ignore"))]
+        return _run(binary, args, samples, total, task_word, {n: i for i, n in enumerate(names)}, index_masks,
+                    field_kinds)
     finally:
         _shutil.rmtree(tmp, ignore_errors=True)
 
@@ -406,7 +598,7 @@ def _isatty(stream: Any) -> bool:
 
 
 def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
-         index_masks: bool) -> Dict[str, Any]:
+         index_masks: bool, fields: Sequence[Tuple[str, str]]) -> Dict[str, Any]:
     proc = _subprocess.Popen([binary] + args, stdin=_subprocess.PIPE, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
     try:
@@ -429,10 +621,10 @@ def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task:
         for index, item in enumerate(samples):
             if sender.error is not None:
                 break
-            sender.put(_frame(index, item, task, class_ids, index_masks))
+            sender.put(_frame(index, item, task, class_ids, index_masks, fields))
             sent += 1
         else:
-            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0)]))
+            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0, 0, 0)]))
     except BaseException as e:  # the iterable failed, or KeyboardInterrupt: the build publishes nothing
         failure = e
     sender.put(None)
