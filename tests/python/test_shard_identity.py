@@ -17,9 +17,13 @@ def _write(path: str, offset: int) -> None:
     shardpack.write(path, samples, task="cls", classes=["a", "b"], compression="none", shard_size=4096, quiet=True)
 
 
-def _replace(path: str, twin: str, name: str) -> None:
+def _replace(path: str, twin: str, k: int) -> None:
+    """Renames a copy of the twin's shard k over `path`'s (the twin's is named by its own hash)."""
+    name = json.load(open(os.path.join(path, "manifest.json")))["shards"][k]["file"]
+    other = json.load(open(os.path.join(twin, "manifest.json")))["shards"][k]
+    assert other["file"] != name and other["bytes"] == os.path.getsize(os.path.join(path, name))
     tmp = os.path.join(path, ".replacement")
-    shutil.copyfile(os.path.join(twin, name), tmp)
+    shutil.copyfile(os.path.join(twin, other["file"]), tmp)
     os.replace(tmp, os.path.join(path, name))
 
 
@@ -38,8 +42,7 @@ def test_a_shard_replaced_after_a_lazy_open_is_refused_naming_it(tmp_path, io):
     first = shards[k]["first_record"]
     assert ds[first][0][0, 0, 0] == (first * 10) % 256  # read as listed, then closed by the next
     ds[0]
-    assert os.path.getsize(os.path.join(b, shards[k]["file"])) == shards[k]["bytes"]
-    _replace(a, b, shards[k]["file"])
+    _replace(a, b, k)
     with pytest.raises(shardpack.Error, match=shards[k]["file"] + r".*is not the file the manifest lists"):
         ds[first]
 
