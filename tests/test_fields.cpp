@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "format/record_compressor.hpp"
+#include "errors.hpp"
 #include "format/record_encoder.hpp"
+#include "input/field_columns.hpp"
 #include "shardpack/reader.hpp"
 #include "test_support.hpp"
 
@@ -272,4 +274,40 @@ TEST_CASE("damaged field values are refused when read, naming the field", "[fiel
     const auto r = cli({"verify", dir.str()});
     REQUIRE(r.code == 1);
     REQUIRE(r.err.find("its fields: field 'boxes': box 0") != std::string::npos);
+}
+
+TEST_CASE("field_cell_parser: a sample stream's cells by the rules of a CSV column", "[fields][stream]") {
+    temp_dir dir("cells");
+    write_file(dir / "tags.txt", "name\nant\nbee\n");
+    write_file(dir / "boxes.txt", "name\ncar\n");
+    std::vector<field_spec> specs;
+    for (const char* s : {"n:int", "s:float", "t:str", "il:int-list", "tags:tags", "b:boxes"}) specs.push_back(parse_field_spec(s));
+    std::vector<field_spec> without_names = specs;
+    // A stream cannot find the names of tags and boxes in data still to come.
+    CHECK_THROWS_AS(field_cell_parser(without_names, unknown_name_policy::error, "--samples"), usage_error);
+    apply_field_names(specs, "tags=" + (dir / "tags.txt"));
+    apply_field_names(specs, "b=" + (dir / "boxes.txt"));
+    field_cell_parser parser(specs, unknown_name_policy::error, "--samples");
+    REQUIRE(parser.declarations().size() == 6);
+    CHECK(parser.declarations()[4].vocabulary == std::vector<std::string>{"ant", "bee"});
+
+    std::string bytes;
+    parser.parse({"-7", "0.25", "a b", "[1, 2]", "bee|0", "1.5 2 10 12.5 car; 0 0 1 1 0"}, bytes);
+    std::vector<field_value> values;
+    std::vector<std::vector<source_box>> boxes;
+    decode_source_row(parser.declarations(), bytes, values, boxes);
+    CHECK(values[0].ints == std::vector<std::int64_t>{-7});
+    CHECK(values[1].floats == std::vector<double>{0.25});
+    CHECK(values[2].text == "a b");
+    CHECK(values[3].ints == std::vector<std::int64_t>{1, 2});
+    CHECK(values[4].ids == std::vector<std::uint32_t>{0, 1});
+    REQUIRE(boxes.size() == 1);
+    REQUIRE(boxes[0].size() == 2);
+    CHECK((boxes[0][0].x0 == 1.5 && boxes[0][0].y1 == 12.5 && boxes[0][0].label == 0));
+
+    // The CSV reader's errors, without a line (the build names the sample).
+    CHECK_THROWS_WITH(parser.parse({"x", "0", "", "", "", ""}, bytes), "field 'n' (int): 'x' is not a 64-bit integer");
+    CHECK_THROWS_WITH(parser.parse({"1", "0", "", "", "fly", ""}, bytes),
+                      Catch::Contains("field 'tags': 'fly' is not one of its 2 names"));
+    CHECK_THROWS_AS(parser.parse({"1"}, bytes), input_error);
 }

@@ -829,7 +829,7 @@ TEST_CASE("folder input pairs masks by a suffix and says what it left out and wh
              "--out", dir / "c"});
     INFO(r.err);
     REQUIRE(r.code == 0);
-    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out: 2 x not a .png, .jpg or .jpeg file, "
+    CHECK_THAT(r.err, Catch::Contains("6 images paired with masks; 5 files left out: 2 x not a .png, .jpg, .jpeg, .tif or .tiff file, "
                                       "1 x a FIFO, not a regular file, 1 x a mask whose name does not end with the --mask-suffix _L, "
                                       "1 x a mask without an image (-v lists each)") &&
                           Catch::Contains("5 file(s) of the folders left out"));
@@ -837,7 +837,7 @@ TEST_CASE("folder input pairs masks by a suffix and says what it left out and wh
     r = cli({"build", "-v", "--images", dir / "cam/images", "--masks", dir / "cam/labels", "--mask-suffix", "_L", "--classes",
              dict, "--out", dir / "c"});
     REQUIRE(r.code == 0);
-    CHECK_THAT(r.err, Catch::Contains("left out " + dir / "cam/images/anim.gif: not a .png, .jpg or .jpeg file") &&
+    CHECK_THAT(r.err, Catch::Contains("left out " + dir / "cam/images/anim.gif: not a .png, .jpg, .jpeg, .tif or .tiff file") &&
                           Catch::Contains("left out " + dir / "cam/images/pipe.png: a FIFO, not a regular file") &&
                           Catch::Contains("left out " + dir / "cam/labels/extra_L.png: a mask without an image") &&
                           Catch::Contains("left out " + dir / "cam/labels/img_0001.png: a mask whose name does not end"));
@@ -934,7 +934,7 @@ TEST_CASE("folder input errors name the FIFO, socket or device named like the im
     write_file(dir / "cls/cat/notes.txt", "x");
     r = cli({"build", "--images", dir / "cls", "--out", dir / "b"});
     CHECK(r.code == 2);
-    CHECK_THAT(r.err, Contains("no .png, .jpg or .jpeg files") && Contains(dir / "cls/cat/a.png" + " (a FIFO, not a regular file)"));
+    CHECK_THAT(r.err, Contains("no .png, .jpg, .jpeg, .tif or .tiff files") && Contains(dir / "cls/cat/a.png" + " (a FIFO, not a regular file)"));
     if (socket_made) CHECK_THAT(r.err, Contains(dir / "cls/cat/b.png" + " (a socket, not a regular file)"));
     CHECK(!fs::exists(dir / "b"));
     if (::geteuid() == 0) {

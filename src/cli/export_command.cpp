@@ -1,16 +1,12 @@
 #include "cli/export_command.hpp"
 
 #include <cstdint>
-#include <filesystem>
 #include <iostream>
 
 #include "cli/build_command.hpp"
 #include "errors.hpp"
-#include "decode/png_encoder.hpp"
 #include "inspect/contact_sheet.hpp"
 #include "inspect/record_exporter.hpp"
-#include "io/output_file.hpp"
-#include "io/output_folder.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/reader.hpp"
 
@@ -151,24 +147,11 @@ int run_grid(const export_command_options& o) {
     if (augmented) sheet.augment = &aug;
     const contact_sheet out = render_contact_sheet(ds, sheet);
 
-    const std::filesystem::path parent = std::filesystem::path(o.prefix).parent_path();
-    if (!parent.empty()) output_folder::open(parent.string(), true, true);
-    image_u8 img;
-    img.width = std::uint32_t(out.canvas.width);
-    img.height = std::uint32_t(out.canvas.height);
-    img.channels = 3;
-    img.pixels = out.canvas.pixels;
-    std::vector<std::uint8_t> png;
-    try {
-        png = encode_png(img);
-    } catch (const std::exception& e) {
-        throw io_error("cannot write " + o.prefix + ": " + e.what());
-    }
-    write_file_atomically(o.prefix, std::string(png.begin(), png.end()));
+    write_png_file(o.prefix, out.canvas);
     detail::json report = detail::json::object();
     report.set("grid", o.prefix);
-    report.set("width", std::uint64_t(img.width));
-    report.set("height", std::uint64_t(img.height));
+    report.set("width", std::uint64_t(out.canvas.width));
+    report.set("height", std::uint64_t(out.canvas.height));
     detail::json tiles = detail::json::array();
     std::size_t fallbacks = 0;
     for (const sheet_tile& t : out.tiles) {

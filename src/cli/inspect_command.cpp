@@ -1,14 +1,11 @@
 #include "cli/inspect_command.hpp"
 
-#include <filesystem>
 #include <iostream>
 
-#include "decode/png_encoder.hpp"
 #include "errors.hpp"
 #include "inspect/class_chart.hpp"
 #include "inspect/dataset_inspector.hpp"
-#include "io/output_file.hpp"
-#include "io/output_folder.hpp"
+#include "inspect/record_exporter.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
@@ -30,20 +27,7 @@ detail::json write_chart(const std::string& dir, const std::string& path) {
     const dataset ds = dataset::open(dir);
     const class_counts counts = count_classes(ds);
     const class_chart chart = render_class_chart(ds, counts, dir + ": class frequencies");
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) output_folder::open(parent.string(), true, true);
-    image_u8 img;
-    img.width = std::uint32_t(chart.canvas.width);
-    img.height = std::uint32_t(chart.canvas.height);
-    img.channels = 3;
-    img.pixels = chart.canvas.pixels;
-    std::vector<std::uint8_t> png;
-    try {
-        png = encode_png(img);
-    } catch (const std::exception& e) {
-        throw io_error("cannot write " + path + ": " + e.what());
-    }
-    write_file_atomically(path, std::string(png.begin(), png.end()));
+    write_png_file(path, chart.canvas);
     detail::json out = detail::json::object();
     out.set("file", path);
     out.set("records", counts.total_records);

@@ -15,9 +15,12 @@ namespace shardpack {
 namespace {
 namespace fs = std::filesystem;
 
+// The files a folder's listing takes: what the build decodes (PNG, JPEG, and TIFF through libtiff).
+constexpr const char* image_extensions_text = ".png, .jpg, .jpeg, .tif or .tiff";
+
 bool is_image_file(const fs::path& p) {
     const std::string ext = input_detail::lower_ascii(p.extension().string());
-    return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+    return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".tif" || ext == ".tiff";
 }
 
 std::string joined(const std::string& dir, const std::string& rel) {
@@ -57,7 +60,7 @@ std::vector<std::string> image_files(const std::string& dir, const char* option,
         if (fs::is_symlink(own) && !fs::exists(st)) reason = "a symbolic link to nothing";
         else if (fs::is_directory(st)) reason = "a symbolic link to a folder (not followed)";
         else if (!fs::is_regular_file(st)) reason = not_regular_reason(st);
-        else if (!is_image_file(it->path())) reason = "not a .png, .jpg or .jpeg file";
+        else if (!is_image_file(it->path())) reason = std::string("not a ") + image_extensions_text + " file";
         if (reason.empty()) out.push_back(rel);
         else left_out.push_back({joined(dir, rel), reason});
     }
@@ -176,7 +179,8 @@ void list_into(const image_folder_options& f, input_options& o, folder_listing& 
     } else if (!masks.empty()) {
         mask_files = image_files(masks, "--masks", nested_folder(images, masks), left_out);
     }
-    if (files.empty()) throw usage_error("--images " + images + ": no .png, .jpg or .jpeg files in it or below it");
+    if (files.empty())
+        throw usage_error("--images " + images + ": no " + image_extensions_text + " files in it or below it");
 
     std::string text = "image,label\n";
     if (!masks.empty()) {

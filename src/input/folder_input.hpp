@@ -22,14 +22,14 @@ struct image_folder_options {
 // with -v).
 struct left_out_file {
     std::string path;    // DIR/relative path
-    std::string reason;  // "not a .png, .jpg or .jpeg file", "a FIFO, not a regular file", "a mask without an image", ...
+    std::string reason;  // "not a .png, .jpg, .jpeg, .tif or .tiff file", "a FIFO, not a regular file", "a mask without an image", ...
 };
 
 struct folder_listing {
     std::string source;                // "--images DIR --masks DIR ..." as the commands name it
     std::size_t images = 0;            // rows listed
     std::vector<left_out_file> left_out;  // sorted by path
-    // "3 files left out: 1 x not a .png, .jpg or .jpeg file, 2 x a mask without an image"; empty when none.
+    // "3 files left out: 1 x not a .png, .jpg, .jpeg, .tif or .tiff file, 2 x a mask without an image"; empty when none.
     std::string left_out_summary() const;
 };
 

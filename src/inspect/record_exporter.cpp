@@ -7,15 +7,16 @@
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "image.hpp"
+#include "inspect/bitmap_font.hpp"
 #include "inspect/contact_sheet.hpp"
 #include "shardpack/reader.hpp"
 
 namespace shardpack {
 using detail::json;
 
-namespace {
-// An encoder failure is reported as a failure to write the file it was for.
-void write_png(const std::string& path, const image_u8& img) {
+void write_png_file(const std::string& path, const image_u8& img) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    if (!parent.empty()) output_folder::open(parent.string(), true, true);
     std::vector<std::uint8_t> png;
     try {
         png = encode_png(img);
@@ -24,7 +25,15 @@ void write_png(const std::string& path, const image_u8& img) {
     }
     write_file_atomically(path, std::string(png.begin(), png.end()));
 }
-}  // namespace
+
+void write_png_file(const std::string& path, const rgb_canvas& canvas) {
+    image_u8 img;
+    img.width = std::uint32_t(canvas.width);
+    img.height = std::uint32_t(canvas.height);
+    img.channels = 3;
+    img.pixels = canvas.pixels;
+    write_png_file(path, img);
+}
 
 std::vector<std::size_t> select_records(const std::string& dir, const std::vector<std::size_t>& indices,
                                         const std::string& range, const std::string& key) {
@@ -98,7 +107,7 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
     out.set("index", index);
     out.set("key", std::string(s.key()));
     const std::string image_path = prefix + ".image.png";
-    write_png(image_path, img);
+    write_png_file(image_path, img);
     out.set("image", image_path);
 
     const auto& schema = ds.schema();
@@ -149,11 +158,11 @@ json export_record(const std::string& dir, std::size_t index, const std::string&
                 blend.pixels[p * 3 + std::size_t(k)] = std::uint8_t((unsigned(v) + label.pixels[p * 3 + std::size_t(k)] + 1) / 2);
             }
         const std::string overlay_path = prefix + ".overlay.png";
-        write_png(overlay_path, blend);
+        write_png_file(overlay_path, blend);
         out.set("overlay", overlay_path);
     }
     const std::string label_path = prefix + ".label.png";
-    write_png(label_path, label);
+    write_png_file(label_path, label);
     out.set("label", label_path);
     out.set("class_id", -1);
     json present = json::array();

@@ -8,6 +8,15 @@
 
 namespace shardpack {
 
+struct image_u8;
+struct rgb_canvas;
+
+// Writes an image (or a drawn canvas: a contact sheet, a chart) as a PNG at `path`, atomically,
+// creating its folder first; an encoder failure is reported as a failure to write that file
+// (io_error). What export, inspect --chart and export --grid write.
+void write_png_file(const std::string& path, const image_u8& img);
+void write_png_file(const std::string& path, const rgb_canvas& canvas);
+
 // Writes PREFIX.image.png and, for segmentation, PREFIX.label.png (RGB, each class in its
 // dictionary color, or class_color's palette for classes without one) and, with overlay,
 // PREFIX.overlay.png (the image with the label colors blended at 50%). Ignored label pixels

@@ -46,9 +46,12 @@ json effective_options_json(const build_options& o, task_kind task) {
             json e = json::object();
             e.set("name", f.name);
             e.set("kind", detail::field_kind_name(f.kind));
+            // A sample stream's values come with each sample, and its --field-names files are the
+            // writer's temporary ones (the names themselves are in the fields section): neither
+            // is recorded, so that the same samples give the same manifest.
             if (!f.coco_path.empty()) e.set("coco", f.coco_path);
-            else e.set("column", f.column.empty() ? f.name : f.column);
-            if (!f.names_path.empty()) e.set("names", f.names_path);
+            else if (!o.input.from_stream) e.set("column", f.column.empty() ? f.name : f.column);
+            if (!f.names_path.empty() && !o.input.from_stream) e.set("names", f.names_path);
             fields.push_back(std::move(e));
         }
         b.set("fields", std::move(fields));

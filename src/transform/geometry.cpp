@@ -523,9 +523,7 @@ void resample_wide(const image_u8& src, const geometry_plan& plan, resample_filt
     };
     if (ax.copy()) identity(tx, ax); else build_wide_table(tx, ax, filter);
     if (ay.copy()) identity(ty, ay); else build_wide_table(ty, ay, filter);
-    if (src.height < ty.span_end)
-        throw input_error("image has " + std::to_string(src.height) + " rows but " + std::to_string(ty.span_end) +
-                          " are needed");
+    check_source_fits("image", src.width, src.height, ax.src_len, ty.span_end);
     const std::size_t cols = std::size_t(tx.span_end - tx.span_first) * C;
     std::vector<double> mid(cols);
     const std::size_t out_x0 = std::size_t(ax.pad_before) * C;
@@ -550,13 +548,25 @@ void resample_wide(const image_u8& src, const geometry_plan& plan, resample_filt
     }
 }
 
-void check_plan(const axis_plan& a, const char* axis) {
-    const bool ok = a.src_len > 0 && a.scaled_len > 0 && std::uint64_t(a.crop_offset) + a.content_len <= a.scaled_len &&
-                    std::uint64_t(a.pad_before) + a.content_len <= a.out_len;
-    if (!ok) throw std::invalid_argument(std::string("apply_geometry: inconsistent ") + axis + " plan");
+}  // namespace
+
+void check_plan_consistent(const geometry_plan& plan, const char* caller) {
+    for (const auto& [a, axis] : {std::pair{&plan.x, "x"}, std::pair{&plan.y, "y"}}) {
+        const bool ok = a->src_len > 0 && a->scaled_len > 0 && std::uint64_t(a->crop_offset) + a->content_len <= a->scaled_len &&
+                        std::uint64_t(a->pad_before) + a->content_len <= a->out_len;
+        if (!ok) throw std::invalid_argument(std::string(caller) + ": inconsistent " + axis + " plan");
+    }
 }
 
-}  // namespace
+void check_source_fits(const char* what, std::uint32_t width, std::uint32_t rows, std::uint32_t plan_width,
+                       std::uint32_t rows_needed) {
+    if (width != plan_width)
+        throw input_error(std::string(what) + " is " + std::to_string(width) + " pixels wide but the plan expects " +
+                          std::to_string(plan_width));
+    if (rows < rows_needed)
+        throw input_error(std::string(what) + " has " + std::to_string(rows) + " rows but " + std::to_string(rows_needed) +
+                          " are needed");
+}
 
 // ---------------------------------------------------------------------------------------------
 
@@ -659,14 +669,10 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
 
 void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_filter filter, image_u8& out,
                     resample_scratch& scratch) {
-    check_plan(plan.x, "x");
-    check_plan(plan.y, "y");
+    check_plan_consistent(plan, "apply_geometry");
     const std::uint32_t C = src.channels;
     if (C == 0 || src.pixels.size() < std::size_t(src.width) * src.height * src.pixel_bytes())
         throw std::invalid_argument("apply_geometry: the source image's buffer does not match its size");
-    if (src.width != plan.x.src_len)
-        throw input_error("image is " + std::to_string(src.width) + " pixels wide but the plan expects " +
-                          std::to_string(plan.x.src_len));
     const axis_plan &ax = plan.x, &ay = plan.y;
 
     // Rows this call reads.
@@ -679,9 +685,7 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
             rows_needed = scratch.y.span_end;
         }
     }
-    if (src.height < rows_needed)
-        throw input_error("image has " + std::to_string(src.height) + " rows but " + std::to_string(rows_needed) +
-                          " are needed");
+    check_source_fits("image", src.width, src.height, plan.x.src_len, rows_needed);
 
     out.width = ax.out_len;
     out.height = ay.out_len;

@@ -101,11 +101,25 @@ void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_fil
 void apply_geometry(const image_u8& src, const geometry_plan& plan, resample_filter filter, image_u8& out,
                     resample_scratch& scratch);
 
+// The checks every user of a plan makes before it reads a source (image or mask), one place:
+// - an inconsistent plan is a bug of the caller: std::invalid_argument naming `caller`;
+// - a source that does not fit it is bad input: input_error naming `what` ("image", "mask"),
+//   unless it is `plan_width` wide and has `rows_needed` rows (or more).
+void check_plan_consistent(const geometry_plan& plan, const char* caller);
+void check_source_fits(const char* what, std::uint32_t width, std::uint32_t rows, std::uint32_t plan_width,
+                       std::uint32_t rows_needed);
+
 // The nearest-neighbour source pixel for scaled-axis coordinate c (as used for masks):
 // floor((c + 0.5) * src_len / scaled_len), clamped to src_len - 1.
 inline std::uint32_t nearest_source(const axis_plan& a, std::uint32_t c) {
     const std::uint64_t v = ((2 * std::uint64_t(c) + 1) * a.src_len) / (2 * std::uint64_t(a.scaled_len));
     return v >= a.src_len ? a.src_len - 1 : static_cast<std::uint32_t>(v);
+}
+
+// The source rows a nearest-neighbour (mask) mapping of the plan reads.
+inline std::uint32_t nearest_rows_needed(const geometry_plan& plan) {
+    if (!plan.y.content_len || !plan.x.content_len) return 0;
+    return nearest_source(plan.y, plan.y.crop_offset + plan.y.content_len - 1) + 1;
 }
 
 }  // namespace shardpack

@@ -28,20 +28,10 @@ void map_index_mask(const value_plane& mask, const geometry_plan& plan, const va
                     unknown_color_policy policy, std::uint16_t ignore_value, label_plane& out,
                     std::uint64_t* unknown_count, mask_mapping_stats* stats) {
     const axis_plan &ax = plan.x, &ay = plan.y;
-    for (const axis_plan* a : {&ax, &ay})
-        if (a->src_len == 0 || a->scaled_len == 0 || std::uint64_t(a->crop_offset) + a->content_len > a->scaled_len ||
-            std::uint64_t(a->pad_before) + a->content_len > a->out_len)
-            throw std::invalid_argument("map_index_mask: inconsistent geometry plan");
+    check_plan_consistent(plan, "map_index_mask");
     if (mask.values.size() < std::size_t(mask.width) * mask.height)
         throw std::invalid_argument("map_index_mask: the mask's buffer does not match its size");
-    if (mask.width != ax.src_len)
-        throw input_error("mask is " + std::to_string(mask.width) + " pixels wide but the plan expects " +
-                          std::to_string(ax.src_len));
-    if (ay.content_len && ax.content_len) {
-        const std::uint32_t need = nearest_source(ay, ay.crop_offset + ay.content_len - 1) + 1;
-        if (mask.height < need)
-            throw input_error("mask has " + std::to_string(mask.height) + " rows but " + std::to_string(need) + " are needed");
-    }
+    check_source_fits("mask", mask.width, mask.height, ax.src_len, nearest_rows_needed(plan));
     if (stats) {
         stats->by_tolerance.assign(lookup.size(), 0);
         stats->unknown.clear();

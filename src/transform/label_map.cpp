@@ -203,24 +203,13 @@ void map_mask(const image_u8& mask, const geometry_plan& plan, const color_looku
         stats->unknown_index.clear();
     }
     const axis_plan &ax = plan.x, &ay = plan.y;
-    for (const axis_plan* a : {&ax, &ay})
-        if (a->src_len == 0 || a->scaled_len == 0 || std::uint64_t(a->crop_offset) + a->content_len > a->scaled_len ||
-            std::uint64_t(a->pad_before) + a->content_len > a->out_len)
-            throw std::invalid_argument("map_mask: inconsistent geometry plan");
+    check_plan_consistent(plan, "map_mask");
     const std::uint32_t C = mask.channels;
     if (C != 1 && C != 3 && C != 4)
         throw input_error("mask has " + std::to_string(C) + " channels; expected 1 (gray), 3 (RGB) or 4 (RGBA)");
     if (mask.pixels.size() < std::size_t(mask.width) * mask.height * C)
         throw std::invalid_argument("map_mask: the mask's buffer does not match its size");
-    if (mask.width != ax.src_len)
-        throw input_error("mask is " + std::to_string(mask.width) + " pixels wide but the plan expects " +
-                          std::to_string(ax.src_len));
-    if (ay.content_len && ax.content_len) {
-        const std::uint32_t need = nearest_source(ay, ay.crop_offset + ay.content_len - 1) + 1;
-        if (mask.height < need)
-            throw input_error("mask has " + std::to_string(mask.height) + " rows but " + std::to_string(need) +
-                              " are needed");
-    }
+    check_source_fits("mask", mask.width, mask.height, ax.src_len, nearest_rows_needed(plan));
 
     out.width = ax.out_len;
     out.height = ay.out_len;

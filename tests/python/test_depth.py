@@ -217,3 +217,26 @@ def test_tf_and_keras_deliver_uint16(bands):
     np.testing.assert_array_equal(images.numpy(), np.stack(tiles[:2]))
     images, _ = spk.PyDataset(path, 2, shuffle=False, label="index")[0]
     np.testing.assert_array_equal(images, np.stack(tiles[:2]).astype(np.float32) / np.float32(65535))
+
+
+def test_image_folders_take_tiffs(tmp_path):
+    """--images lists .tif and .tiff files (any case) beside PNGs, decoded as a CSV's TIFFs are;
+    other files are still left out and counted."""
+    rng = np.random.default_rng(21)
+    pixels = {}
+    for cls, names in (("ct", ["a.tif", "b.TIFF", "c.png"]), ("mr", ["d.tiff", "e.Tif"])):
+        (tmp_path / "src" / cls).mkdir(parents=True)
+        for name in names:
+            a = rng.integers(0, 65536, (12, 10, 1), dtype=np.uint16)
+            (png16 if name.endswith(".png") else tiff)(tmp_path / "src" / cls / name, a[:, :, 0] if name.endswith(".png") else a)
+            pixels[f"{cls}/{name}"] = a[:, :, 0]
+    (tmp_path / "src" / "ct" / "notes.txt").write_text("x")
+    import subprocess
+    r = subprocess.run([tool("shardpack"), "build", "--images", str(tmp_path / "src"), "--out", str(tmp_path / "ds"),
+                        "--color", "gray"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "1 file left out: 1 x not a .png, .jpg, .jpeg, .tif or .tiff file" in r.stderr, r.stderr
+    ds = shardpack.open(tmp_path / "ds")
+    assert len(ds) == 5 and ds.image_dtype == "uint16"
+    for i in range(len(ds)):
+        assert np.array_equal(ds[i][0][:, :, 0], pixels[ds.key(i)]), ds.key(i)

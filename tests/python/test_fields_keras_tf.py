@@ -114,3 +114,21 @@ def test_tf_dataset_ragged_boxes_follow_crops_and_flips(packed):  # noqa: F811
                                       f["caption"][j].numpy().decode(), f["tags"][j].numpy(),
                                       boxes[j].numpy().reshape(-1, 4), box_labels[j].numpy()))
         ref.done(seen)
+
+
+def test_tf_dataset_empty_field_list_gives_an_empty_dict_as_torch_and_grain_do(packed):  # noqa: F811
+    """fields=[]: no field is read, and elements keep the (images, labels, fields) form with an
+    empty dict, as shardpack.torch.Loader and shardpack.grain give (image, label, {})."""
+    tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (scripts/python-env.sh --tf)")
+    import shardpack.tf as sptf
+    path, _, _ = packed
+    plain = sptf.dataset(path, batch_size=4, dtype="uint8", label="index")
+    empty = sptf.dataset(path, batch_size=4, dtype="uint8", label="index", fields=[])
+    assert len(empty.element_spec) == 3 and empty.element_spec[2] == {}
+    for (i0, l0), (i1, l1, f) in zip(plain, empty):
+        assert f == {} and np.array_equal(i0.numpy(), i1.numpy()) and np.array_equal(l0.numpy(), l1.numpy())
+    grain = pytest.importorskip("grain", reason="Grain is not installed (scripts/python-env.sh --tf)")
+    del grain
+    import shardpack.grain as spg
+    assert spg.DataSource(path, label="index", fields=[])[0][2] == {}
+    del tf

@@ -191,7 +191,8 @@ def assert_same_fields_dataset(a, b):
         m = json.loads((pathlib.Path(p) / "manifest.json").read_text())
         m.pop("input_digest")
         for f in m.get("build", {}).get("fields", []):
-            f.pop("names", None)  # the --field-names files' paths: the writer's are its own
+            f.pop("names", None)  # the CSV's column and --field-names files: a stream has neither
+            f.pop("column", None)
         return m
 
     assert man(a) == man(b)
@@ -228,6 +229,11 @@ def test_fields_equal_cli_build_from_csv_columns(tmp_path, size):
     shardpack.write(out, ({"key": k, "image": img, "label": lab, "fields": f} for k, img, lab, f in samples),
                     task="cls", classes=["a", "b"], fields=FIELDS, size=size, quiet=True)
     assert_same_fields_dataset(cli_out, out)
+    # The same samples give the same manifest: no temporary path of the writer's in it.
+    again = tmp_path / "again"
+    shardpack.write(again, ({"key": k, "image": img, "label": lab, "fields": f} for k, img, lab, f in samples),
+                    task="cls", classes=["a", "b"], fields=FIELDS, size=size, quiet=True)
+    assert (again / "manifest.json").read_bytes() == (out / "manifest.json").read_bytes()
     ds, cli = shardpack.open(out), shardpack.open(cli_out)
     for i, (key, img, label, fields) in enumerate(samples):
         got, want = ds.fields(i), cli.fields(i)

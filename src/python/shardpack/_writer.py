@@ -2,9 +2,10 @@
 `shardpack build`.
 
 The samples go to the CLI binary the wheel carries (`shardpack build --samples -`) as a sample
-stream on its standard input (src/pipeline/sample_stream.hpp): each sample's key, and its image
+stream on its standard input (src/pipeline/sample_stream.hpp): each sample's key, its image
 and label as pixels (NumPy arrays, PIL images) or as the encoded PNG/JPEG bytes the build's
-decoders take. Everything else is the build's own: geometry and label options, record encoding,
+decoders take, and its field values as the text of CSV cells (parsed by the build's --field
+rules). Everything else is the build's own: geometry and label options, record encoding,
 sharding, checksums, manifest and report, the atomic publish into a folder it owns, the lock,
 --on-error, the memory budget and the thread-count-independent output. The C++ works in its own
 process, so the GIL is never held for it; this process only iterates and sends.

@@ -68,7 +68,8 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
       float64, str (N,) tf.string, tags (N, T) uint8, lists tf.RaggedTensor (N, None), boxes a dict
       {"boxes": RaggedTensor float32 (N, None, 4), "labels": RaggedTensor int64 (N, None)}, boxes
       moved with each sample's crop and flips. (Keras' fit takes a third element as sample
-      weights: map the element to what the model takes.)
+      weights: map the element to what the model takes.) fields=[] reads none and gives an empty
+      dict, as the torch Loader and Grain do.
     element_spec: the batch dimension is batch_size with drop_last=True, else None (the last
     batch may be short). cardinality(): batches per epoch. Errors while reading (a damaged
     shard) are raised by the iterator as TensorFlow errors carrying the shardpack message."""
@@ -89,6 +90,9 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     label_spec = _tf.TensorSpec((first,) + tuple(lshape[1:]), _TF_DTYPES[ldtype])
     read = options.read
     names = options.fields
+    # fields=[] reads no field but keeps the (images, labels, fields) form, as the torch Loader
+    # and Grain adapters do: the fields' dict is then empty.
+    with_fields = "fields" in read
     kinds = {f.name: f.kind for f in ds.field_info}
     # Per field, the flat arrays numpy_function hands over (variable-length values with counts).
     flat_types = {"int": [_tf.int64], "float": [_tf.float64], "str": [_tf.string], "tags": [_tf.uint8],
@@ -107,7 +111,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
         e = int(epoch_number)
         got = ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
         if not names:
-            return got
+            return got[0], got[1]
         out = [got[0], got[1]]
         for name in names:
             v = got[2][name]
@@ -133,7 +137,7 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
         images, labels = got[0], got[1]
         images.set_shape(image_spec.shape)
         labels.set_shape(label_spec.shape)
-        if not names:
+        if not with_fields:
             return images, labels
         out, at = {}, 2
         for name in names:
