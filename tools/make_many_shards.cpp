@@ -147,14 +147,15 @@ int main(int argc, char** argv) {
             XXH3_64bits_reset(&st);
             XXH3_64bits_update(&st, p, header_length);
             XXH3_64bits_update(&st, p + index_offset, records * detail::index_entry_size);
-            detail::store_u64(p + size - 24, XXH3_64bits_digest(&st));
+            const std::uint64_t index_hash = XXH3_64bits_digest(&st);
+            detail::store_u64(p + size - 24, index_hash);
             const std::uint64_t hash = XXH3_64bits(p, size);
             detail::store_u64(hashes.data() + 8 * k, hash);
             char name[64];
             std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", k, hex16(hash).c_str());
             write_all(out + "/" + name, bytes);
             if (with_table) {
-                table.push_back({std::uint64_t(records), std::uint64_t(size), hash});
+                table.push_back({std::uint64_t(records), std::uint64_t(size), hash, true, index_hash});
                 continue;
             }
             detail::json e = detail::json::object();
@@ -163,6 +164,7 @@ int main(int argc, char** argv) {
             e.set("first_record", first);
             e.set("bytes", std::uint64_t(size));
             e.set("xxh3", hex16(hash));
+            e.set("index_xxh3", hex16(index_hash));
             list.push(e);
         }
         detail::json m = detail::json::object();

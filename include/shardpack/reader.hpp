@@ -1,4 +1,4 @@
-// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.5).
+// shardpack/reader.hpp: the header-only reader for shardpack datasets (format v1, up to 1.6).
 //
 // USAGE
 //     #include <shardpack/reader.hpp>          // link with -lzstd; needs xxhash.h (header only)

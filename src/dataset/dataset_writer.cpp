@@ -227,6 +227,7 @@ void dataset_writer::finish_shard() {
         const std::uint64_t h = XXH3_64bits(adopt_->bytes(), adopt_->size());
         if (adopt_->name().find(hex64(h)) != std::string::npos) {
             s.hash = h;
+            s.index_hash = adopt_->index_checksum();
             s.bytes = adopt_->size();
             s.file = adopt_->name();
             s.in_partial = adopt_in_partial_;
@@ -238,6 +239,7 @@ void dataset_writer::finish_shard() {
         if (adopt_) write_pending();
         if (!current_) open_real_shard();
         s.hash = current_->finish();
+        s.index_hash = current_->index_checksum();
         s.bytes = current_->file_size();
         char name[64];
         std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", done_.size(), hex64(s.hash).c_str());
@@ -309,7 +311,7 @@ json dataset_writer::publish() {
         if (with_table) {
             if (s.file != detail::shard_file_name(table.size(), s.hash))
                 throw std::logic_error("shard " + s.file + " is not named by its number and hash");
-            table.push_back({s.records, s.bytes, s.hash});
+            table.push_back({s.records, s.bytes, s.hash, true, s.index_hash});
             continue;
         }
         json e = json::object();
@@ -318,6 +320,7 @@ json dataset_writer::publish() {
         e.set("first_record", s.first_record);
         e.set("bytes", s.bytes);
         e.set("xxh3", hex64(s.hash));
+        e.set("index_xxh3", hex64(s.index_hash));
         shards.push(e);
     }
     std::string table_bytes, table_name;

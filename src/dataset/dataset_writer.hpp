@@ -75,6 +75,7 @@ struct record_origin {
 struct published_shard {
     std::string file;
     std::uint64_t records = 0, first_record = 0, bytes = 0, hash = 0;
+    std::uint64_t index_hash = 0;  // the trailer's header/index checksum ("index_xxh3", 1.6)
     bool in_partial = true;  // in .partial/ (else already in the folder: a published shard kept)
     bool reused = false;     // kept from a previous build rather than written
 };

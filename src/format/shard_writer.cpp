@@ -102,6 +102,7 @@ std::uint64_t shard_writer::finish() {
     XXH3_64bits_update(locate_hash, index.data(), index.size());
     const std::uint64_t checksum = XXH3_64bits_digest(locate_hash);
     XXH3_freeState(locate_hash);
+    index_checksum_ = checksum;
 
     unsigned char trailer[trailer_size];
     store_u64(trailer, index_offset);

@@ -83,6 +83,8 @@ public:
     // Writes index and trailer, fsyncs and closes. Returns XXH3-64 of the whole file.
     std::uint64_t finish();
     std::uint64_t file_size() const { return file_.position(); }
+    // After finish: the trailer's header/index checksum, which the manifest lists (1.6).
+    std::uint64_t index_checksum() const { return index_checksum_; }
 
 private:
     output_file file_;
@@ -93,6 +95,7 @@ private:
     bool uses_bands_;
     bool uses_region_bands_;
     std::uint16_t minor_;
+    std::uint64_t index_checksum_ = 0;
     void put(const void* data, std::size_t size);
     void put_zeros(std::size_t count);
 };

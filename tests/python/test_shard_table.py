@@ -77,7 +77,7 @@ def _check_400k_shards(folder, tool) -> None:
                    timeout=600)
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["format_version"] == "1.2" and "shards" not in manifest
-    assert manifest["shard_table"]["bytes"] == 32 + 24 * 400000
+    assert manifest["shard_table"]["bytes"] == 32 + 32 * 400000  # 32-byte entries (1.6: with index_xxh3)
     child = subprocess.run([sys.executable, "-c", _CHILD, str(folder)], check=True, capture_output=True, text=True,
                            timeout=300)
     result = json.loads(child.stdout.strip().splitlines()[-1])

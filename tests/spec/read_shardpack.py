@@ -8,7 +8,8 @@ and label bytes. Exits 1, naming the problem, on anything the spec says to refus
     read_shardpack.py DIR [--writer]
 
 --writer: also check what the spec asks of a writer where a file shows it (a reader must not
-refuse these): each shard's version_minor (5, 15) and the manifest's format_version (13.3, 15).
+refuse these): each shard's version_minor (5, 15), the manifest's format_version (13.3, 15) and
+each shard's listed index_xxh3 (1.6: every entry has one; a table has 32-byte entries).
 
 Standard library only. zstd records are decompressed with the `zstd` command. XXH3-64
 checksums are verified when the `xxhash` module is importable (otherwise said on stderr).
@@ -255,7 +256,8 @@ def open_shard(path):
         end = off + stored
         entries.append((off, stored, decoded, csum, codec))
     return dict(bytes=b, shard_number=shard_number, first_record=first_record, schema=schema,
-                schema_key=schema_raw + classes_raw + fields_raw, entries=entries, minor=minor, required=required)
+                schema_key=schema_raw + classes_raw + fields_raw, entries=entries, minor=minor, required=required,
+                checksum=checksum)
 
 
 def prefix_end(s, data, key_length):
@@ -374,24 +376,27 @@ def decode_record(shard, i):
 
 
 def read_shard_table(folder, t):
-    """Spec 13.8: the binary shard table (format 1.2), as a list of manifest-style entries."""
+    """Spec 13.8: the binary shard table (format 1.2; 32-byte entries with index_xxh3 since 1.6), as
+    a list of manifest-style entries."""
     name = t["file"]
     if not plain_name(name): raise Refused("shard table name")
     b = read_regular(os.path.join(folder, name))
     if len(b) != nonnegative(t["bytes"], "shard_table.bytes"): raise Refused(f"{name}: size differs from the manifest")
     if xxhash and f"{xxh3(b):016x}" != t["xxh3"]: raise Refused(f"{name}: XXH3-64 differs from the manifest")
     if len(b) < 32 or b[:8] != b"\x89SPT\r\n\x1a\n": raise Refused(f"{name}: not a shard table")
-    major, _minor, entry_size, count = struct.unpack_from("<HHIQ", b, 8)
+    major, minor, entry_size, count = struct.unpack_from("<HHIQ", b, 8)
     if major != 1: raise Refused(f"{name}: table version")
     if entry_size < 24 or entry_size % 8 or entry_size > 4096: raise Refused(f"{name}: entry size")
     if count < 1 or count > 1 << 22 or len(b) != 32 + count * entry_size: raise Refused(f"{name}: entry count")
     out, first = [], 0
     for k in range(count):
         records, size, h = struct.unpack_from("<QQQ", b, 32 + k * entry_size)
-        out.append(dict(file=f"shard-{k:05d}-{h:016x}.spk", records=records, first_record=first, bytes=size,
-                        xxh3=f"{h:016x}"))
+        e = dict(file=f"shard-{k:05d}-{h:016x}.spk", records=records, first_record=first, bytes=size, xxh3=f"{h:016x}")
+        if entry_size >= 32:  # 1.6: bytes 24-31, the shard's trailer checksum
+            e["index_xxh3"] = f"{u64(b, 32 + k * entry_size + 24):016x}"
+        out.append(e)
         first += records
-    return out
+    return out, minor, entry_size
 
 
 def writer_checks(m, shards):
@@ -404,6 +409,11 @@ def writer_checks(m, shards):
         want = 5 if r & 0x10 else 4 if r & 8 else 3 if r & 4 else 1 if r & 2 else 0
         if shard["minor"] != want:
             raise Refused(f"writer: shard {k} declares version_minor {shard['minor']}, its feature bits call for {want}")
+    # 1.6: every entry lists its shard's trailer checksum; a table does in 32-byte entries.
+    if "shard_table" in m and (m["table_minor"], m["table_entry_size"]) != (6, 32):
+        raise Refused(f"writer: the shard table is version 1.{m['table_minor']} with {m['table_entry_size']}-byte entries, not 1.6 with 32")
+    if any("index_xxh3" not in e for e in m["entries"]):
+        raise Refused("writer: a shard entry has no index_xxh3")
     minors = {shard["minor"] for shard in shards}
     want = ("1.5" if 5 in minors else "1.4" if 4 in minors else "1.3" if 3 in minors else "1.2" if "shard_table" in m
             else "1.1" if 1 in minors else "1.0")
@@ -420,7 +430,10 @@ def main(folder, writer=False):
         raise Refused("format version")
     shards, total = [], 0
     if "shards" in m and "shard_table" in m: raise Refused("both shards and shard_table")
-    entries = read_shard_table(folder, m["shard_table"]) if "shard_table" in m else m["shards"]
+    if "shard_table" in m:
+        entries, m["table_minor"], m["table_entry_size"] = read_shard_table(folder, m["shard_table"])
+    else:
+        entries = m["shards"]
     if not isinstance(entries, list) or not entries: raise Refused("shards: not a non-empty array")
     for k, e in enumerate(entries):
         name = e["file"]
@@ -432,6 +445,13 @@ def main(folder, writer=False):
         if shard["shard_number"] != k or shard["first_record"] != total or nonnegative(e["first_record"], f"{name}: first_record") != total:
             raise Refused(f"{name}: position differs")
         if k and shard["schema_key"] != shards[0]["schema_key"]: raise Refused(f"{name}: schema differs")
+        # 1.6 (14.A.5.8): the listed trailer checksum identifies the file; absent, not checked.
+        if "index_xxh3" in e:
+            ix = e["index_xxh3"]
+            if not isinstance(ix, str) or len(ix) != 16 or any(c not in "0123456789abcdef" for c in ix):
+                raise Refused(f"{name}: index_xxh3 is not 16 lowercase hex digits")
+            if int(ix, 16) != shard["checksum"]:
+                raise Refused(f"{name}: is not the file the manifest lists (index_xxh3 differs from its trailer checksum)")
         shards.append(shard)
         total += len(shard["entries"])
     if total != nonnegative(m["records"], "records"): raise Refused("record total differs")
@@ -443,6 +463,7 @@ def main(folder, writer=False):
         if f"{xxh3(b''.join(int(h, 16).to_bytes(8, 'little') for h in hashes)):016x}" != m["content_hash"]:
             raise Refused("manifest.json: content_hash differs from the shards' hashes")
     if writer:
+        m["entries"] = entries
         writer_checks(m, shards)
     index = 0
     for shard in shards:

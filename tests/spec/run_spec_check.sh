@@ -126,6 +126,22 @@ json.dump({"format": "shardpack", "format_version": "1.2", "records": 1,
           open(f"{sys.argv[3]}/manifest.json", "w"))
 PY
 readers_agree golden12 a.png
+mkdir -p "$work/golden16"  # 1.6: the same shard in a table of 32-byte entries (index_xxh3)
+python3 - "$src/tests/golden/tiny_shard.hex" "$src/tests/golden/shard_table_index.hex" "$work/golden16" <<'PY'
+import json, sys
+def load(path):
+    data = bytearray()
+    for line in open(path):
+        data += bytes(int(w, 16) for w in line.split()[1:])
+    return data
+shard, table = load(sys.argv[1]), load(sys.argv[2])
+open(f"{sys.argv[3]}/shard-00000-d908886912887cfc.spk", "wb").write(shard)
+open(f"{sys.argv[3]}/shards-f658587dc1553912.spt", "wb").write(table)
+json.dump({"format": "shardpack", "format_version": "1.2", "records": 1, "content_hash": "3214a1cc7d3a3651",
+           "shard_table": {"file": "shards-f658587dc1553912.spt", "bytes": len(table), "xxh3": "f658587dc1553912"}},
+          open(f"{sys.argv[3]}/manifest.json", "w"))
+PY
+readers_agree golden16 a.png
 "$many" "$work/table3" --shards 3 --records 2 --shard-table always 2>/dev/null
 $reader "$work/table3" --writer >"$work/table3.py.jsonl"
 "$dump" "$work/table3" >"$work/table3.cpp.jsonl"
@@ -151,7 +167,7 @@ echo "spec reader and C++ reader follow a link at the shard table's name"
 
 # Manifest members both readers refuse (13.3, 14.A.5.1): a fraction where an integer goes, a
 # shard name holding a NUL byte, an object for the shard list.
-for what in records-fraction shard-records-fraction nul-name shards-object; do
+for what in records-fraction shard-records-fraction nul-name shards-object index-xxh3-other index-xxh3-upper; do
   cp -r "$work/seg-index-raw" "$work/badmanifest"
   python3 - "$work/badmanifest/manifest.json" "$what" <<'PY'
 import json, sys
@@ -161,6 +177,8 @@ if what == "records-fraction": m["records"] = float(m["records"])
 elif what == "shard-records-fraction": m["shards"][0]["records"] = float(m["shards"][0]["records"])
 elif what == "nul-name": m["shards"][0]["file"] = m["shards"][0]["file"] + "\u0000x"
 elif what == "shards-object": m["shards"] = {}
+elif what == "index-xxh3-other": m["shards"][-1]["index_xxh3"] = "%016x" % (int(m["shards"][-1]["index_xxh3"], 16) ^ 1)
+elif what == "index-xxh3-upper": m["shards"][0]["index_xxh3"] = m["shards"][0]["index_xxh3"].upper() if m["shards"][0]["index_xxh3"].upper() != m["shards"][0]["index_xxh3"] else "G" * 16
 open(path, "w").write(json.dumps(m))
 PY
   if $reader "$work/badmanifest" >/dev/null 2>&1; then echo "spec reader accepted a manifest with $what"; exit 1; fi
@@ -168,6 +186,16 @@ PY
   rm -rf "$work/badmanifest"
 done
 echo "spec reader and C++ reader refuse the same damaged manifests"
+cp -r "$work/seg-index-raw" "$work/oldmanifest"  # an older writer's (1.5 and before): no index_xxh3, not checked
+python3 - "$work/oldmanifest/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+for e in m["shards"]: del e["index_xxh3"]
+open(sys.argv[1], "w").write(json.dumps(m))
+PY
+readers_agree oldmanifest "$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["key"])' "$work/seg-index-raw.py.jsonl")"
+diff -u "$work/seg-index-raw.py.jsonl" "$work/oldmanifest.py.jsonl"
+echo "spec reader and C++ reader read a manifest without index_xxh3 as before"
 
 # Damage both readers must refuse at open: a byte of the index, the trailer magic, a version.
 shard=$(ls "$work/seg-index-raw"/shard-*.spk)
@@ -223,7 +251,7 @@ if shown.get("libraries") != written.get("libraries"):
         for k in ("content_hash", "libraries"):
             m.pop(k, None)
         for s in m.get("shards", []):
-            for k in ("file", "bytes", "xxh3"):
+            for k in ("file", "bytes", "xxh3", "index_xxh3"):
                 s.pop(k, None)
 if shown != written:
     for k in sorted(set(shown) | set(written)):

@@ -202,6 +202,8 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
             st->names_from_hashes = true;
             st->shard_hash.reserve(entries.size());
             st->shard_bytes.reserve(entries.size());
+            st->index_hash.reserve(entries.size());
+            st->index_hash_listed.reserve(entries.size());
             st->first_record.reserve(entries.size() + 1);
             for (std::size_t k = 0; k < entries.size(); ++k) {
                 try {
@@ -212,6 +214,8 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
                 }
                 st->shard_hash.push_back(entries[k].hash);
                 st->shard_bytes.push_back(entries[k].bytes);
+                st->index_hash.push_back(entries[k].index_hash);
+                st->index_hash_listed.push_back(entries[k].has_index_hash);
                 st->first_record.push_back(total);
                 total += entries[k].records;
             }
@@ -222,11 +226,14 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
             st->shard_hash.reserve(shards.size());
             st->shard_hash_problem.reserve(shards.size());
             st->shard_bytes.reserve(shards.size());
+            st->index_hash.reserve(shards.size());
+            st->index_hash_listed.reserve(shards.size());
             st->first_record.reserve(shards.size() + 1);
             for (std::size_t k = 0; k < shards.size(); ++k) {
                 const json& e = shards[k];
                 const std::string* name = nullptr;  // in errors once known
-                std::uint64_t records = 0, bytes = 0;
+                std::uint64_t records = 0, bytes = 0, index_hash = 0;
+                bool index_hash_listed = false;
                 try {
                     name = &e.string_at("file");
                     if (!plain_file_name(*name)) throw error("not a plain file name (empty, holding '/' or NUL, or starting with '.')");
@@ -237,12 +244,21 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
                     if (first != total)
                         throw error("the manifest lists it as starting at record " + std::to_string(first) + ", after " +
                                     std::to_string(total) + " records in the shards before it");
+                    // 1.6: absent from an older writer's manifest (then not checked); a value that
+                    // is there but malformed is damage.
+                    if (const json* ix = e.find("index_xxh3")) {
+                        if (!ix->is_string() || !parse_hex16(ix->as_string(), index_hash))
+                            throw error("\"index_xxh3\": expected 16 lowercase hex digits");
+                        index_hash_listed = true;
+                    }
                 } catch (const error& x) {
                     throw shard_entry_error(k, name, x);
                 }
                 st->names += *name;
                 st->name_end.push_back(st->names.size());
                 st->shard_bytes.push_back(bytes);
+                st->index_hash.push_back(index_hash);
+                st->index_hash_listed.push_back(index_hash_listed);
                 st->first_record.push_back(total);
                 // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
                 const json* x = e.is_object() ? e.find("xxh3") : nullptr;

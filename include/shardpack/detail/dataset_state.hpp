@@ -44,6 +44,11 @@ struct dataset_state {
     // (not a string) or 3 (not 16 hex digits): readers do not need it, verify reports it.
     std::vector<unsigned char> shard_hash_problem;
     std::vector<std::uint64_t> shard_bytes;   // per shard
+    // Per shard (1.6): the trailer checksum the listing names ("index_xxh3", or bytes 24-31 of a
+    // table entry), compared at every shard open so that a file replaced by another valid shard
+    // is refused; index_hash_listed[k] is 0 where the listing has none (an older writer's).
+    std::vector<std::uint64_t> index_hash;
+    std::vector<unsigned char> index_hash_listed;
     std::vector<std::uint64_t> first_record;  // per shard, plus the total at the end
     std::string schema_bytes;                 // shard 0's schema and classes sections
     shard_cache shards;
@@ -90,6 +95,13 @@ struct dataset_state {
                         std::to_string(k) + " starting at record " + std::to_string(first_record[k]));
         if (k > 0 && shard->schema_bytes() != schema_bytes)
             throw error(n + ": its schema or classes differ from " + name(0));
+        // Its header and index (every record's place and checksum) are the ones listed: a file
+        // replaced by another valid shard of the same size, number and schema is refused here,
+        // before any of its records is returned, at the cost of comparing 8 bytes.
+        if (index_hash_listed[k] && shard->index_checksum() != index_hash[k])
+            throw error(n + ": is not the file the manifest lists (its header/index checksum is " +
+                        hex16(shard->index_checksum()) + ", the manifest's \"index_xxh3\" is " + hex16(index_hash[k]) +
+                        "): the shard was replaced after the dataset was written or opened");
         // Training reads records in a random order: no read-ahead around each one (the reader
         // asks for what a batch needs itself, see read_batch).
         shard->source()->advise(access_pattern::random);

@@ -59,6 +59,9 @@ public:
     std::size_t size() const { return static_cast<std::size_t>(file_->size()); }
     const std::shared_ptr<byte_source>& source() const { return file_; }
     std::uint64_t index_offset() const { return index_offset_; }
+    // The trailer's checksum (XXH3-64 of the header and the index, checked at open): it
+    // identifies the shard's content, the index holding every record's checksum.
+    std::uint64_t index_checksum() const { return index_checksum_; }
 
 private:
     std::string name_;
@@ -71,6 +74,7 @@ private:
     std::string schema_bytes_;
     const unsigned char* index_ = nullptr;
     std::uint64_t index_offset_ = 0;
+    std::uint64_t index_checksum_ = 0;
     std::size_t count_ = 0;
     std::uint64_t known_required_ = known_required_features;
 
@@ -157,6 +161,7 @@ private:
         XXH3_64bits_update(&state, index, count * index_entry_size);
         const std::uint64_t actual = XXH3_64bits_digest(&state);
         if (actual != checksum) throw error("header/index checksum mismatch: the shard is damaged");
+        index_checksum_ = checksum;
 
         const std::uint64_t unknown = header_.required_features & ~known_required_;
         if (unknown)

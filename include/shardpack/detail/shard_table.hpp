@@ -1,8 +1,9 @@
 // The binary shard table (format 1.2, formats/shardpack-v1.md 13.8): a dataset's list of shards
-// as 24 bytes a shard (records, bytes, whole-file XXH3-64), in a file the manifest names, so that
-// a dataset of 400,000 shards opens without parsing ~70 MB of JSON. Shard k's file name and
-// first record follow from the table: shard-<k, %05zu>-<hash, 16 hex digits>.spk, and the sum
-// of the records of the shards before it.
+// as 32 bytes a shard (records, bytes, whole-file XXH3-64 and, since 1.6, the trailer's
+// header/index checksum; 1.2 to 1.5 tables have 24-byte entries), in a file the manifest names,
+// so that a dataset of 400,000 shards opens without parsing ~70 MB of JSON. Shard k's file name
+// and first record follow from the table: shard-<k, %05zu>-<hash, 16 hex digits>.spk, and the
+// sum of the records of the shards before it.
 //
 // This header reads and checks a table (every size and count is checked before it is used, with
 // little-endian loads) and writes one (the writer and the test tools share the encoding).
@@ -23,19 +24,26 @@ namespace shardpack::detail {
 
 inline constexpr unsigned char shard_table_magic[8] = {0x89, 'S', 'P', 'T', '\r', '\n', 0x1A, '\n'};
 inline constexpr std::size_t shard_table_header_size = 32;
-inline constexpr std::size_t shard_table_entry_size = 24;  // what this version writes; readers accept more
-// The manifest's format_version (and the table's version fields) when the shard list is a table.
+inline constexpr std::size_t shard_table_entry_size_1_2 = 24;  // records, bytes, xxh3: the least a reader accepts
+inline constexpr std::size_t shard_table_entry_size = 32;      // and index_xxh3 (1.6): what this version writes
+// The manifest's format_version when the shard list is a table (and no shard needs more).
 inline constexpr std::uint16_t version_minor_shard_table = 2;
-// A table of more shards than this is refused before it is read (96 MiB at 24 bytes a shard):
+// The table's own version_minor: the version of its entry layout (2 for 24-byte entries).
+inline constexpr std::uint16_t version_minor_index_hash = 6;
+// A table of more shards than this is refused before it is read (128 MiB at 32 bytes a shard):
 // 4,194,304 shards of the default 256 MiB would be 1 PiB.
 inline constexpr std::uint64_t shard_table_max_shards = std::uint64_t(1) << 22;
-inline constexpr std::uint64_t shard_table_max_bytes = std::uint64_t(128) << 20;
+inline constexpr std::uint64_t shard_table_max_bytes = shard_table_header_size + shard_table_max_shards * shard_table_entry_size;
 
 // One shard of a table. first_record is not stored: it is the sum of the records before it.
 struct shard_table_entry {
     std::uint64_t records = 0;
     std::uint64_t bytes = 0;
     std::uint64_t hash = 0;  // XXH3-64 of the whole shard file; also in its name
+    // The shard's trailer checksum (spec 9), which a reader compares at every shard open (1.6;
+    // absent from 24-byte entries).
+    bool has_index_hash = false;
+    std::uint64_t index_hash = 0;
 };
 
 inline std::string hex16(std::uint64_t value) {
@@ -69,14 +77,22 @@ inline std::string shard_file_name(std::uint64_t number, std::uint64_t hash) {
 // table a reader of the previous manifest is about to read.
 inline std::string shard_table_file_name(std::uint64_t hash) { return "shards-" + hex16(hash) + ".spt"; }
 
-// The table's bytes for these shards (spec 13.8).
+// The table's bytes for these shards (spec 13.8): 32-byte entries (1.6) when every entry has
+// its index hash, 24-byte ones (1.2, what the test tools write as an older writer's) when none has.
 inline std::string encode_shard_table(const std::vector<shard_table_entry>& shards) {
-    std::string out(shard_table_header_size + shard_table_entry_size * shards.size(), '\0');
+    std::size_t with_index = 0;
+    for (const auto& s : shards) with_index += s.has_index_hash;
+    if (with_index != 0 && with_index != shards.size())
+        throw error("a shard table lists every shard's index hash or none (" + std::to_string(with_index) + " of " +
+                    std::to_string(shards.size()) + ")");
+    const bool v16 = with_index != 0;
+    const std::size_t entry_size = v16 ? shard_table_entry_size : shard_table_entry_size_1_2;
+    std::string out(shard_table_header_size + entry_size * shards.size(), '\0');
     auto* p = reinterpret_cast<unsigned char*>(&out[0]);
     for (int i = 0; i < 8; ++i) p[i] = shard_table_magic[i];
     store_u16(p + 8, 1);
-    store_u16(p + 10, version_minor_shard_table);
-    store_u32(p + 12, std::uint32_t(shard_table_entry_size));
+    store_u16(p + 10, v16 ? version_minor_index_hash : version_minor_shard_table);
+    store_u32(p + 12, std::uint32_t(entry_size));
     store_u64(p + 16, shards.size());
     // bytes 24-31 reserved, zero
     unsigned char* e = p + shard_table_header_size;
@@ -84,7 +100,8 @@ inline std::string encode_shard_table(const std::vector<shard_table_entry>& shar
         store_u64(e, s.records);
         store_u64(e + 8, s.bytes);
         store_u64(e + 16, s.hash);
-        e += shard_table_entry_size;
+        if (v16) store_u64(e + 24, s.index_hash);
+        e += entry_size;
     }
     return out;
 }
@@ -101,7 +118,7 @@ inline std::vector<shard_table_entry> decode_shard_table(const unsigned char* p,
         throw error("shard table version " + std::to_string(major) + "." + std::to_string(minor) +
                     " is not supported by this reader (it reads major version 1)");
     const std::uint32_t entry_size = load_u32(p + 12);
-    if (entry_size < shard_table_entry_size || entry_size % 8 != 0 || entry_size > 4096)
+    if (entry_size < shard_table_entry_size_1_2 || entry_size % 8 != 0 || entry_size > 4096)
         throw error("entry size " + std::to_string(entry_size) + " is not a multiple of 8 in 24 ... 4096");
     const std::uint64_t count = load_u64(p + 16);
     if (count == 0) throw error("lists no shards");
@@ -117,6 +134,8 @@ inline std::vector<shard_table_entry> decode_shard_table(const unsigned char* p,
         s.records = load_u64(e);
         s.bytes = load_u64(e + 8);
         s.hash = load_u64(e + 16);
+        s.has_index_hash = entry_size >= shard_table_entry_size;  // bytes 32 onward: for later versions
+        if (s.has_index_hash) s.index_hash = load_u64(e + 24);
         e += entry_size;
     }
     return out;
