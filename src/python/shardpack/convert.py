@@ -2,13 +2,13 @@
 copy on disk.
 
     python -m shardpack.convert webdataset SHARD.tar [SHARD.tar ...] --classes names.txt --out DIR [build options]
-    python -m shardpack.convert coco instances.json --images DIR --out DIR [build options]
+    python -m shardpack.convert coco instances.json --images DIR [--boxes-field NAME | --no-boxes] --out DIR [build options]
     python -m shardpack.convert hf SAVED_FOLDER [--split train] --out DIR [build options]
     python -m shardpack.convert tfrecord FILE.tfrecord [...] --num-classes 1000 --out DIR [build options]
 
 Each source streams its samples (a tar member, an image file, a row or a record at a time) and
 hands images over as the encoded PNG/JPEG bytes it holds, which the build decodes. What a source
-holds that shardpack does not store (other tar members, boxes, other columns or features) is
+holds that shardpack does not store (other tar members, other columns or features) is
 counted and named at the end ("left out: ..."), and in Source.left_out.
 
 The libraries: COCO needs pycocotools (pip install shardpack[coco]), Hugging Face folders need
@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 import numpy as np
 
-from ._writer import write
+from ._writer import _FIELD_NAME_BREAKS, write
 
 __all__ = ["Source", "webdataset", "coco", "hf", "tfrecord", "convert", "main"]
 
@@ -41,10 +41,12 @@ class Source:
     """A converter's output: what shardpack.write takes (task, classes, samples), and a count of
     what the source held that the samples leave out (filled as the samples are read)."""
 
-    def __init__(self, task: str, classes: Sequence[Any], samples: Iterable[Any]):
+    def __init__(self, task: str, classes: Sequence[Any], samples: Iterable[Any],
+                 fields: Optional[Dict[str, Any]] = None):
         self.task = task
         self.classes = list(classes)
         self.samples = samples
+        self.fields = fields  # shardpack.write's fields= (each sample's values under "fields")
         self.left_out: "collections.Counter[str]" = collections.Counter()
 
     def left_out_text(self) -> str:
@@ -148,9 +150,13 @@ def _webdataset_samples(tars: List[PathLike], names: List[str], json_field: str,
 # ---------------------------------------------------------------------------------------------
 # COCO: an instances json and its images folder. Each image's annotations (polygons or RLE) are
 # painted in file order (a later one wins where they overlap) into an index mask of category
-# ids, 0 where none lies; the classes are "background" (0) and the categories by id.
+# ids, 0 where none lies; the classes are "background" (0) and the categories by id. Each
+# image's bboxes [x, y, w, h] go, unless boxes=None, into a boxes field as (x, y, x + w, y + h)
+# in source pixels, as `shardpack build --field NAME:boxes=coco:FILE` reads them: the build
+# carries them through its geometry. The box classes are the categories by id (no background).
 
-def coco(annotations: PathLike, *, images: PathLike) -> Source:
+def coco(annotations: PathLike, *, images: PathLike, boxes: Optional[str] = "boxes") -> Source:
+    """boxes: the name of the boxes field, or None to leave the bboxes out (counted)."""
     try:
         from pycocotools import mask as mask_utils  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as e:
@@ -165,20 +171,54 @@ def coco(annotations: PathLike, *, images: PathLike) -> Source:
     for a in doc.get("annotations", []):
         by_image[a["image_id"]].append(a)
     src = Source("seg", classes, ())
-    src.samples = _coco_samples(doc.get("images", []), by_image, os.fspath(images), mask_utils, src.left_out)
+    box_of: Optional[Dict[int, str]] = None  # category id -> its box class name
+    if boxes is not None:
+        if not isinstance(boxes, str) or not boxes:
+            raise ValueError(f"coco: boxes is a field name or None, not {boxes!r}")
+        if not categories:
+            raise ValueError(f"{os.fspath(annotations)}: no categories, so no box classes (boxes=None leaves boxes out)")
+        # A field's names cannot hold a cell's separators (COCO has "traffic light"): '_' for them.
+        box_of = {int(c["id"]): "".join("_" if ch in _FIELD_NAME_BREAKS else ch for ch in str(c["name"]).strip()) or
+                  str(c["id"]) for c in categories}
+        for c in categories:
+            if box_of[int(c["id"])] != str(c["name"]):
+                src.left_out[f"box class name {c['name']!r} written as {box_of[int(c['id'])]!r}"] += 1
+        if len(set(box_of.values())) != len(box_of):
+            raise ValueError(f"{os.fspath(annotations)}: two categories have the same name (as box classes: "
+                             f"{sorted(box_of.values())})")
+        src.fields = {boxes: ("boxes", list(box_of.values()))}
+    src.samples = _coco_samples(doc.get("images", []), by_image, os.fspath(images), mask_utils, src.left_out,
+                                boxes, box_of, os.fspath(annotations))
     src.left_out.update({k: 1 for k in ("info", "licenses") if k in doc})
     return src
 
 
 def _coco_samples(images: List[Dict[str, Any]], by_image: Dict[Any, List[Dict[str, Any]]], folder: str, mask_utils: Any,
-                  left_out: "collections.Counter[str]") -> Iterator[Dict[str, Any]]:
+                  left_out: "collections.Counter[str]", field: Optional[str], box_of: Optional[Dict[int, str]],
+                  where: str) -> Iterator[Dict[str, Any]]:
     for im in images:
         h, w = int(im["height"]), int(im["width"])
         mask = np.zeros((h, w), np.uint16 if any(a["category_id"] > 255 for a in by_image.get(im["id"], [])) else np.uint8)
+        image_boxes: List[Tuple[float, float, float, float, str]] = []
         for a in by_image.get(im["id"], []):
+            if box_of is None:
+                if "bbox" in a:
+                    left_out["annotation boxes (bbox)"] += 1
+            elif "bbox" not in a:
+                left_out["annotations without a bbox"] += 1
+            else:
+                bb = a["bbox"]
+                if len(bb) != 4:
+                    raise ValueError(f"{where}: annotation {a.get('id')}: its bbox is not [x, y, width, height]")
+                if a["category_id"] not in box_of:
+                    raise ValueError(f"{where}: annotation {a.get('id')}: category_id {a['category_id']} is not in "
+                                     "\"categories\"")
+                x, y = float(bb[0]), float(bb[1])
+                image_boxes.append((x, y, x + float(bb[2]), y + float(bb[3]), box_of[a["category_id"]]))
             seg = a.get("segmentation")
             if not seg:
-                left_out["annotations without a segmentation (a box only)"] += 1
+                left_out["annotations without a segmentation (not in the masks" +
+                         ("; their boxes are packed)" if box_of is not None else ")")] += 1
                 continue
             if isinstance(seg, list):  # polygons
                 rle = mask_utils.merge(mask_utils.frPyObjects(seg, h, w))
@@ -187,14 +227,16 @@ def _coco_samples(images: List[Dict[str, Any]], by_image: Dict[Any, List[Dict[st
             else:
                 rle = seg
             mask[mask_utils.decode(rle).astype(bool)] = a["category_id"]
-            left_out["annotation boxes (bbox; fields come later)"] += 1
             if a.get("iscrowd"):
                 left_out["crowd annotations painted as their category"] += 1
             if "keypoints" in a:
                 left_out["annotation keypoints"] += 1
         with open(os.path.join(folder, im["file_name"]), "rb") as f:
             image = f.read()
-        yield {"key": im["file_name"], "image": image, "label": mask}
+        sample: Dict[str, Any] = {"key": im["file_name"], "image": image, "label": mask}
+        if field is not None:
+            sample["fields"] = {field: image_boxes}
+        yield sample
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,6 +405,8 @@ def _tfrecord_samples(files: List[PathLike], names: List[str], image_key: str, l
 def convert(source: Source, out: PathLike, **options: Any) -> Dict[str, Any]:
     """shardpack.write of a converter's samples; then logs what the source held that the dataset
     leaves out. Returns the build's report, with "left_out" added."""
+    if source.fields:
+        options = dict(options, fields=source.fields)
     report = write(out, source.samples, task=source.task, classes=source.classes, **options)  # type: ignore[arg-type]
     report["left_out"] = dict(source.left_out)
     if not options.get("quiet"):
@@ -388,6 +432,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cc = kinds.add_parser("coco", help="a COCO instances json (polygons/RLE -> index masks of category ids)")
     cc.add_argument("annotations")
     cc.add_argument("--images", required=True, help="the folder of the json's file_name entries")
+    cc.add_argument("--boxes-field", default="boxes",
+                    help="the boxes field for each image's bboxes, in the build's geometry (default: boxes)")
+    cc.add_argument("--no-boxes", action="store_true", help="leave the bboxes out (counted)")
     hh = kinds.add_parser("hf", help="a Hugging Face datasets folder (save_to_disk) with Image and ClassLabel columns")
     hh.add_argument("folder")
     hh.add_argument("--split")
@@ -421,7 +468,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if a.kind == "webdataset":
             src = webdataset(a.tars, classes=a.classes, num_classes=a.num_classes, json_field=a.json_field)
         elif a.kind == "coco":
-            src = coco(a.annotations, images=a.images)
+            src = coco(a.annotations, images=a.images, boxes=None if a.no_boxes else a.boxes_field)
         elif a.kind == "hf":
             src = hf(a.folder, split=a.split, image_column=a.image_column, label_column=a.label_column)
         else:
