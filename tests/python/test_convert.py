@@ -196,6 +196,9 @@ def test_coco_boxes_resized_and_off(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "3 x annotation boxes (bbox)" in r.stderr
     assert shardpack.open(off).field_info == []
+    r = subprocess.run([sys.executable, "-m", "shardpack.convert", "coco", "x.json", "--images", "i", "--no-boxes",
+                        "--boxes-field", "b", "--out", str(tmp_path / "o")], capture_output=True, text=True)
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr
 
 
 def test_hf(tmp_path):

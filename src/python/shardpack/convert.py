@@ -432,9 +432,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     cc = kinds.add_parser("coco", help="a COCO instances json (polygons/RLE -> index masks of category ids)")
     cc.add_argument("annotations")
     cc.add_argument("--images", required=True, help="the folder of the json's file_name entries")
-    cc.add_argument("--boxes-field", default="boxes",
-                    help="the boxes field for each image's bboxes, in the build's geometry (default: boxes)")
-    cc.add_argument("--no-boxes", action="store_true", help="leave the bboxes out (counted)")
+    cc_boxes = cc.add_mutually_exclusive_group()
+    cc_boxes.add_argument("--boxes-field", default="boxes",
+                          help="the boxes field for each image's bboxes, in the build's geometry (default: boxes)")
+    cc_boxes.add_argument("--no-boxes", action="store_true", help="leave the bboxes out (counted)")
     hh = kinds.add_parser("hf", help="a Hugging Face datasets folder (save_to_disk) with Image and ClassLabel columns")
     hh.add_argument("folder")
     hh.add_argument("--split")
