@@ -161,4 +161,14 @@ std::vector<csv_row> parse_csv(std::string_view text, std::string_view source_na
     return rows;
 }
 
+std::string csv_quoted(std::string_view cell) {
+    std::string q = "\"";
+    for (char c : cell) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return q + "\"";
+}
+
+std::string csv_cell(std::string_view cell) {
+    return cell.find_first_of(",\"\n\r") == std::string_view::npos ? std::string(cell) : csv_quoted(cell);
+}
+
 }  // namespace shardpack

@@ -65,4 +65,9 @@ private:
 // opens), a quote inside an unquoted field, text after a closing quote, NUL bytes, and UTF-16.
 std::vector<csv_row> parse_csv(std::string_view text, std::string_view source_name);
 
+// The other way: a cell as parse_csv reads it back. csv_quoted puts it in double quotes with each
+// '"' doubled; csv_cell does so only when it holds a comma, a quote or a line break.
+std::string csv_quoted(std::string_view cell);
+std::string csv_cell(std::string_view cell);
+
 }  // namespace shardpack

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "errors.hpp"
+#include "input/csv_reader.hpp"
 #include "input/text_util.hpp"
 
 namespace shardpack {
@@ -67,12 +68,6 @@ std::vector<std::string> image_files(const std::string& dir, const char* option,
     if (ec) throw usage_error(std::string(option) + " " + dir + ": " + ec.message());
     std::sort(out.begin(), out.end());
     return out;
-}
-
-std::string quoted(const std::string& s) {
-    std::string q = "\"";
-    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-    return q + "\"";
 }
 
 // "a/b" for "a/b.png": the path without its extension.
@@ -219,7 +214,7 @@ void list_into(const image_folder_options& f, input_options& o, folder_listing& 
             }
             paired_masks[it->first] = true;
             ++listing.images;
-            text += quoted(img) + "," + quoted(joined(masks_abs, it->second)) + "\n";
+            text += csv_quoted(img) + "," + csv_quoted(joined(masks_abs, it->second)) + "\n";
         }
         if (!unpaired.empty()) {
             std::string names;
@@ -250,7 +245,7 @@ void list_into(const image_folder_options& f, input_options& o, folder_listing& 
                 continue;
             }
             ++listing.images;
-            text += quoted(img) + "," + quoted(img.substr(0, slash)) + "\n";
+            text += csv_quoted(img) + "," + csv_quoted(img.substr(0, slash)) + "\n";
         }
         if (!loose.empty())
             throw usage_error("--images " + images + ": " + std::to_string(loose.size()) + " image(s) directly in the folder (e.g. " +

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "errors.hpp"
+#include "input/csv_reader.hpp"
 #include "pipeline/file_loader.hpp"
 #include "pipeline/mask_mapper.hpp"
 #include "pipeline/value_totals.hpp"
@@ -340,19 +341,13 @@ std::string census_class_dict(const color_census& c, unsigned& tolerance_needed)
         else strays.push_back(&e);
     }
     std::string out = c.index_masks ? "name,id\n" : "name,r,g,b\n";
-    auto quote = [](const std::string& s) {
-        if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-        std::string q = "\"";
-        for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-        return q + "\"";
-    };
     auto rgb = [](std::uint32_t v) {
         return std::to_string((v >> 16) & 0xFF) + "," + std::to_string((v >> 8) & 0xFF) + "," + std::to_string(v & 0xFF);
     };
     for (std::size_t id = 0; id < c.classes.size(); ++id) {
         const class_entry& k = c.classes[id];
         if (c.index_masks) {
-            out += quote(k.name) + "," + std::to_string(k.value >= 0 ? k.value : std::int32_t(id)) + "\n";
+            out += csv_cell(k.name) + "," + std::to_string(k.value >= 0 ? k.value : std::int32_t(id)) + "\n";
             continue;
         }
         std::uint32_t color = std::uint32_t(k.r) << 16 | std::uint32_t(k.g) << 8 | k.b;
@@ -361,7 +356,7 @@ std::string census_class_dict(const color_census& c, unsigned& tolerance_needed)
         } else {
             for (const auto* e : by_class[id]) tolerance_needed = std::max(tolerance_needed, e->distance);
         }
-        out += quote(k.name) + "," + rgb(color) + "\n";
+        out += csv_cell(k.name) + "," + rgb(color) + "\n";
     }
     std::vector<const census_entry*> sorted = strays;
     std::sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->value < b->value; });

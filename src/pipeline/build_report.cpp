@@ -9,6 +9,7 @@
 
 #include "dataset/dataset_writer.hpp"
 #include "dataset/manifest_file.hpp"
+#include "input/csv_reader.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
 #include "pipeline/mask_mapper.hpp"
@@ -255,14 +256,10 @@ json rejected_rows_json(const std::vector<rejected_row>& rows) {
 }  // namespace
 
 std::string rejected_csv(const std::vector<rejected_row>& rows) {
-    auto quote = [](const std::string& s) {
-        std::string q = "\"";
-        for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-        return q + "\"";
-    };
     std::string out = "line,image,label,reason\n";
     for (const auto& r : rows)
-        out += std::to_string(r.csv_line) + "," + quote(r.image) + "," + quote(r.label) + "," + quote(r.reason) + "\n";
+        out += std::to_string(r.csv_line) + "," + csv_quoted(r.image) + "," + csv_quoted(r.label) + "," +
+               csv_quoted(r.reason) + "\n";
     return out;
 }
 
