@@ -13,10 +13,16 @@ export SHARDPACK_BUILD_DIR=$(realpath "${SHARDPACK_BUILD_DIR:-build}")
 pytest_args=(-q -rs -p no:cacheprovider --durations=5)
 tf_tests=(tests/python/test_keras_tf.py tests/python/test_grain.py tests/python/test_mix_keras_tf.py
           tests/python/test_fields_keras_tf.py)  # run in .venv-tf
+# Cases of the other files that need TensorFlow or Grain: in .venv they skip with the reason, and
+# .venv-tf runs them too.
+tf_cases=(tests/python/test_depth.py::test_grain_source_delivers_uint16
+          tests/python/test_depth.py::test_tf_and_keras_deliver_uint16
+          tests/python/test_fields.py::test_tf_dataset_gives_ragged_boxes_equal_to_read_batch
+          tests/python/test_convert.py::test_tfrecord_from_tensorflow)
 status=0
 .venv/bin/python -m pytest "${pytest_args[@]}" tests/python "${tf_tests[@]/#/--ignore=}" || status=1
 if [ -x .venv-tf/bin/python ] && TF_CPP_MIN_LOG_LEVEL=3 .venv-tf/bin/python -c 'import tensorflow, keras, shardpack' 2>/dev/null; then
-  .venv-tf/bin/python -m pytest "${pytest_args[@]}" "${tf_tests[@]}" || status=1
+  .venv-tf/bin/python -m pytest "${pytest_args[@]}" "${tf_tests[@]}" "${tf_cases[@]}" || status=1
 else
   echo "test-python: no working .venv-tf (see above): the Keras, tf.data and Grain tests are skipped:"
   .venv/bin/python -m pytest "${pytest_args[@]}" "${tf_tests[@]}" || status=1
