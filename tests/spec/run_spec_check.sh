@@ -110,8 +110,11 @@ check_golden_vector fields_shard.hex golden15 shard-00000-fields.spk 1.5 "" d.pn
 
 # Format 1.2: the shard list in a binary shard table; first the golden table (spec 16.5) naming
 # the golden tiny shard, then one of 3 shards as make_many_shards (the writer's encoding) lays it out.
-mkdir -p "$work/golden12"
-python3 - "$src/tests/golden/tiny_shard.hex" "$src/tests/golden/shard_table.hex" "$work/golden12" <<'PY'
+# A dataset of the golden tiny shard listed by a golden shard table: golden_table_dataset TABLE_HEX
+# TABLE_XXH3 FOLDER [CONTENT_HASH] (the manifest's content_hash only where given).
+golden_table_dataset() {
+  mkdir -p "$work/$3"
+  python3 - "$src/tests/golden/tiny_shard.hex" "$src/tests/golden/$1" "$2" "$work/$3" "${4:-}" <<'PY'
 import json, sys
 def load(path):
     data = bytearray()
@@ -119,28 +122,20 @@ def load(path):
         data += bytes(int(w, 16) for w in line.split()[1:])
     return data
 shard, table = load(sys.argv[1]), load(sys.argv[2])
-open(f"{sys.argv[3]}/shard-00000-d908886912887cfc.spk", "wb").write(shard)
-open(f"{sys.argv[3]}/shards-12a5db2463b6bb48.spt", "wb").write(table)
-json.dump({"format": "shardpack", "format_version": "1.2", "records": 1,
-           "shard_table": {"file": "shards-12a5db2463b6bb48.spt", "bytes": len(table), "xxh3": "12a5db2463b6bb48"}},
-          open(f"{sys.argv[3]}/manifest.json", "w"))
+table_hash, folder, content_hash = sys.argv[3], sys.argv[4], sys.argv[5]
+open(f"{folder}/shard-00000-d908886912887cfc.spk", "wb").write(shard)
+open(f"{folder}/shards-{table_hash}.spt", "wb").write(table)
+manifest = {"format": "shardpack", "format_version": "1.2", "records": 1}
+if content_hash:
+    manifest["content_hash"] = content_hash
+manifest["shard_table"] = {"file": f"shards-{table_hash}.spt", "bytes": len(table), "xxh3": table_hash}
+json.dump(manifest, open(f"{folder}/manifest.json", "w"))
 PY
+}
+golden_table_dataset shard_table.hex 12a5db2463b6bb48 golden12
 readers_agree golden12 a.png
-mkdir -p "$work/golden16"  # 1.6: the same shard in a table of 32-byte entries (index_xxh3)
-python3 - "$src/tests/golden/tiny_shard.hex" "$src/tests/golden/shard_table_index.hex" "$work/golden16" <<'PY'
-import json, sys
-def load(path):
-    data = bytearray()
-    for line in open(path):
-        data += bytes(int(w, 16) for w in line.split()[1:])
-    return data
-shard, table = load(sys.argv[1]), load(sys.argv[2])
-open(f"{sys.argv[3]}/shard-00000-d908886912887cfc.spk", "wb").write(shard)
-open(f"{sys.argv[3]}/shards-f658587dc1553912.spt", "wb").write(table)
-json.dump({"format": "shardpack", "format_version": "1.2", "records": 1, "content_hash": "3214a1cc7d3a3651",
-           "shard_table": {"file": "shards-f658587dc1553912.spt", "bytes": len(table), "xxh3": "f658587dc1553912"}},
-          open(f"{sys.argv[3]}/manifest.json", "w"))
-PY
+# 1.6: the same shard in a table of 32-byte entries (index_xxh3)
+golden_table_dataset shard_table_index.hex f658587dc1553912 golden16 3214a1cc7d3a3651
 readers_agree golden16 a.png
 "$many" "$work/table3" --shards 3 --records 2 --shard-table always 2>/dev/null
 $reader "$work/table3" --writer >"$work/table3.py.jsonl"
