@@ -77,11 +77,7 @@ std::vector<std::size_t> select_records(const std::string& dir, const std::vecto
 }
 
 json export_record(const std::string& dir, std::size_t index, const std::string& prefix, bool overlay) {
-    {
-        // The folder of the files, made when missing (io_error naming it otherwise).
-        const std::filesystem::path parent = std::filesystem::path(prefix).parent_path();
-        if (!parent.empty()) output_folder::open(parent.string(), true, true);
-    }
+    // PREFIX's folder is made by write_png_file, before the first file.
     const dataset ds = dataset::open(dir);
     const sample s = ds.at(index);
     image_u8 img;

@@ -297,8 +297,9 @@ def _field_cells(values: Any, fields: Sequence[Tuple[str, str]]) -> bytes:
         raise ValueError(f"the sample needs 'fields': a dict of a value per declared field "
                          f"({', '.join(n for n, _ in fields)})" if values is None else
                          f"'fields' is a {type(values).__name__}, not a dict")
+    declared = {n for n, _ in fields}
     missing = [n for n, _ in fields if n not in values]
-    extra = sorted(str(k) for k in values if k not in dict(fields))
+    extra = sorted(str(k) for k in values if k not in declared)
     if missing or extra:
         raise ValueError((f"fields {missing} missing" if missing else "") + ("; " if missing and extra else "") +
                          (f"fields {extra} not declared by write's fields=" if extra else ""))
