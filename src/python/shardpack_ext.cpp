@@ -232,6 +232,26 @@ shardpack::read_context& thread_context() {
 }
 
 enum class label_mode { one_hot, index, none };
+// The values of a batch's images and labels (read_batch's dtype and label_dtype).
+enum class image_type { uint8, uint16, float32 };
+enum class label_type { float32, uint8, uint16, int64 };
+
+// read_batch's options as one typed object, as grain's ReadOptions (shardpack._shardpack.ReadOptions):
+// shardpack.Dataset.read_batch builds it from its keyword arguments, checked and resolved there
+// (shardpack/_checks.py, _BatchOptions), and passes it with what changes from batch to batch.
+struct read_options {
+    image_type images = image_type::float32;
+    bool channels_first = true;                   // NCHW (else NHWC)
+    std::vector<float> mean, stddev;              // float32 images, per channel on the 0..1 scale (up to 4)
+    label_mode label = label_mode::one_hot;       // none: no labels
+    label_type label_dtype = label_type::float32;
+    std::size_t crop_height = 0, crop_width = 0;  // 0 x 0: the records' own size
+    shardpack::crop_position crop_position = shardpack::crop_position::center;  // given: read_batch's given_boxes
+    shardpack::flip_mode hflip = shardpack::flip_mode::none, vflip = shardpack::flip_mode::none;
+    float hflip_probability = 0, vflip_probability = 0;
+    std::vector<std::uint32_t> background{0};     // crop_position foreground: the classes that are not
+    std::size_t threads = 1;                      // parts the batch is split into (capped in Python)
+};
 
 // Argument errors raised here (about out= arrays and indices: see read_batch) become the Python classes
 // that are both a shardpack.Error and the matching built-in (registered in NB_MODULE).
@@ -703,21 +723,22 @@ public:
         ds_.prefetch(which.data(), which.size());
     }
 
-    // The batch: returns (images, labels, boxes), the caller's arrays where given. The arguments
-    // were checked and resolved by shardpack/__init__.py (_BatchOptions): names from its fixed
-    // sets, threads capped. Checked here: the indices (checked_indices, as they are copied) and
-    // the caller's out= arrays, because only here is their memory visible (buffer protocol or
-    // DLPack).
+    // The batch: returns (images, labels, boxes), the caller's arrays where given. The options
+    // were checked and resolved by shardpack/__init__.py (_BatchOptions): threads capped.
+    // seed and epoch draw the random crops and flips; given_boxes: int64 (N, 4) of y, x, hflip,
+    // vflip where the options say "given". Checked here: the indices (checked_indices, as they
+    // are copied) and the caller's out= arrays, because only here is their memory visible
+    // (buffer protocol or DLPack).
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
-                         bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
-                         const std::string& label, const std::string& label_dtype, nb::object out_images,
-                         nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
-                         const std::string& crop_position, const std::string& hflip, float hflip_probability,
-                         const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16,
-                         std::vector<std::uint32_t> background) {
+                         const read_options& o, std::uint64_t seed, std::uint64_t epoch, nb::object out_images,
+                         nb::object out_labels, nb::object given_boxes, nb::object out_boxes) {
         const auto& sc = ds_.schema();
         const std::size_t n = indices.shape(0);
+        const bool channels_first = o.channels_first, as_float = o.images == image_type::float32;
+        const bool as_uint16 = o.images == image_type::uint16;
+        const std::size_t crop_height = o.crop_height, crop_width = o.crop_width, threads = o.threads;
+        const std::vector<float>& mean = o.mean;
+        const std::vector<float>& stddev = o.stddev;
 
         // Crops and flips: the output is crop_height x crop_width (0 x 0: the record's size).
         shardpack::augmentation aug;
@@ -725,20 +746,12 @@ public:
         aug.width = crop_width;
         aug.seed = seed;
         aug.epoch = epoch;
-        aug.hflip_probability = hflip_probability;
-        aug.vflip_probability = vflip_probability;
-        aug.position = crop_position == "random" ? shardpack::crop_position::random
-                     : crop_position == "given"  ? shardpack::crop_position::given
-                     : crop_position == "foreground" ? shardpack::crop_position::foreground
-                                                 : shardpack::crop_position::center;
-        aug.background = std::move(background);
-        const auto flip_mode = [](const std::string& m) {
-            return m == "random" ? shardpack::flip_mode::random
-                 : m == "given"  ? shardpack::flip_mode::given
-                                 : shardpack::flip_mode::none;
-        };
-        aug.hflip = flip_mode(hflip);
-        aug.vflip = flip_mode(vflip);
+        aug.hflip_probability = o.hflip_probability;
+        aug.vflip_probability = o.vflip_probability;
+        aug.position = o.crop_position;
+        aug.background = o.background;
+        aug.hflip = o.hflip;
+        aug.vflip = o.vflip;
         const bool augmented = crop_height != 0 || aug.hflip != shardpack::flip_mode::none ||
                                aug.vflip != shardpack::flip_mode::none;
         // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip (from _BatchOptions).
@@ -775,17 +788,15 @@ public:
                                    std::to_string(sc.fixed_width) + "x" + std::to_string(sc.fixed_height) +
                                    "; every record of this dataset is that size)");
 
-        const label_mode mode = label == "onehot" ? label_mode::one_hot
-                              : label == "index"  ? label_mode::index
-                                                  : label_mode::none;
+        const label_mode mode = o.label;
         const auto image_dtype = as_float ? nb::dtype<float>() : as_uint16 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>();
         const std::vector<std::size_t> image_shape =
             channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
         std::vector<std::size_t> label_shape;
-        const nb::dlpack::dtype label_type = label_dtype == "float32" ? nb::dtype<float>()
-                                           : label_dtype == "uint8"   ? nb::dtype<std::uint8_t>()
-                                           : label_dtype == "uint16"  ? nb::dtype<std::uint16_t>()
-                                                                      : nb::dtype<std::int64_t>();
+        const nb::dlpack::dtype label_dtype = o.label_dtype == label_type::float32 ? nb::dtype<float>()
+                                           : o.label_dtype == label_type::uint8   ? nb::dtype<std::uint8_t>()
+                                           : o.label_dtype == label_type::uint16  ? nb::dtype<std::uint16_t>()
+                                                                                  : nb::dtype<std::int64_t>();
         if (mode == label_mode::one_hot) {
             label_shape = !seg ? std::vector<std::size_t>{n, k}
                         : channels_first ? std::vector<std::size_t>{n, k, h, w}
@@ -804,7 +815,7 @@ public:
         try {
             images_obj = out_images.is_none() ? new_numpy(image_shape, image_dtype) : nb::borrow(out_images);
             if (mode != label_mode::none)
-                labels_obj = out_labels.is_none() ? new_numpy(label_shape, label_type) : nb::borrow(out_labels);
+                labels_obj = out_labels.is_none() ? new_numpy(label_shape, label_dtype) : nb::borrow(out_labels);
         } catch (const std::bad_alloc&) {
             // A crop larger than a record of a dataset of mixed sizes: say which record.
             if (crop_height != 0) check_crop_fits(which, crop_height, crop_width);
@@ -812,7 +823,7 @@ public:
         }
         any_array images = caller_array(images_obj, "images", image_shape, image_dtype);
         any_array labels;
-        if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_type);
+        if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_dtype);
         nb::object boxes_obj = nb::none();
         any_array boxes;
         if (!out_boxes.is_none()) {
@@ -839,11 +850,11 @@ public:
         std::vector<std::int32_t> class_ids;
         if (mode == label_mode::one_hot) {
             label_n = seg ? h * w * k : k;
-            if (label_type == nb::dtype<float>()) all.label_f32 = static_cast<float*>(labels.data());
+            if (label_dtype == nb::dtype<float>()) all.label_f32 = static_cast<float*>(labels.data());
             else all.label_u8 = static_cast<std::uint8_t*>(labels.data());
         } else if (mode == label_mode::index) {
             label_n = seg ? h * w : 1;
-            const bool i64 = label_type == nb::dtype<std::int64_t>(), u8 = label_type == nb::dtype<std::uint8_t>();
+            const bool i64 = label_dtype == nb::dtype<std::int64_t>(), u8 = label_dtype == nb::dtype<std::uint8_t>();
             if (seg && i64) all.label_index_i64 = static_cast<std::int64_t*>(labels.data());
             else if (seg && u8) all.label_index_u8 = static_cast<std::uint8_t*>(labels.data());
             else if (seg) all.label_index = static_cast<std::uint16_t*>(labels.data());
@@ -877,7 +888,7 @@ public:
             gil_released unlocked;
             workers.run(parts, part);
             if (!class_ids.empty()) {
-                if (label_type == nb::dtype<std::uint8_t>())
+                if (label_dtype == nb::dtype<std::uint8_t>())
                     std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint8_t*>(labels.data()));
                 else
                     std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(labels.data()));
@@ -1168,6 +1179,63 @@ NB_MODULE(_shardpack, m) {
     m.def("resumed_order", &resumed_order, "order"_a, "stages"_a, "rank"_a, "world"_a, "drop_last"_a, "contiguous"_a,
           "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
 
+    // read_batch's options (read_options): one object of typed fields, enums where a word was.
+    nb::enum_<image_type>(m, "ImageType", "read_batch's dtype: the images' values.")
+        .value("uint8", image_type::uint8)
+        .value("uint16", image_type::uint16)
+        .value("float32", image_type::float32);
+    nb::enum_<label_type>(m, "LabelType", "read_batch's label_dtype: the labels' values.")
+        .value("float32", label_type::float32)
+        .value("uint8", label_type::uint8)
+        .value("uint16", label_type::uint16)
+        .value("int64", label_type::int64);
+    nb::enum_<label_mode>(m, "LabelMode", "read_batch's label: one-hot, index (class ids), or none.")
+        .value("onehot", label_mode::one_hot)
+        .value("index", label_mode::index)
+        .value("none", label_mode::none);
+    nb::enum_<shardpack::crop_position>(m, "CropPosition", "read_batch's crop_position (given: read_batch's given_boxes).")
+        .value("center", shardpack::crop_position::center)
+        .value("random", shardpack::crop_position::random)
+        .value("foreground", shardpack::crop_position::foreground)
+        .value("given", shardpack::crop_position::given);
+    nb::enum_<shardpack::flip_mode>(m, "FlipMode", "read_batch's hflip and vflip (given: read_batch's given_boxes).")
+        .value("none", shardpack::flip_mode::none)
+        .value("random", shardpack::flip_mode::random)
+        .value("given", shardpack::flip_mode::given);
+    nb::class_<read_options>(m, "ReadOptions",
+                              "Reader.read_batch's options, checked and built by shardpack.Dataset.read_batch.")
+        .def("__init__",
+             [](read_options* self, image_type images, bool channels_first, std::vector<float> mean,
+                std::vector<float> stddev, label_mode label, label_type label_dtype, std::size_t crop_height,
+                std::size_t crop_width, shardpack::crop_position crop_position, shardpack::flip_mode hflip,
+                float hflip_probability, shardpack::flip_mode vflip, float vflip_probability,
+                std::vector<std::uint32_t> background, std::size_t threads) {
+                 new (self) read_options{images, channels_first, std::move(mean), std::move(stddev), label,
+                                          label_dtype, crop_height, crop_width, crop_position, hflip, vflip,
+                                          hflip_probability, vflip_probability, std::move(background), threads};
+             },
+             nb::kw_only(), "images"_a = image_type::float32, "channels_first"_a = true,
+             "mean"_a = std::vector<float>{}, "stddev"_a = std::vector<float>{}, "label"_a = label_mode::one_hot,
+             "label_dtype"_a = label_type::float32, "crop_height"_a = 0, "crop_width"_a = 0,
+             "crop_position"_a = shardpack::crop_position::center, "hflip"_a = shardpack::flip_mode::none,
+             "hflip_probability"_a = 0.0f, "vflip"_a = shardpack::flip_mode::none, "vflip_probability"_a = 0.0f,
+             "background"_a = std::vector<std::uint32_t>{0}, "threads"_a = 1)
+        .def_rw("images", &read_options::images)
+        .def_rw("channels_first", &read_options::channels_first)
+        .def_rw("mean", &read_options::mean)
+        .def_rw("stddev", &read_options::stddev)
+        .def_rw("label", &read_options::label)
+        .def_rw("label_dtype", &read_options::label_dtype)
+        .def_rw("crop_height", &read_options::crop_height)
+        .def_rw("crop_width", &read_options::crop_width)
+        .def_rw("crop_position", &read_options::crop_position)
+        .def_rw("hflip", &read_options::hflip)
+        .def_rw("hflip_probability", &read_options::hflip_probability)
+        .def_rw("vflip", &read_options::vflip)
+        .def_rw("vflip_probability", &read_options::vflip_probability)
+        .def_rw("background", &read_options::background)
+        .def_rw("threads", &read_options::threads);
+
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
         .def(nb::init<nb::bytes, bool, const std::string&, std::size_t, std::uint64_t, unsigned>(), "path"_a,
              "verify_checksums"_a = true, "io"_a = "auto", "max_open_shards"_a = 0, "cache_bytes"_a = 0, "io_threads"_a = 0)
@@ -1205,20 +1273,15 @@ NB_MODULE(_shardpack, m) {
         .def("prefetch", &reader::prefetch, "indices"_a,
              nb::sig("def prefetch(self, indices: numpy.typing.NDArray[numpy.int64]) -> None"),
              "Starts reading records `indices` (in [0, len)) from storage: a hint.")
-        .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
-             "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
-             "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
-             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
-             "background"_a = std::vector<std::uint32_t>{0},
-             nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
-                     "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
-                     "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
-                     "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
-                     "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False, "
-                     "background: collections.abc.Sequence[int] = [0]) "
+        .def("read_batch", &reader::read_batch, "indices"_a, "options"_a, "seed"_a = 0, "epoch"_a = 0,
+             "out_images"_a.none() = nb::none(), "out_labels"_a.none() = nb::none(),
+             "given_boxes"_a.none() = nb::none(), "out_boxes"_a.none() = nb::none(),
+             nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], options: ReadOptions, "
+                     "seed: int = 0, epoch: int = 0, out_images: object | None = None, out_labels: object | None = None, "
+                     "given_boxes: numpy.typing.NDArray[numpy.int64] | None = None, "
+                     "out_boxes: numpy.typing.NDArray[numpy.int64] | None = None) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
-             "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+             "The batch, with options checked by shardpack.Dataset.read_batch.")
         // Contact sheets, class colors, foreground crops (issue 33).
         .def_prop_ro("class_colors", &reader::class_colors, nb::sig("def class_colors(self) -> list[tuple[int, int, int]]"))
         .def_prop_ro("foreground_fallbacks", &reader::foreground_fallbacks)

@@ -36,7 +36,9 @@ from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Seq
 import numpy as _np
 import numpy.typing as _npt
 
-from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
+from ._shardpack import (ArgumentTypeError, ArgumentValueError, CropPosition as _CropPosition, Error,
+                         FlipMode as _FlipMode, ImageType as _ImageType, IndexOutOfRange, LabelMode as _LabelMode,
+                         LabelType as _LabelType, ReadOptions as _ReadOptions, Reader as _Reader,
                          epoch_order as _epoch_order, interpreter_exiting as _interpreter_exiting,
                          order_blocks as _order_blocks, version as __version__)
 
@@ -838,10 +840,14 @@ class Dataset:
             min_box_visibility = _checks.probability(min_box_visibility, "read_batch: min_box_visibility")
         windows = names is not None and (o.crop_height != 0 or flips[0][0] != "none" or flips[1][0] != "none")
         boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes or windows else None
-        images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
-                                             out_images, out_labels, threads, o.crop_height, o.crop_width, position,
-                                             flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes, as_uint16=o.as_uint16, **background)
+        options = _ReadOptions(images=_ImageType.float32 if o.as_float else _ImageType.uint16 if o.as_uint16
+                               else _ImageType.uint8, channels_first=o.channels_first, mean=mean, stddev=std,
+                               label=_LabelMode[o.label], label_dtype=_LabelType[o.label_dtype],
+                               crop_height=o.crop_height, crop_width=o.crop_width,
+                               crop_position=_CropPosition[position], hflip=_FlipMode[flips[0][0]],
+                               hflip_probability=flips[0][1], vflip=_FlipMode[flips[1][0]],
+                               vflip_probability=flips[1][1], threads=threads, **background)
+        images, labels, boxes = r.read_batch(idx, options, seed, epoch, out_images, out_labels, given, boxes)
         if names is None:
             return (images, labels, boxes) if return_boxes else (images, labels)
         cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,
