@@ -21,6 +21,7 @@
 #include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/partition.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -111,7 +112,7 @@ part_info describe_part(const std::string& path) {
     // The build options the merge takes from this part are those its digest covers: an edit
     // (build.shard_size, ...) shows as a mismatch.
     const std::string bytes = p.build.dump(-1) + "\n" + p.records_digest;
-    if (hex64(XXH3_64bits(bytes.data(), bytes.size())) != p.options_digest)
+    if (detail::hex16(XXH3_64bits(bytes.data(), bytes.size())) != p.options_digest)
         throw input_error(manifest_path + ": the member build does not match partition.options_digest (the part's build "
                           "options were changed after it was built; rebuild the part)");
     return p;
@@ -205,8 +206,8 @@ void check_part_lists(const part_info& p) {
         fingerprint_group group;
         while (list.next(group, p.part_rows)) {
         }
-        if (hex64(list.body_digest()) != p.fingerprints_digest)
-            throw input_error(list_path + " was changed after the part was built (its digest " + hex64(list.body_digest()) +
+        if (detail::hex16(list.body_digest()) != p.fingerprints_digest)
+            throw input_error(list_path + " was changed after the part was built (its digest " + detail::hex16(list.body_digest()) +
                               " is not the manifest's partition.fingerprints_digest " + p.fingerprints_digest +
                               "); rebuild the part");
     } catch (const input_error& e) {
@@ -391,7 +392,7 @@ merge_result merge_parts(const merge_options& o) {
                                   "names " + shard.name() + " with " + std::to_string(shard.record_count()));
             if (o.check_only) {
                 // What verify checks beyond the records: every byte, padding included.
-                const std::string hash = hex64(XXH3_64bits(shard.bytes(), shard.size()));
+                const std::string hash = detail::hex16(XXH3_64bits(shard.bytes(), shard.size()));
                 if (shard.name().find(hash) == std::string::npos)
                     throw input_error(part_name(p) + ": " + shard.name() + ": its bytes hash to " + hash +
                                       ", not to its name (damaged part; rebuild it)");
@@ -426,9 +427,9 @@ merge_result merge_parts(const merge_options& o) {
         } catch (const input_error& e) {
             throw input_error(part_name(p) + ": " + e.what());
         }
-        if (hex64(list->body_digest()) != p.fingerprints_digest)
+        if (detail::hex16(list->body_digest()) != p.fingerprints_digest)
             throw input_error(part_name(p) + ": " + list_path + " was changed after the part was built (its digest " +
-                              hex64(list->body_digest()) + " is not the manifest's partition.fingerprints_digest " +
+                              detail::hex16(list->body_digest()) + " is not the manifest's partition.fingerprints_digest " +
                               p.fingerprints_digest + "); rebuild the part");
         held.push_back(std::move(ds));
         if (skip_mode) {

@@ -141,6 +141,5 @@ private:
 // The manifest's description of a schema and class table (also used by `inspect`).
 detail::json schema_to_json(const detail::schema_record& schema);
 detail::json classes_to_json(const std::vector<detail::class_record>& classes);
-std::string hex64(std::uint64_t value);
 
 }  // namespace shardpack

@@ -28,6 +28,7 @@
 #include "pipeline/sample_stream.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
+#include "shardpack/detail/hex.hpp"
 
 namespace shardpack {
 using detail::json;
@@ -83,7 +84,7 @@ build_result run_build(const build_options& options) {
     wo.uses_region_bands = uses_region_bands(options.codec, schema, options.band_rows);
     wo.build = manifest_build_json(options, input, mask_values);
     wo.libraries = library_versions();
-    wo.input_digest = hex64(input.csv_digest);
+    wo.input_digest = detail::hex16(input.csv_digest);
     wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries, word_of(mask_values_words, mask_values),
                                              input.classes);
     std::unique_ptr<previous_build> previous;
@@ -171,7 +172,7 @@ build_result run_build(const build_options& options) {
     }
     if (streamed) {
         input.stream_rows = sink.totals().rows;
-        writer.set_input_digest(hex64(stream->digest()));
+        writer.set_input_digest(detail::hex16(stream->digest()));
         if (input.stream_fields)
             for (const auto& note : input.stream_fields->notes()) spdlog::info("{}", note);
     }

@@ -20,6 +20,7 @@
 #include "format/record_encoder.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "test_support.hpp"
 
@@ -117,12 +118,6 @@ enum shard_input_flags : unsigned char {
     fix_header = 2,      // then recompute the header/index checksum in the trailer
     no_verify = 4,       // open with verify_checksums = false
 };
-
-inline std::string hex64_of(std::uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
 
 // A writer-made dataset with records of different sizes (schema without a fixed size), which
 // test_support's synthetic datasets do not cover.
