@@ -279,8 +279,7 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     // The row's memory, from the headers, before anything is decoded: its files, the decodes,
     // and the record (payload and compressed copy) at the output size.
     {
-        const std::uint64_t label_bytes = !segmentation ? 0
-                                        : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
+        const std::uint64_t label_bytes = label_bytes_for(schema_, 1);  // per pixel
         const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len *
                                      (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
         // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
