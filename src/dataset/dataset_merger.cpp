@@ -329,8 +329,9 @@ merge_result merge_parts(const merge_options& o) {
                 const std::string& c = member(p.build, "compression").as_string();  // the feature bits, from its codec
                 const record_codec codec = c == "none" ? record_codec::none : c == "auto" ? record_codec::automatic
                                          : c == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
-                wo.uses_zstd = uses_record_frames(codec);
-                wo.uses_bands = uses_band_frames(codec);
+                wo.codec = codec == record_codec::zstd_record ? shard_codec::zstd_record
+                         : uses_band_frames(codec)             ? shard_codec::zstd_bands
+                                                               : shard_codec::raw;
                 wo.libraries = member(ds.manifest(), "libraries");
                 skip_mode = member(p.build, "on_error").as_string() == "skip";
             } catch (const input_error&) {
@@ -343,7 +344,8 @@ merge_result merge_parts(const merge_options& o) {
                                   " is below the 4096 bytes a shard needs");
             wo.schema = first.schema();
             // Format 1.3 where the parts' shards use per-region band heights (codec 3).
-            wo.uses_region_bands = (first.header().required_features & detail::feature_region_bands) != 0;
+            if (wo.codec == shard_codec::zstd_bands && (first.header().required_features & detail::feature_region_bands))
+                wo.codec = shard_codec::zstd_region_bands;
             wo.classes = classes_of(first);
             wo.build = p.build;
             wo.input_digest = p.input_digest;

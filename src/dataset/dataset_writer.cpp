@@ -176,7 +176,7 @@ bool dataset_writer::cut_after(std::uint64_t stored_size, std::uint64_t key_hash
 void dataset_writer::open_real_shard() {
     const std::size_t number = done_.size();
     current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(number) + ".spk";
-    const shard_identity id{number, records_ - extent_.count(), opt_.uses_zstd, opt_.uses_bands, opt_.uses_region_bands};
+    const shard_identity id{number, records_ - extent_.count(), opt_.codec};
     current_ = std::make_unique<shard_writer>(*folder_, current_temp_, opt_.schema, opt_.classes, id, opt_.extra_sections);
 }
 
@@ -370,9 +370,9 @@ json dataset_writer::publish() {
     m.set("format_version", std::to_string(detail::version_major) + "." +
                                 std::to_string(!opt_.schema.fields.empty() ? detail::version_minor_fields
                                                : detail::uses_wide_pixels(opt_.schema) ? detail::version_minor_wide_pixels
-                                               : opt_.uses_region_bands ? detail::version_minor_region_bands
+                                               : opt_.codec == shard_codec::zstd_region_bands ? detail::version_minor_region_bands
                                                : with_table       ? detail::version_minor_shard_table
-                                               : opt_.uses_bands ? detail::version_minor
+                                               : opt_.codec == shard_codec::zstd_bands ? detail::version_minor
                                                                  : detail::version_minor_plain));
     m.set("records", records_);
     m.set("content_hash", content_hash);

@@ -79,9 +79,7 @@ build_result run_build(const build_options& options) {
     wo.shard_size = options.shard_size;
     wo.schema = schema;
     wo.classes = to_class_records(input.classes);
-    wo.uses_zstd = uses_record_frames(options.codec);
-    wo.uses_bands = uses_band_frames(options.codec);
-    wo.uses_region_bands = uses_region_bands(options.codec, schema, options.band_rows);
+    wo.codec = shard_codec_for(options.codec, schema, options.band_rows);
     wo.build = manifest_build_json(options, input, mask_values);
     wo.libraries = library_versions();
     wo.input_digest = detail::hex16(input.csv_digest);
