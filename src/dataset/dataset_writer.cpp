@@ -124,6 +124,38 @@ void remove_quietly(const output_folder& folder, const std::string& name) {
     }
 }
 
+// The ledger first: the shards about to be named and those of the current manifest, so
+// that whatever moment a crash comes, every shard of ours in the folder stays listed and a
+// later build can prove it its own. Returns the shards the current manifest names.
+std::set<std::string> announce_shards(const output_folder& folder, const std::set<std::string>& named, folder_ledger& ledger) {
+    std::set<std::string> current;  // named by the manifest in place now
+    if (const auto m = read_manifest_summary(folder)) current.insert(m->shards.begin(), m->shards.end());
+    ledger = folder_ledger::load(folder).value_or(folder_ledger{});
+    ledger.retained.insert(current.begin(), current.end());
+    ledger.pending.insert(named.begin(), named.end());
+    ledger.store(folder);
+    return current;
+}
+
+// Shards no manifest of the last two builds names (the new one and the one it replaced)
+// go; the replaced manifest's others stay until the next build, for readers that read it.
+void remove_unnamed_shards(const output_folder& folder, const output_folder& partial, const folder_ledger& ledger,
+                           const std::set<std::string>& named, const std::set<std::string>& current) {
+    for (const auto& set : {ledger.retained, ledger.pending})
+        for (const auto& name : set)
+            if (!named.count(name) && !current.count(name)) remove_quietly(folder, name);
+    folder_ledger after;
+    for (const auto& name : current)
+        if (!named.count(name)) after.retained.insert(name);
+    try {
+        after.store(folder);
+        clear_partial(partial);
+        folder.remove_empty_folder(dataset_writer::partial_dir);
+    } catch (const std::exception&) {
+        // The dataset is published; what is left here the next build tidies.
+    }
+}
+
 }  // namespace
 
 dataset_writer::dataset_writer(dataset_writer_options options) : opt_(std::move(options)) {
@@ -294,17 +326,24 @@ void dataset_writer::bring_in(published_shard& s) {
     current_temp_.clear();
 }
 
-json dataset_writer::publish() {
-    if (extent_.count() > 0 || done_.empty()) finish_shard();  // an empty dataset still has one shard, for the schema
+namespace {
 
+// The shards publish() names and the bytes its content hash covers.
+struct shard_list {
     std::vector<unsigned char> shard_hashes;  // the content hash covers these, in order
-    // The shard list: in manifest.json (1.0, 1.1), or, for more than shard_table_above shards,
-    // in a binary shard table the manifest names (1.2, spec 13.8): one place, never both.
-    const bool with_table = done_.size() > opt_.shard_table_above;
+    json shards;                              // manifest.json's list (without a table)
+    std::string table_bytes, table_name;      // the binary shard table (with one)
+    std::set<std::string> named;              // by the new manifest
+};
+
+// The shard list: in manifest.json (1.0, 1.1), or, for more than shard_table_above shards,
+// in a binary shard table the manifest names (1.2, spec 13.8): one place, never both.
+shard_list list_shards(const std::vector<published_shard>& done, bool with_table) {
+    std::vector<unsigned char> shard_hashes;
     json shards = json::array();
     std::vector<detail::shard_table_entry> table;
-    std::set<std::string> named;  // by the new manifest
-    for (const auto& s : done_) {
+    std::set<std::string> named;
+    for (const auto& s : done) {
         named.insert(s.file);
         shard_hashes.resize(shard_hashes.size() + 8);
         detail::store_u64(shard_hashes.data() + shard_hashes.size() - 8, s.hash);
@@ -329,49 +368,77 @@ json dataset_writer::publish() {
         table_name = detail::shard_table_file_name(XXH3_64bits(table_bytes.data(), table_bytes.size()));
         named.insert(table_name);
     }
+    return {std::move(shard_hashes), std::move(shards), std::move(table_bytes), std::move(table_name), std::move(named)};
+}
 
-    // The ledger first: the shards about to be named and those of the current manifest, so
-    // that whatever moment a crash comes, every shard of ours in the folder stays listed and a
-    // later build can prove it its own.
-    std::set<std::string> current;  // named by the manifest in place now
-    if (const auto m = read_manifest_summary(*folder_)) current.insert(m->shards.begin(), m->shards.end());
-    folder_ledger ledger = folder_ledger::load(*folder_).value_or(folder_ledger{});
-    ledger.retained.insert(current.begin(), current.end());
-    ledger.pending.insert(named.begin(), named.end());
-    ledger.store(*folder_);
+}  // namespace
+
+json dataset_writer::publish() {
+    if (extent_.count() > 0 || done_.empty()) finish_shard();  // an empty dataset still has one shard, for the schema
+
+    const bool with_table = done_.size() > opt_.shard_table_above;
+    const shard_list list = list_shards(done_, with_table);
+    const std::vector<unsigned char>& shard_hashes = list.shard_hashes;
+    const std::set<std::string>& named = list.named;
+    folder_ledger ledger;
+    const std::set<std::string> current = announce_shards(*folder_, named, ledger);
 
     for (const auto& s : done_)
         if (s.in_partial) partial_->rename(s.file, *folder_, s.file);
     folder_->sync();
     // The table under its content-addressed name (a new name: no reader of the current manifest
     // reads it), durable before the manifest that names it.
-    if (with_table) folder_->write_atomically(table_name, table_bytes);
+    if (with_table) folder_->write_atomically(list.table_name, list.table_bytes);
 
     // The fingerprints under a temporary name first, their digest for a part's manifest; the
     // rename after the manifest's (see below).
     const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     const std::string fingerprints_tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
-    std::uint64_t fingerprints_digest = 0;
+    const std::uint64_t fingerprints_digest = write_fingerprints(content_hash, fingerprints_tmp);
+
+    json m = manifest_json(content_hash, with_table, list.shards, list.table_name, list.table_bytes, fingerprints_digest);
+    folder_->write_atomically(manifest_file_name, m.dump());
+    published_ = true;
+
+    // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
+    // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
     {
-        const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
-        all_fingerprints_->close();
-        folder_->remove(fingerprints_tmp);
-        output_file out(*folder_, fingerprints_tmp);
-        out.write(header.data(), header.size());
-        input_file in(folder_->fd(), folder_->path(), all_fingerprints_name_);
-        XXH3_state_t* state = XXH3_createState();
-        XXH3_64bits_reset(state);
-        std::vector<char> chunk(1 << 16);
-        while (const std::size_t n = in.read(chunk.data(), chunk.size())) {
-            XXH3_64bits_update(state, chunk.data(), n);
-            out.write(chunk.data(), n);
-        }
-        fingerprints_digest = XXH3_64bits_digest(state);
-        XXH3_freeState(state);
-        out.sync();
-        out.close();
+        folder_->rename(fingerprints_tmp, *folder_, fingerprints_file);
+        folder_->sync();
+        all_fingerprints_.reset();
+        remove_quietly(*folder_, all_fingerprints_name_);
     }
 
+    remove_unnamed_shards(*folder_, *partial_, ledger, named, current);
+    return m;
+}
+
+// Every finished shard's group of fingerprints.tsv, under `temp_name` after the header that
+// names the dataset; returns the digest of what follows the header.
+std::uint64_t dataset_writer::write_fingerprints(const std::string& content_hash, const std::string& temp_name) {
+    const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
+    all_fingerprints_->close();
+    folder_->remove(temp_name);
+    output_file out(*folder_, temp_name);
+    out.write(header.data(), header.size());
+    input_file in(folder_->fd(), folder_->path(), all_fingerprints_name_);
+    XXH3_state_t* state = XXH3_createState();
+    XXH3_64bits_reset(state);
+    std::vector<char> chunk(1 << 16);
+    while (const std::size_t n = in.read(chunk.data(), chunk.size())) {
+        XXH3_64bits_update(state, chunk.data(), n);
+        out.write(chunk.data(), n);
+    }
+    const std::uint64_t digest = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+    out.sync();
+    out.close();
+    return digest;
+}
+
+json dataset_writer::manifest_json(const std::string& content_hash, bool with_table, const json& shards,
+                                   const std::string& table_name, const std::string& table_bytes,
+                                   std::uint64_t fingerprints_digest) const {
     json m = json::object();
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
@@ -405,33 +472,6 @@ json dataset_writer::publish() {
         json partition = opt_.partition;
         partition.set("fingerprints_digest", hex64(fingerprints_digest));  // what merge checks the part's list by
         m.set("partition", partition);
-    }
-    folder_->write_atomically(manifest_file_name, m.dump());
-    published_ = true;
-
-    // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
-    // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
-    {
-        folder_->rename(fingerprints_tmp, *folder_, fingerprints_file);
-        folder_->sync();
-        all_fingerprints_.reset();
-        remove_quietly(*folder_, all_fingerprints_name_);
-    }
-
-    // Shards no manifest of the last two builds names (the new one and the one it replaced)
-    // go; the replaced manifest's others stay until the next build, for readers that read it.
-    for (const auto& set : {ledger.retained, ledger.pending})
-        for (const auto& name : set)
-            if (!named.count(name) && !current.count(name)) remove_quietly(*folder_, name);
-    folder_ledger after;
-    for (const auto& name : current)
-        if (!named.count(name)) after.retained.insert(name);
-    try {
-        after.store(*folder_);
-        clear_partial(*partial_);
-        folder_->remove_empty_folder(partial_dir);
-    } catch (const std::exception&) {
-        // The dataset is published; what is left here the next build tidies.
     }
     return m;
 }

@@ -136,6 +136,11 @@ private:
     void write_pending();
     void finish_shard();
     void bring_in(published_shard& shard);
+    // publish()'s steps that need the writer's state.
+    std::uint64_t write_fingerprints(const std::string& content_hash, const std::string& temp_name);
+    detail::json manifest_json(const std::string& content_hash, bool with_table, const detail::json& shards,
+                               const std::string& table_name, const std::string& table_bytes,
+                               std::uint64_t fingerprints_digest) const;
 };
 
 // The manifest's description of a schema and class table (also used by `inspect`).

@@ -165,41 +165,23 @@ void check_schema_copies(const dataset& ds, const std::string& dir, Report& prob
     for (const auto& c : schema_copy_contradictions(ds))
         problem(dir + ": " + c + " (the manifest's copy contradicts the shards' header)");
 }
-}  // namespace
 
-verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
-    verify_result r;
-    auto problem = [&](std::string what) {
-        if (r.problems.size() < max_problems) r.problems.push_back(std::move(what));
-    };
-    dataset ds;
-    open_options mapped;  // whole-file hashes read the mappings
-    mapped.io = io_mode::mmap;
-    try {
-        // The folder's storage, kept to list the folder below: the local folder, or the one an
-        // s3:// URL's opener makes (src/remote/ registers it), through the reader's interface.
-        mapped = dataset::with_storage(dir, mapped);
-        ds = dataset::open(dir, mapped);
-    } catch (const std::exception& e) {
-        problem(e.what());
-        return r;
-    }
-    const auto& manifest = ds.manifest();
-    const std::string table_file = ds.shard_table_file();  // format 1.2; the reader checked its hash
-
-    // The folder must hold exactly the shards the manifest names, besides those shardpack's
-    // ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
-    // that read it, and those a publish moved in before it was interrupted. Both are warnings.
-    // An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
+// The folder must hold exactly the shards the manifest names, besides those shardpack's
+// ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
+// that read it, and those a publish moved in before it was interrupted. Both are warnings.
+// An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
+template <class Report>
+void check_folder_listing(const dataset& ds, const std::string& dir, const storage& folder, const std::string& table_file,
+                          verify_result& r, Report& problem) {
     std::set<std::string> names;
     for (std::size_t k = 0; k < ds.shard_count(); ++k) names.insert(ds.shard_name(k));
     std::vector<std::pair<std::string, std::string>> entries;  // name, local path ("" remotely)
     folder_ledger ledger;
-    const bool in_folder = dynamic_cast<const detail::local_storage*>(mapped.storage.get()) != nullptr;
-    for (auto& name : mapped.storage->list_names()) {
+    const bool in_folder = dynamic_cast<const detail::local_storage*>(&folder) != nullptr;
+    for (auto& name : folder.list_names()) {
         std::string path = in_folder ? dir + "/" + name : std::string();
         if (!in_folder && name == folder_ledger::file_name)  // the ledger push keeps beside the dataset
-            ledger = folder_ledger::parse(mapped.storage->read_small_file(name, 64 << 20)).value_or(folder_ledger{});
+            ledger = folder_ledger::parse(folder.read_small_file(name, 64 << 20)).value_or(folder_ledger{});
         entries.push_back({std::move(name), std::move(path)});
     }
     if (in_folder) ledger = folder_ledger::load(dir).value_or(folder_ledger{});
@@ -231,6 +213,30 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         } else if (is_temporary_name(name))
             r.warnings.push_back(dir + ": leftover temporary file " + name + " (an interrupted build)");
     }
+}
+}  // namespace
+
+verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
+    verify_result r;
+    auto problem = [&](std::string what) {
+        if (r.problems.size() < max_problems) r.problems.push_back(std::move(what));
+    };
+    dataset ds;
+    open_options mapped;  // whole-file hashes read the mappings
+    mapped.io = io_mode::mmap;
+    try {
+        // The folder's storage, kept to list the folder below: the local folder, or the one an
+        // s3:// URL's opener makes (src/remote/ registers it), through the reader's interface.
+        mapped = dataset::with_storage(dir, mapped);
+        ds = dataset::open(dir, mapped);
+    } catch (const std::exception& e) {
+        problem(e.what());
+        return r;
+    }
+    const auto& manifest = ds.manifest();
+    const std::string table_file = ds.shard_table_file();  // format 1.2; the reader checked its hash
+
+    check_folder_listing(ds, dir, *mapped.storage, table_file, r, problem);
     check_schema_copies(ds, dir, problem);
 
     // Whole-file hashes: these also cover the zero padding between records.

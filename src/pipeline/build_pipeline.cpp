@@ -34,6 +34,138 @@ using detail::json;
 
 std::atomic<int> build_interrupt_signal{0};
 
+namespace {
+
+// The order in which the build takes the list's rows; a part (--partition) takes its slice
+// of it, which `wo.partition` then describes.
+std::vector<std::uint32_t> rows_in_order(const build_options& options, const input_list& input, dataset_writer_options& wo) {
+    std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
+    if (options.partition) {
+        // A slice of the one global order: the parts of a shuffled build are slices of the
+        // same permutation, and `shardpack merge` puts them back in this order.
+        const row_slice slice = partition_slice(order.size(), *options.partition);
+        order.erase(order.begin() + std::ptrdiff_t(slice.first + slice.size), order.end());
+        order.erase(order.begin(), order.begin() + std::ptrdiff_t(slice.first));
+        order.shrink_to_fit();
+        wo.partition = partition_json(*options.partition, slice, input.size(), wo.build, wo.options_digest);
+        spdlog::debug("part {} of {}: rows {}..{} of the output order", options.partition->index, options.partition->count,
+                      slice.first, slice.first + slice.size);
+    }
+    return order;
+}
+
+// What the pipeline's filters share: the jobs in flight (one per token), the stages, their
+// per-thread buffers and the sink that hands records to the writer, made in this order.
+struct build_stages {
+    build_stages(const build_options& options, const detail::schema_record& schema, const input_list& input,
+                 mask_value_kind mask_values, const memory_plan& memory, const previous_build* previous, dataset_writer& writer)
+        : jobs(memory.rows_in_flight),
+          loader(previous, memory.per_row),
+          transformer(options, schema, input.classes, mask_values, colors_command_hint(options), memory.per_row,
+                      &build_interrupt_signal),
+          compressors(options.codec, options.level, schema, options.band_rows),
+          sink(writer, options, input.classes.size()) {}
+    std::vector<sample_job> jobs;
+    const file_loader loader;
+    const sample_transformer transformer;
+    tbb::enumerable_thread_specific<transform_scratch> scratch;
+    tbb::enumerable_thread_specific<record_compressor> compressors;
+    record_sink sink;
+};
+
+// Takes every row (or streamed sample) through the filters: read in order, load, transform
+// and compress in parallel, sink in order, at most memory.rows_in_flight at a time. A build
+// stopped by a row under --on-error skip keeps its rejected rows (keep_failed_build).
+void run_filters(const build_options& options, input_list& input, const std::vector<std::uint32_t>& order,
+                 sample_stream* stream, const memory_plan& memory, build_stages& stages) {
+    const bool streamed = stream != nullptr;
+    const unsigned threads = memory.threads;
+    const std::size_t tokens = memory.rows_in_flight;
+    std::vector<sample_job>& jobs = stages.jobs;
+    const file_loader& loader = stages.loader;
+    const sample_transformer& transformer = stages.transformer;
+    auto& scratch = stages.scratch;
+    auto& compressors = stages.compressors;
+    record_sink& sink = stages.sink;
+    try {
+        progress_line progress(options.progress, streamed ? stream->announced_total() : order.size());  // a part: its own rows
+        std::size_t next = 0;
+        // TBB's default allows one thread per core in all; --threads may ask for more (up to 4 x
+        // the cores, for slow file systems), which it then really gets.
+        const tbb::global_control allow(tbb::global_control::max_allowed_parallelism, threads);
+        tbb::task_arena arena(static_cast<int>(threads));
+        try {
+            arena.execute([&] {
+                tbb::parallel_pipeline(
+                    tokens,
+                    tbb::make_filter<void, sample_job*>(tbb::filter_mode::serial_in_order,
+                        [&](tbb::flow_control& fc) -> sample_job* {
+                            if ((!streamed && next == order.size()) || build_interrupt_signal.load()) {
+                                fc.stop();
+                                return nullptr;
+                            }
+                            // At most `tokens` jobs are in flight and they retire in order, so
+                            // the slot next % tokens is free again.
+                            sample_job* job = &jobs[next % tokens];
+                            if (streamed) {
+                                if (!stream->next(*job, next, memory.per_row)) {
+                                    fc.stop();
+                                    return nullptr;
+                                }
+                            } else {
+                                job->reset(next, input, order[next]);
+                            }
+                            ++next;
+                            return job;
+                        }) &
+                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
+                        [&](sample_job* job) { loader(*job); return job; }) &
+                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
+                        [&](sample_job* job) { transformer(*job, scratch.local()); return job; }) &
+                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
+                        [&](sample_job* job) {
+                            if (job->ok() && !job->reuse) compressors.local().compress(job->decoded, job->layout, job->stored);
+                            return job;
+                        }) &
+                    tbb::make_filter<sample_job*, void>(tbb::filter_mode::serial_in_order,
+                        [&](sample_job* job) {
+                            sink(*job);
+                            progress.update(std::size_t(sink.totals().rows));
+                        }));
+            });
+        } catch (const std::exception&) {
+            // A row stopped by the signal fails as "interrupted": the signal is the news.
+            if (!build_interrupt_signal.load()) throw;
+        }
+    } catch (const build_stopped& e) {
+        if (options.on_error != error_policy::skip || sink.totals().rejected.empty()) throw;
+        input.stream_rows = sink.totals().rows;
+        throw keep_failed_build(options, input, sink.totals(), e.what());
+    }
+}
+
+// Publishes the dataset (the previous build's mappings go once its manifest is replaced),
+// writes report.json and rejected.csv, and logs what the build did.
+void publish_build(const build_options& options, const input_list& input, dataset_writer& writer,
+                   std::unique_ptr<previous_build>& previous, const record_sink& sink, unsigned threads, bool index_masks,
+                   const output_folder& folder, std::chrono::steady_clock::time_point started, build_result& result) {
+    const auto id_changes = class_id_changes(options.out_dir, input, !options.input.classes_path.empty());
+    result.manifest = writer.publish();
+    previous.reset();  // unmaps the shards the new manifest no longer names
+    result.totals = sink.totals();
+    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
+                                writer.shards_written(), writer.shards_reused(), index_masks, writer.bytes(), id_changes);
+    log_build_messages(options, input, result.totals, index_masks, id_changes);
+    if (result.totals.boxes_clipped || result.totals.boxes_dropped)
+        spdlog::warn("boxes: {} clipped and {} dropped by the build's geometry (cut at the image's or the record's edge; "
+                     "dropped: empty, or nothing left inside the record), in the {} rows decoded by this build",
+                     result.totals.boxes_clipped, result.totals.boxes_dropped, result.totals.records - result.totals.reused);
+    write_report_files(folder, options, result.report, result.totals.rejected);
+}
+
+}  // namespace
+
 build_result run_build(const build_options& options) {
     const auto started = std::chrono::steady_clock::now();
     // A sample stream (--samples -, the Python writer) gives its samples as they come: the list
@@ -91,84 +223,13 @@ build_result run_build(const build_options& options) {
         previous = previous_build::load(options.out_dir, wo.options_digest, memory.limit / 8);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }
-    std::vector<std::uint32_t> order = sample_order(input.size(), options.shuffle, options.seed);
-    if (options.partition) {
-        // A slice of the one global order: the parts of a shuffled build are slices of the
-        // same permutation, and `shardpack merge` puts them back in this order.
-        const row_slice slice = partition_slice(order.size(), *options.partition);
-        order.erase(order.begin() + std::ptrdiff_t(slice.first + slice.size), order.end());
-        order.erase(order.begin(), order.begin() + std::ptrdiff_t(slice.first));
-        order.shrink_to_fit();
-        wo.partition = partition_json(*options.partition, slice, input.size(), wo.build, wo.options_digest);
-        spdlog::debug("part {} of {}: rows {}..{} of the output order", options.partition->index, options.partition->count,
-                      slice.first, slice.first + slice.size);
-    }
+    const std::vector<std::uint32_t> order = rows_in_order(options, input, wo);
     dataset_writer writer(wo);
-    const std::size_t tokens = memory.rows_in_flight;
-    std::vector<sample_job> jobs(tokens);
-    const file_loader loader(previous.get(), memory.per_row);
-    const sample_transformer transformer(options, schema, input.classes, mask_values, colors_command_hint(options),
-                                         memory.per_row, &build_interrupt_signal);
-    tbb::enumerable_thread_specific<transform_scratch> scratch;
-    tbb::enumerable_thread_specific<record_compressor> compressors(options.codec, options.level, schema, options.band_rows);
-    record_sink sink(writer, options, input.classes.size());
+    build_stages stages(options, schema, input, mask_values, memory, previous.get(), writer);
+    const record_sink& sink = stages.sink;
+    run_filters(options, input, order, stream.get(), memory, stages);
 
     build_result result;
-    try {
-        progress_line progress(options.progress, streamed ? stream->announced_total() : order.size());  // a part: its own rows
-        std::size_t next = 0;
-        // TBB's default allows one thread per core in all; --threads may ask for more (up to 4 x
-        // the cores, for slow file systems), which it then really gets.
-        const tbb::global_control allow(tbb::global_control::max_allowed_parallelism, threads);
-        tbb::task_arena arena(static_cast<int>(threads));
-        try {
-            arena.execute([&] {
-                tbb::parallel_pipeline(
-                    tokens,
-                    tbb::make_filter<void, sample_job*>(tbb::filter_mode::serial_in_order,
-                        [&](tbb::flow_control& fc) -> sample_job* {
-                            if ((!streamed && next == order.size()) || build_interrupt_signal.load()) {
-                                fc.stop();
-                                return nullptr;
-                            }
-                            // At most `tokens` jobs are in flight and they retire in order, so
-                            // the slot next % tokens is free again.
-                            sample_job* job = &jobs[next % tokens];
-                            if (streamed) {
-                                if (!stream->next(*job, next, memory.per_row)) {
-                                    fc.stop();
-                                    return nullptr;
-                                }
-                            } else {
-                                job->reset(next, input, order[next]);
-                            }
-                            ++next;
-                            return job;
-                        }) &
-                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
-                        [&](sample_job* job) { loader(*job); return job; }) &
-                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
-                        [&](sample_job* job) { transformer(*job, scratch.local()); return job; }) &
-                    tbb::make_filter<sample_job*, sample_job*>(tbb::filter_mode::parallel,
-                        [&](sample_job* job) {
-                            if (job->ok() && !job->reuse) compressors.local().compress(job->decoded, job->layout, job->stored);
-                            return job;
-                        }) &
-                    tbb::make_filter<sample_job*, void>(tbb::filter_mode::serial_in_order,
-                        [&](sample_job* job) {
-                            sink(*job);
-                            progress.update(std::size_t(sink.totals().rows));
-                        }));
-            });
-        } catch (const std::exception&) {
-            // A row stopped by the signal fails as "interrupted": the signal is the news.
-            if (!build_interrupt_signal.load()) throw;
-        }
-    } catch (const build_stopped& e) {
-        if (options.on_error != error_policy::skip || sink.totals().rejected.empty()) throw;
-        input.stream_rows = sink.totals().rows;
-        throw keep_failed_build(options, input, sink.totals(), e.what());
-    }
     if (streamed) {
         input.stream_rows = sink.totals().rows;
         writer.set_input_digest(hex64(stream->digest()));
@@ -189,19 +250,7 @@ build_result run_build(const build_options& options) {
                                     " rejected); nothing was published");
     }
 
-    const auto id_changes = class_id_changes(options.out_dir, input, !options.input.classes_path.empty());
-    result.manifest = writer.publish();
-    previous.reset();  // unmaps the shards the new manifest no longer names
-    result.totals = sink.totals();
-    result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    result.report = make_report(options, input, result.totals, result.seconds, result.manifest, threads,
-                                writer.shards_written(), writer.shards_reused(), index_masks, writer.bytes(), id_changes);
-    log_build_messages(options, input, result.totals, index_masks, id_changes);
-    if (result.totals.boxes_clipped || result.totals.boxes_dropped)
-        spdlog::warn("boxes: {} clipped and {} dropped by the build's geometry (cut at the image's or the record's edge; "
-                     "dropped: empty, or nothing left inside the record), in the {} rows decoded by this build",
-                     result.totals.boxes_clipped, result.totals.boxes_dropped, result.totals.records - result.totals.reused);
-    write_report_files(*claim.folder, options, result.report, result.totals.rejected);
+    publish_build(options, input, writer, previous, sink, threads, index_masks, *claim.folder, started, result);
     return result;
 }
 
