@@ -15,7 +15,7 @@
 #include "errors.hpp"
 #include "input/csv_reader.hpp"
 #include "pipeline/file_loader.hpp"
-#include "pipeline/mask_mapper.hpp"
+#include "transform/mask_mapper.hpp"
 #include "pipeline/value_totals.hpp"
 #include "transform/index_mask.hpp"
 #include "transform/label_map.hpp"
@@ -35,7 +35,7 @@ struct census_worker {
     value_totals totals;  // rows are row indices
     std::unordered_map<std::uint32_t, file_tally> file;
     std::vector<std::uint8_t> bytes;
-    mask_scratch decoded;  // the mask, decoded as a build decodes it (pipeline/mask_mapper)
+    mask_scratch decoded;  // the mask, decoded as a build decodes it (transform/mask_mapper)
     std::string path;
     std::vector<unreadable_mask> unreadable;
     std::uint64_t masks = 0, pixels = 0;
@@ -67,13 +67,13 @@ mask_value_kind set_up_mapper(const color_census_options& o, const input_options
                               std::optional<mask_mapper>& mapper) {
     mask_value_kind kind = o.mask_values;
     if (!list.classes.empty()) {
-        build_options b;
-        b.input = in;
-        b.mask_values = o.mask_values;
-        b.color_tolerance = o.tolerance;
-        b.ignore_values = o.ignore_values;
-        kind = resolve_mask_values(b, list.classes);
-        mapper.emplace(list.classes, kind, b, std::string());
+        mask_options m;
+        m.values = o.mask_values;
+        m.color_tolerance = o.tolerance;
+        m.ignore_values = o.ignore_values;
+        m.classes_path = in.classes_path;
+        kind = resolve_mask_values(m, list.classes);
+        mapper.emplace(list.classes, kind, m, std::string());
     } else if (kind == mask_value_kind::automatic) {
         kind = mask_value_kind::color;
     }
