@@ -21,6 +21,7 @@
 #include "io/output_lock.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/partition.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -111,7 +112,7 @@ part_info describe_part(const std::string& path) {
     // The build options the merge takes from this part are those its digest covers: an edit
     // (build.shard_size, ...) shows as a mismatch.
     const std::string bytes = p.build.dump(-1) + "\n" + p.records_digest;
-    if (hex64(XXH3_64bits(bytes.data(), bytes.size())) != p.options_digest)
+    if (detail::hex16(XXH3_64bits(bytes.data(), bytes.size())) != p.options_digest)
         throw input_error(manifest_path + ": the member build does not match partition.options_digest (the part's build "
                           "options were changed after it was built; rebuild the part)");
     return p;
@@ -205,8 +206,8 @@ void check_part_lists(const part_info& p) {
         fingerprint_group group;
         while (list.next(group, p.part_rows)) {
         }
-        if (hex64(list.body_digest()) != p.fingerprints_digest)
-            throw input_error(list_path + " was changed after the part was built (its digest " + hex64(list.body_digest()) +
+        if (detail::hex16(list.body_digest()) != p.fingerprints_digest)
+            throw input_error(list_path + " was changed after the part was built (its digest " + detail::hex16(list.body_digest()) +
                               " is not the manifest's partition.fingerprints_digest " + p.fingerprints_digest +
                               "); rebuild the part");
     } catch (const input_error& e) {
@@ -318,8 +319,9 @@ void start_merge(const merge_options& o, const part_info& p, const dataset& ds, 
         const std::string& c = member(p.build, "compression").as_string();  // the feature bits, from its codec
         const record_codec codec = c == "none" ? record_codec::none : c == "auto" ? record_codec::automatic
                                  : c == "zstd-record" ? record_codec::zstd_record : record_codec::zstd;
-        wo.uses_zstd = uses_record_frames(codec);
-        wo.uses_bands = uses_band_frames(codec);
+        wo.codec = codec == record_codec::zstd_record ? shard_codec::zstd_record
+                 : uses_band_frames(codec)             ? shard_codec::zstd_bands
+                                                       : shard_codec::raw;
         wo.libraries = member(ds.manifest(), "libraries");
         run.skip_mode = member(p.build, "on_error").as_string() == "skip";
     } catch (const input_error&) {
@@ -332,7 +334,8 @@ void start_merge(const merge_options& o, const part_info& p, const dataset& ds, 
                           " is below the 4096 bytes a shard needs");
     wo.schema = first.schema();
     // Format 1.3 where the parts' shards use per-region band heights (codec 3).
-    wo.uses_region_bands = (first.header().required_features & detail::feature_region_bands) != 0;
+    if (wo.codec == shard_codec::zstd_bands && (first.header().required_features & detail::feature_region_bands))
+        wo.codec = shard_codec::zstd_region_bands;
     wo.classes = classes_of(first);
     wo.build = p.build;
     wo.input_digest = p.input_digest;
@@ -389,7 +392,7 @@ void read_shard_group(const part_info& p, fingerprint_reader& list, const std::s
 
 // What verify checks beyond the records: every byte, padding included.
 void check_shard_bytes(const part_info& p, const detail::shard_file& shard, merge_result& r) {
-    const std::string hash = hex64(XXH3_64bits(shard.bytes(), shard.size()));
+    const std::string hash = detail::hex16(XXH3_64bits(shard.bytes(), shard.size()));
     if (shard.name().find(hash) == std::string::npos)
         throw input_error(part_name(p) + ": " + shard.name() + ": its bytes hash to " + hash +
                           ", not to its name (damaged part; rebuild it)");
@@ -435,9 +438,9 @@ void finish_fingerprints(const part_info& p, fingerprint_reader& list, const std
     } catch (const input_error& e) {
         throw input_error(part_name(p) + ": " + e.what());
     }
-    if (hex64(list.body_digest()) != p.fingerprints_digest)
+    if (detail::hex16(list.body_digest()) != p.fingerprints_digest)
         throw input_error(part_name(p) + ": " + list_path + " was changed after the part was built (its digest " +
-                          hex64(list.body_digest()) + " is not the manifest's partition.fingerprints_digest " +
+                          detail::hex16(list.body_digest()) + " is not the manifest's partition.fingerprints_digest " +
                           p.fingerprints_digest + "); rebuild the part");
 }
 

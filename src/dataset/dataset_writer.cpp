@@ -21,6 +21,7 @@
 
 #include "io/input_file.hpp"
 #include "io/output_file.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/shard_table.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
@@ -28,12 +29,6 @@
 namespace shardpack {
 using detail::json;
 namespace fs = std::filesystem;
-
-std::string hex64(std::uint64_t value) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
-    return buf;
-}
 
 json schema_to_json(const detail::schema_record& s) {
     using namespace detail;
@@ -213,7 +208,7 @@ bool dataset_writer::cut_after(std::uint64_t stored_size, std::uint64_t key_hash
 void dataset_writer::open_real_shard() {
     const std::size_t number = done_.size();
     current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(number) + ".spk";
-    const shard_identity id{number, records_ - extent_.count(), opt_.uses_zstd, opt_.uses_bands, opt_.uses_region_bands};
+    const shard_identity id{number, records_ - extent_.count(), opt_.codec};
     current_ = std::make_unique<shard_writer>(*folder_, current_temp_, opt_.schema, opt_.classes, id, opt_.extra_sections);
 }
 
@@ -257,7 +252,7 @@ void dataset_writer::finish_shard() {
         // Every record equal, in order, at the same place: the previous file is this shard,
         // provided its bytes still hash to its name.
         const std::uint64_t h = XXH3_64bits(adopt_->bytes(), adopt_->size());
-        if (adopt_->name().find(hex64(h)) != std::string::npos) {
+        if (adopt_->name().find(detail::hex16(h)) != std::string::npos) {
             s.hash = h;
             s.index_hash = adopt_->index_checksum();
             s.bytes = adopt_->size();
@@ -273,9 +268,7 @@ void dataset_writer::finish_shard() {
         s.hash = current_->finish();
         s.index_hash = current_->index_checksum();
         s.bytes = current_->file_size();
-        char name[64];
-        std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", done_.size(), hex64(s.hash).c_str());
-        s.file = name;
+        s.file = detail::shard_file_name(done_.size(), s.hash);
         s.in_partial = true;
         folder_->rename(current_temp_, *partial_, s.file);
         partial_->sync();
@@ -358,8 +351,8 @@ shard_list list_shards(const std::vector<published_shard>& done, bool with_table
         e.set("records", s.records);
         e.set("first_record", s.first_record);
         e.set("bytes", s.bytes);
-        e.set("xxh3", hex64(s.hash));
-        e.set("index_xxh3", hex64(s.index_hash));
+        e.set("xxh3", detail::hex16(s.hash));
+        e.set("index_xxh3", detail::hex16(s.index_hash));
         shards.push(e);
     }
     std::string table_bytes, table_name;
@@ -392,7 +385,7 @@ json dataset_writer::publish() {
 
     // The fingerprints under a temporary name first, their digest for a part's manifest; the
     // rename after the manifest's (see below).
-    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
+    const std::string content_hash = detail::hex16(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     const std::string fingerprints_tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
     const std::uint64_t fingerprints_digest = write_fingerprints(content_hash, fingerprints_tmp);
 
@@ -444,9 +437,9 @@ json dataset_writer::manifest_json(const std::string& content_hash, bool with_ta
     m.set("format_version", std::to_string(detail::version_major) + "." +
                                 std::to_string(!opt_.schema.fields.empty() ? detail::version_minor_fields
                                                : detail::uses_wide_pixels(opt_.schema) ? detail::version_minor_wide_pixels
-                                               : opt_.uses_region_bands ? detail::version_minor_region_bands
+                                               : opt_.codec == shard_codec::zstd_region_bands ? detail::version_minor_region_bands
                                                : with_table       ? detail::version_minor_shard_table
-                                               : opt_.uses_bands ? detail::version_minor
+                                               : opt_.codec == shard_codec::zstd_bands ? detail::version_minor
                                                                  : detail::version_minor_plain));
     m.set("records", records_);
     m.set("content_hash", content_hash);
@@ -456,7 +449,7 @@ json dataset_writer::manifest_json(const std::string& content_hash, bool with_ta
         json t = json::object();
         t.set("file", table_name);
         t.set("bytes", std::uint64_t(table_bytes.size()));
-        t.set("xxh3", hex64(XXH3_64bits(table_bytes.data(), table_bytes.size())));
+        t.set("xxh3", detail::hex16(XXH3_64bits(table_bytes.data(), table_bytes.size())));
         m.set("shard_table", t);
     } else {
         m.set("shards", shards);
@@ -470,7 +463,7 @@ json dataset_writer::manifest_json(const std::string& content_hash, bool with_ta
     m.set("libraries", opt_.libraries);
     if (!opt_.partition.is_null()) {
         json partition = opt_.partition;
-        partition.set("fingerprints_digest", hex64(fingerprints_digest));  // what merge checks the part's list by
+        partition.set("fingerprints_digest", detail::hex16(fingerprints_digest));  // what merge checks the part's list by
         m.set("partition", partition);
     }
     return m;

@@ -6,6 +6,7 @@
 #include "dataset/dataset_names.hpp"
 #include "dataset/dataset_writer.hpp"
 #include "dataset/folder_ledger.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -59,7 +60,7 @@ bool names_its_own_hash(const std::string& path, const std::string& name) {
     if (dash == std::string::npos || dot == std::string::npos || dot - dash - 1 != 16) return false;
     try {
         const detail::mapped_file file(path);
-        return hex64(XXH3_64bits(file.data(), file.size())) == name.substr(dash + 1, 16);
+        return detail::hex16(XXH3_64bits(file.data(), file.size())) == name.substr(dash + 1, 16);
     } catch (const std::exception&) {
         return false;
     }
@@ -280,9 +281,9 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         std::uint64_t listed_hash = 0;
         std::string why;
         if (ds.listed_shard_hash(k, listed_hash, &why)) {
-            const std::string want = hex64(listed_hash);
+            const std::string want = detail::hex16(listed_hash);
             if (h != listed_hash)
-                problem(dir + ": " + shard.name() + ": file hash " + hex64(h) + " differs from the " +
+                problem(dir + ": " + shard.name() + ": file hash " + detail::hex16(h) + " differs from the " +
                         (table_file.empty() ? "manifest's " : "shard table's ") + want);
             if (shard.name() != detail::shard_file_name(k, listed_hash))
                 problem(dir + ": " + shard.name() + ": name does not match its number and hash");
@@ -294,7 +295,7 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         r.bytes_checked += shard.size();
         ++r.shards_checked;
     }
-    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
+    const std::string content_hash = detail::hex16(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     if (const std::string* want = manifest_string(manifest, "content_hash", dir + ": manifest.json", problem))
         if (content_hash != *want) problem(dir + ": content hash " + content_hash + " differs from the manifest's " + *want);
 

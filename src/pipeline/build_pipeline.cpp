@@ -28,6 +28,7 @@
 #include "pipeline/sample_stream.hpp"
 #include "pipeline/sample_order.hpp"
 #include "pipeline/sample_transformer.hpp"
+#include "shardpack/detail/hex.hpp"
 
 namespace shardpack {
 using detail::json;
@@ -176,7 +177,7 @@ build_result run_build(const build_options& options) {
     for (const auto& note : input.notes) spdlog::info("{}", note);
     for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
     const mask_value_kind mask_values =
-        input.task == task_kind::segmentation ? resolve_mask_values(options, input.classes) : mask_value_kind::color;
+        input.task == task_kind::segmentation ? resolve_mask_values(mask_options_of(options), input.classes) : mask_value_kind::color;
     const bool index_masks = mask_values == mask_value_kind::index;
     // Before anything is written: is the folder shardpack's to write (exit 2 if not), would the
     // build overwrite an input, then one build at a time per output folder.
@@ -210,12 +211,10 @@ build_result run_build(const build_options& options) {
     wo.shard_size = options.shard_size;
     wo.schema = schema;
     wo.classes = to_class_records(input.classes);
-    wo.uses_zstd = uses_record_frames(options.codec);
-    wo.uses_bands = uses_band_frames(options.codec);
-    wo.uses_region_bands = uses_region_bands(options.codec, schema, options.band_rows);
+    wo.codec = shard_codec_for(options.codec, schema, options.band_rows);
     wo.build = manifest_build_json(options, input, mask_values);
     wo.libraries = library_versions();
-    wo.input_digest = hex64(input.csv_digest);
+    wo.input_digest = detail::hex16(input.csv_digest);
     wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries, word_of(mask_values_words, mask_values),
                                              input.classes);
     std::unique_ptr<previous_build> previous;
@@ -232,7 +231,7 @@ build_result run_build(const build_options& options) {
     build_result result;
     if (streamed) {
         input.stream_rows = sink.totals().rows;
-        writer.set_input_digest(hex64(stream->digest()));
+        writer.set_input_digest(detail::hex16(stream->digest()));
         if (input.stream_fields)
             for (const auto& note : input.stream_fields->notes()) spdlog::info("{}", note);
     }

@@ -127,7 +127,7 @@ sample_transformer::sample_transformer(const build_options& options, const schem
                                        const std::vector<class_entry>& classes, mask_value_kind mask_values,
                                        std::string hint, std::uint64_t max_row_bytes, const std::atomic<int>* interrupt)
     : options_(options), max_row_bytes_(max_row_bytes), interrupt_(interrupt), schema_(schema) {
-    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, options, std::move(hint));
+    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, mask_options_of(options), std::move(hint));
 }
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
@@ -262,8 +262,7 @@ void budget_row_memory(const detail::schema_record& schema_, std::uint64_t max_r
     const bool segmentation = schema_.task == task_code::segmentation;
     const bool image_is_pixels = job.image_pixels.is_pixels(), mask_is_pixels = job.label_pixels.is_pixels();
     const std::uint32_t width = image.width, height = image.height;
-    const std::uint64_t label_bytes = !segmentation ? 0
-                                    : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
+    const std::uint64_t label_bytes = label_bytes_for(schema_, 1);  // per pixel
     const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len *
                                  (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
     // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
