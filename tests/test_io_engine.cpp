@@ -148,7 +148,7 @@ TEST_CASE("stream and blocks deliver what mmap delivers, through every read path
     }
 }
 
-TEST_CASE("begin_epoch: a streamed dataset the page cache dropped is read again, whole, before the epoch",
+TEST_CASE("begin_epoch: what the page cache dropped is read again in large reads, a stream before the epoch",
           "[engine][epoch]") {
     temp_dir dir("engine-epoch");
     synthetic_options o;
@@ -176,8 +176,25 @@ TEST_CASE("begin_epoch: a streamed dataset the page cache dropped is read again,
     const auto c = ds.io_counters();
     CHECK(c.extent_bytes == 2 * total);
     CHECK(c.peak_cached_bytes <= total);
-    // A reader that does not stream (mmap, pread, blocks) has nothing to do at an epoch.
+    // A reader that does not stream has nothing to queue at an epoch ...
     CHECK_FALSE(right.begin_epoch());
+    // ... but one that reads blocks reads the last epoch's blocks again when the next wants them,
+    // whole, instead of its records one by one from a page cache that dropped them.
+    const dataset blocks = dataset::open(dir.str(), with(io_mode::blocks, total * 2));
+    std::vector<std::size_t> all(blocks.size());
+    std::iota(all.begin(), all.end(), std::size_t(0));
+    const auto blocks_epoch = [&] {
+        blocks.prefetch(all.data(), all.size());
+        for (const auto i : all) REQUIRE(everything(blocks, i, ctx) == everything(right, i, rctx));
+    };
+    blocks_epoch();
+    const auto b0 = blocks.io_counters();
+    REQUIRE(evict(paths));
+    CHECK_FALSE(blocks.begin_epoch());
+    blocks_epoch();
+    const auto b1 = blocks.io_counters();
+    CHECK(b1.extent_bytes == 2 * b0.extent_bytes);
+    CHECK(b1.direct_bytes == b0.direct_bytes);
 }
 
 TEST_CASE("the engine serves many threads at once, each byte read once", "[engine][threads]") {

@@ -551,7 +551,9 @@ public:
     // Call at the start of each epoch (the Python adapters do). With io stream over a local
     // folder, where the page cache no longer holds the dataset (under 90% of a sample of up to 64
     // shards, mincore: ~10 us a shard), reads it again, whole, in file order, ahead of the
-    // epoch, instead of record by record at the kernel's read-ahead; true then. Else nothing.
+    // epoch, instead of record by record at the kernel's read-ahead; true then. With io blocks,
+    // the blocks read for the last epoch are read again when the new one wants them (the page
+    // cache may have dropped them). Else nothing.
     bool begin_epoch() const;
     // The I/O engine's cache size (0 without the engine) and its counters (all zero without it).
     std::uint64_t cache_bytes() const { return s_->engine ? s_->engine->config().cache_bytes : 0; }

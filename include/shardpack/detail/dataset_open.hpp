@@ -347,8 +347,13 @@ inline bool resident(const local_storage& local, const dataset_state& st) {
 
 inline bool dataset::begin_epoch() const {
     const auto* local = dynamic_cast<const detail::local_storage*>(s_->store.get());
-    if (s_->io != io_mode::stream || !local || !s_->engine || detail::resident(*local, *s_)) return false;
-    s_->engine->restream();
+    if (!local || !s_->engine) return false;
+    if (s_->io == io_mode::blocks) {  // the page cache may have dropped the last epoch's blocks: read them again when wanted
+        s_->engine->forget_arrived(false);
+        return false;
+    }
+    if (detail::resident(*local, *s_)) return false;
+    s_->engine->forget_arrived(true);
     return true;
 }
 

@@ -147,9 +147,11 @@ public:
         want(id, blocks.data(), blocks.size(), false, false);
     }
 
-    // Forgets every arrived extent the page cache keeps (keep_bytes false) and queues each
-    // source whole again (stream): for when the page cache dropped them (dataset::begin_epoch).
-    void restream() {
+    // Forgets every arrived extent the page cache keeps (keep_bytes false), which may have
+    // dropped them since (dataset::begin_epoch): a later want reads them again instead of
+    // leaving their records to reads of the kernel's read-ahead. `again`: and queues each source
+    // whole again (stream).
+    void forget_arrived(bool again) {
         std::vector<std::uint32_t> ids;
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -169,7 +171,8 @@ public:
             }
             note_used();
         }
-        for (const std::uint32_t id : ids) want_all(id);
+        if (again)
+            for (const std::uint32_t id : ids) want_all(id);
     }
 
     // Queues the parts of these ranges (sorted, not overlapping) that no extent holds or awaits;

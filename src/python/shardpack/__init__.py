@@ -622,7 +622,8 @@ class Dataset:
         """Called by shardpack.epoch_order (so by every adapter) as each epoch begins: with io
         "stream" over a local folder, where the page cache no longer holds the dataset (under
         90% of a sample of up to 64 shards), the reader streams it again, whole, in file order,
-        ahead of the epoch's reads; True then. Else nothing (False)."""
+        ahead of the epoch's reads; True then. With io "blocks", the blocks read for the last
+        epoch are read again, whole, when the new one wants them (False). Else nothing (False)."""
         return bool(self._reader.begin_epoch())
 
     def io_counters(self) -> Dict[str, int]:
