@@ -595,9 +595,7 @@ void write_one_record(const std::string& dir, const detail::schema_record& schem
     wo.out_dir = dir;
     wo.schema = schema;
     wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
-    wo.uses_bands = true;
-    wo.uses_region_bands = true;
+    wo.codec = shard_codec::zstd_region_bands;
     wo.input_digest = "0000000000000000";
     stored.checksum = XXH3_64bits(stored.bytes.data(), stored.bytes.size());
     dataset_writer writer(wo);

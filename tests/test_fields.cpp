@@ -41,7 +41,7 @@ dataset_writer_options fields_options(const std::string& dir, std::uint32_t w, s
                         {"fl", field_kind::float64_list, {}}, {"tags", field_kind::tags, {"a", "b", "c"}},
                         {"boxes", field_kind::boxes, {"x"}}};
     wo.classes = {{"cat", false, 0, 0, 0}};
-    wo.uses_zstd = false;
+    wo.codec = shard_codec::raw;
     return wo;
 }
 
@@ -81,8 +81,7 @@ void require_same(const std::vector<field_value>& a, const std::vector<field_val
 std::vector<std::vector<field_value>> write_fields_dataset(const std::string& dir, record_codec codec, std::uint32_t w,
                                                            std::uint32_t h, std::size_t count) {
     dataset_writer_options wo = fields_options(dir, w, h);
-    wo.uses_zstd = uses_record_frames(codec);
-    wo.uses_bands = uses_band_frames(codec);
+    wo.codec = shard_codec_for(codec, wo.schema, 0);
     std::vector<std::vector<field_value>> all;
     dataset_writer writer(wo);
     record_compressor compressor(codec, 1, wo.schema);

@@ -46,9 +46,7 @@ void write_sparse(const std::string& dir, detail::layout_code layout, record_cod
     so.layout = layout;
     wo.schema = synthetic_schema(so);
     for (std::uint32_t c = 0; c < 4; ++c) wo.classes.push_back({"class" + std::to_string(c), true, std::uint8_t(c), 0, 0});
-    wo.uses_zstd = uses_record_frames(codec);
-    wo.uses_bands = uses_band_frames(codec);
-    wo.uses_region_bands = record_compressor(codec, 3, wo.schema, 5, 0).per_region();
+    wo.codec = record_compressor(codec, 3, wo.schema, 5, 0).stored_codec();
     wo.input_digest = "0000000000000000";
     dataset_writer writer(wo);
     record_compressor compressor(codec, 3, wo.schema, 5, 0);

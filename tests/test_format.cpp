@@ -284,7 +284,7 @@ TEST_CASE("the golden tiny shard matches the test vector in the spec byte for by
 TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden11");
     dataset_writer_options wo = golden_segmentation_options(dir.str(), 8, 8);
-    wo.uses_bands = true;
+    wo.codec = shard_codec::zstd_bands;
     // 8x8 pixels in two bands of four rows: image rows 0-3 all 0x11, rows 4-7 all 0x22; label
     // rows 0-3 class 0, rows 4-7 class 1. Each band is one compressed block of two literals and
     // one match (spec 16.4 shows them byte by byte), as libzstd 1.5.4 writes it.
@@ -321,8 +321,7 @@ TEST_CASE("the golden band shard (format 1.1) matches its test vector in the spe
 TEST_CASE("the golden per-region band shard (format 1.3) matches its test vector in the spec byte for byte", "[format][golden]") {
     temp_dir dir("golden13");
     dataset_writer_options wo = golden_segmentation_options(dir.str(), 4, 16384);
-    wo.uses_bands = true;
-    wo.uses_region_bands = true;
+    wo.codec = shard_codec::zstd_region_bands;
     // 4 rows of 16384 pixels: image rows 0-1 all 0x11, rows 2-3 all 0x22; label rows 0-1 class 0,
     // rows 2-3 class 1.
     const std::size_t row = 16384 * 3;
@@ -371,7 +370,7 @@ TEST_CASE("the golden uint16 bands shard (format 1.4) matches its test vector in
     wo.schema.class_count = 2;
     wo.schema.ignore_value = 255;
     wo.classes = {{"land", false, 0, 0, 0}, {"water", false, 0, 0, 0}};
-    wo.uses_zstd = false;
+    wo.codec = shard_codec::raw;
     // Band b of pixel x holds 0x1000 * (x + 1) + b: 0x1000..0x1004, 0x2000..0x2004; the last
     // value of each pixel is 0xfff0 + x instead, to show a value above 32767.
     const std::uint16_t values[10] = {0x1000, 0x1001, 0x1002, 0x1003, 0xfff0, 0x2000, 0x2001, 0x2002, 0x2003, 0xfff1};

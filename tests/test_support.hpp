@@ -467,9 +467,7 @@ inline std::vector<synthetic_sample> write_synthetic(const std::string& dir, con
     wo.schema = synthetic_schema(o);
     for (std::uint32_t c = 0; c < o.classes; ++c)
         wo.classes.push_back({o.class_names.empty() ? "class" + std::to_string(c) : o.class_names.at(c), o.segmentation, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
-    wo.uses_zstd = uses_record_frames(o.codec);
-    wo.uses_bands = uses_band_frames(o.codec);
-    wo.uses_region_bands = record_compressor(o.codec, 3, wo.schema, o.band_rows, o.label_band_rows).per_region();
+    wo.codec = record_compressor(o.codec, 3, wo.schema, o.band_rows, o.label_band_rows).stored_codec();
     wo.input_digest = "0000000000000000";
     wo.extra_sections = o.extra;
     wo.shard_table_above = o.shard_table_above;
@@ -520,7 +518,7 @@ inline dataset_writer_options golden_segmentation_options(const std::string& dir
     wo.schema.class_count = 2;
     wo.schema.ignore_value = 255;
     wo.classes = {{"bg", true, 0, 0, 0}, {"fg", true, 255, 0, 0}};
-    wo.uses_zstd = false;
+    wo.codec = shard_codec::raw;
     return wo;
 }
 

@@ -16,6 +16,7 @@
 
 #include "bench_common.hpp"
 #include "dataset/dataset_writer.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/detail/xxhash.hpp"
 
@@ -37,9 +38,9 @@ std::string make_manifest(std::size_t shards) {
         std::snprintf(entry, sizeof entry,
                       "    {\n      \"file\": \"shard-%05zu-%s.spk\",\n      \"records\": %llu,\n      \"first_record\": %llu,\n"
                       "      \"bytes\": %llu,\n      \"xxh3\": \"%s\"\n    }%s\n",
-                      k, shardpack::hex64(hash).c_str(), static_cast<unsigned long long>(records),
+                      k, shardpack::detail::hex16(hash).c_str(), static_cast<unsigned long long>(records),
                       static_cast<unsigned long long>(first), static_cast<unsigned long long>(bytes),
-                      shardpack::hex64(hash).c_str(), k + 1 < shards ? "," : "");
+                      shardpack::detail::hex16(hash).c_str(), k + 1 < shards ? "," : "");
         out += entry;
         first += records;
     }

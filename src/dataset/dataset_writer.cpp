@@ -21,6 +21,7 @@
 
 #include "io/input_file.hpp"
 #include "io/output_file.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/shard_table.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
@@ -28,12 +29,6 @@
 namespace shardpack {
 using detail::json;
 namespace fs = std::filesystem;
-
-std::string hex64(std::uint64_t value) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
-    return buf;
-}
 
 json schema_to_json(const detail::schema_record& s) {
     using namespace detail;
@@ -124,6 +119,38 @@ void remove_quietly(const output_folder& folder, const std::string& name) {
     }
 }
 
+// The ledger first: the shards about to be named and those of the current manifest, so
+// that whatever moment a crash comes, every shard of ours in the folder stays listed and a
+// later build can prove it its own. Returns the shards the current manifest names.
+std::set<std::string> announce_shards(const output_folder& folder, const std::set<std::string>& named, folder_ledger& ledger) {
+    std::set<std::string> current;  // named by the manifest in place now
+    if (const auto m = read_manifest_summary(folder)) current.insert(m->shards.begin(), m->shards.end());
+    ledger = folder_ledger::load(folder).value_or(folder_ledger{});
+    ledger.retained.insert(current.begin(), current.end());
+    ledger.pending.insert(named.begin(), named.end());
+    ledger.store(folder);
+    return current;
+}
+
+// Shards no manifest of the last two builds names (the new one and the one it replaced)
+// go; the replaced manifest's others stay until the next build, for readers that read it.
+void remove_unnamed_shards(const output_folder& folder, const output_folder& partial, const folder_ledger& ledger,
+                           const std::set<std::string>& named, const std::set<std::string>& current) {
+    for (const auto& set : {ledger.retained, ledger.pending})
+        for (const auto& name : set)
+            if (!named.count(name) && !current.count(name)) remove_quietly(folder, name);
+    folder_ledger after;
+    for (const auto& name : current)
+        if (!named.count(name)) after.retained.insert(name);
+    try {
+        after.store(folder);
+        clear_partial(partial);
+        folder.remove_empty_folder(dataset_writer::partial_dir);
+    } catch (const std::exception&) {
+        // The dataset is published; what is left here the next build tidies.
+    }
+}
+
 }  // namespace
 
 dataset_writer::dataset_writer(dataset_writer_options options) : opt_(std::move(options)) {
@@ -181,7 +208,7 @@ bool dataset_writer::cut_after(std::uint64_t stored_size, std::uint64_t key_hash
 void dataset_writer::open_real_shard() {
     const std::size_t number = done_.size();
     current_temp_ = ".tmp-" + std::to_string(::getpid()) + "-shard-" + std::to_string(number) + ".spk";
-    const shard_identity id{number, records_ - extent_.count(), opt_.uses_zstd, opt_.uses_bands, opt_.uses_region_bands};
+    const shard_identity id{number, records_ - extent_.count(), opt_.codec};
     current_ = std::make_unique<shard_writer>(*folder_, current_temp_, opt_.schema, opt_.classes, id, opt_.extra_sections);
 }
 
@@ -225,7 +252,7 @@ void dataset_writer::finish_shard() {
         // Every record equal, in order, at the same place: the previous file is this shard,
         // provided its bytes still hash to its name.
         const std::uint64_t h = XXH3_64bits(adopt_->bytes(), adopt_->size());
-        if (adopt_->name().find(hex64(h)) != std::string::npos) {
+        if (adopt_->name().find(detail::hex16(h)) != std::string::npos) {
             s.hash = h;
             s.index_hash = adopt_->index_checksum();
             s.bytes = adopt_->size();
@@ -241,9 +268,7 @@ void dataset_writer::finish_shard() {
         s.hash = current_->finish();
         s.index_hash = current_->index_checksum();
         s.bytes = current_->file_size();
-        char name[64];
-        std::snprintf(name, sizeof name, "shard-%05zu-%s.spk", done_.size(), hex64(s.hash).c_str());
-        s.file = name;
+        s.file = detail::shard_file_name(done_.size(), s.hash);
         s.in_partial = true;
         folder_->rename(current_temp_, *partial_, s.file);
         partial_->sync();
@@ -294,17 +319,24 @@ void dataset_writer::bring_in(published_shard& s) {
     current_temp_.clear();
 }
 
-json dataset_writer::publish() {
-    if (extent_.count() > 0 || done_.empty()) finish_shard();  // an empty dataset still has one shard, for the schema
+namespace {
 
+// The shards publish() names and the bytes its content hash covers.
+struct shard_list {
     std::vector<unsigned char> shard_hashes;  // the content hash covers these, in order
-    // The shard list: in manifest.json (1.0, 1.1), or, for more than shard_table_above shards,
-    // in a binary shard table the manifest names (1.2, spec 13.8): one place, never both.
-    const bool with_table = done_.size() > opt_.shard_table_above;
+    json shards;                              // manifest.json's list (without a table)
+    std::string table_bytes, table_name;      // the binary shard table (with one)
+    std::set<std::string> named;              // by the new manifest
+};
+
+// The shard list: in manifest.json (1.0, 1.1), or, for more than shard_table_above shards,
+// in a binary shard table the manifest names (1.2, spec 13.8): one place, never both.
+shard_list list_shards(const std::vector<published_shard>& done, bool with_table) {
+    std::vector<unsigned char> shard_hashes;
     json shards = json::array();
     std::vector<detail::shard_table_entry> table;
-    std::set<std::string> named;  // by the new manifest
-    for (const auto& s : done_) {
+    std::set<std::string> named;
+    for (const auto& s : done) {
         named.insert(s.file);
         shard_hashes.resize(shard_hashes.size() + 8);
         detail::store_u64(shard_hashes.data() + shard_hashes.size() - 8, s.hash);
@@ -319,8 +351,8 @@ json dataset_writer::publish() {
         e.set("records", s.records);
         e.set("first_record", s.first_record);
         e.set("bytes", s.bytes);
-        e.set("xxh3", hex64(s.hash));
-        e.set("index_xxh3", hex64(s.index_hash));
+        e.set("xxh3", detail::hex16(s.hash));
+        e.set("index_xxh3", detail::hex16(s.index_hash));
         shards.push(e);
     }
     std::string table_bytes, table_name;
@@ -329,57 +361,85 @@ json dataset_writer::publish() {
         table_name = detail::shard_table_file_name(XXH3_64bits(table_bytes.data(), table_bytes.size()));
         named.insert(table_name);
     }
+    return {std::move(shard_hashes), std::move(shards), std::move(table_bytes), std::move(table_name), std::move(named)};
+}
 
-    // The ledger first: the shards about to be named and those of the current manifest, so
-    // that whatever moment a crash comes, every shard of ours in the folder stays listed and a
-    // later build can prove it its own.
-    std::set<std::string> current;  // named by the manifest in place now
-    if (const auto m = read_manifest_summary(*folder_)) current.insert(m->shards.begin(), m->shards.end());
-    folder_ledger ledger = folder_ledger::load(*folder_).value_or(folder_ledger{});
-    ledger.retained.insert(current.begin(), current.end());
-    ledger.pending.insert(named.begin(), named.end());
-    ledger.store(*folder_);
+}  // namespace
+
+json dataset_writer::publish() {
+    if (extent_.count() > 0 || done_.empty()) finish_shard();  // an empty dataset still has one shard, for the schema
+
+    const bool with_table = done_.size() > opt_.shard_table_above;
+    const shard_list list = list_shards(done_, with_table);
+    const std::vector<unsigned char>& shard_hashes = list.shard_hashes;
+    const std::set<std::string>& named = list.named;
+    folder_ledger ledger;
+    const std::set<std::string> current = announce_shards(*folder_, named, ledger);
 
     for (const auto& s : done_)
         if (s.in_partial) partial_->rename(s.file, *folder_, s.file);
     folder_->sync();
     // The table under its content-addressed name (a new name: no reader of the current manifest
     // reads it), durable before the manifest that names it.
-    if (with_table) folder_->write_atomically(table_name, table_bytes);
+    if (with_table) folder_->write_atomically(list.table_name, list.table_bytes);
 
     // The fingerprints under a temporary name first, their digest for a part's manifest; the
     // rename after the manifest's (see below).
-    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
+    const std::string content_hash = detail::hex16(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     const std::string fingerprints_tmp = std::string(fingerprints_file) + ".tmp-" + std::to_string(::getpid());
-    std::uint64_t fingerprints_digest = 0;
+    const std::uint64_t fingerprints_digest = write_fingerprints(content_hash, fingerprints_tmp);
+
+    json m = manifest_json(content_hash, with_table, list.shards, list.table_name, list.table_bytes, fingerprints_digest);
+    folder_->write_atomically(manifest_file_name, m.dump());
+    published_ = true;
+
+    // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
+    // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
     {
-        const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
-        all_fingerprints_->close();
-        folder_->remove(fingerprints_tmp);
-        output_file out(*folder_, fingerprints_tmp);
-        out.write(header.data(), header.size());
-        input_file in(folder_->fd(), folder_->path(), all_fingerprints_name_);
-        XXH3_state_t* state = XXH3_createState();
-        XXH3_64bits_reset(state);
-        std::vector<char> chunk(1 << 16);
-        while (const std::size_t n = in.read(chunk.data(), chunk.size())) {
-            XXH3_64bits_update(state, chunk.data(), n);
-            out.write(chunk.data(), n);
-        }
-        fingerprints_digest = XXH3_64bits_digest(state);
-        XXH3_freeState(state);
-        out.sync();
-        out.close();
+        folder_->rename(fingerprints_tmp, *folder_, fingerprints_file);
+        folder_->sync();
+        all_fingerprints_.reset();
+        remove_quietly(*folder_, all_fingerprints_name_);
     }
 
+    remove_unnamed_shards(*folder_, *partial_, ledger, named, current);
+    return m;
+}
+
+// Every finished shard's group of fingerprints.tsv, under `temp_name` after the header that
+// names the dataset; returns the digest of what follows the header.
+std::uint64_t dataset_writer::write_fingerprints(const std::string& content_hash, const std::string& temp_name) {
+    const std::string header = format_fingerprint_header(content_hash, opt_.options_digest);
+    all_fingerprints_->close();
+    folder_->remove(temp_name);
+    output_file out(*folder_, temp_name);
+    out.write(header.data(), header.size());
+    input_file in(folder_->fd(), folder_->path(), all_fingerprints_name_);
+    XXH3_state_t* state = XXH3_createState();
+    XXH3_64bits_reset(state);
+    std::vector<char> chunk(1 << 16);
+    while (const std::size_t n = in.read(chunk.data(), chunk.size())) {
+        XXH3_64bits_update(state, chunk.data(), n);
+        out.write(chunk.data(), n);
+    }
+    const std::uint64_t digest = XXH3_64bits_digest(state);
+    XXH3_freeState(state);
+    out.sync();
+    out.close();
+    return digest;
+}
+
+json dataset_writer::manifest_json(const std::string& content_hash, bool with_table, const json& shards,
+                                   const std::string& table_name, const std::string& table_bytes,
+                                   std::uint64_t fingerprints_digest) const {
     json m = json::object();
     m.set("format", "shardpack");
     m.set("format_version", std::to_string(detail::version_major) + "." +
                                 std::to_string(!opt_.schema.fields.empty() ? detail::version_minor_fields
                                                : detail::uses_wide_pixels(opt_.schema) ? detail::version_minor_wide_pixels
-                                               : opt_.uses_region_bands ? detail::version_minor_region_bands
+                                               : opt_.codec == shard_codec::zstd_region_bands ? detail::version_minor_region_bands
                                                : with_table       ? detail::version_minor_shard_table
-                                               : opt_.uses_bands ? detail::version_minor
+                                               : opt_.codec == shard_codec::zstd_bands ? detail::version_minor
                                                                  : detail::version_minor_plain));
     m.set("records", records_);
     m.set("content_hash", content_hash);
@@ -389,7 +449,7 @@ json dataset_writer::publish() {
         json t = json::object();
         t.set("file", table_name);
         t.set("bytes", std::uint64_t(table_bytes.size()));
-        t.set("xxh3", hex64(XXH3_64bits(table_bytes.data(), table_bytes.size())));
+        t.set("xxh3", detail::hex16(XXH3_64bits(table_bytes.data(), table_bytes.size())));
         m.set("shard_table", t);
     } else {
         m.set("shards", shards);
@@ -403,35 +463,8 @@ json dataset_writer::publish() {
     m.set("libraries", opt_.libraries);
     if (!opt_.partition.is_null()) {
         json partition = opt_.partition;
-        partition.set("fingerprints_digest", hex64(fingerprints_digest));  // what merge checks the part's list by
+        partition.set("fingerprints_digest", detail::hex16(fingerprints_digest));  // what merge checks the part's list by
         m.set("partition", partition);
-    }
-    folder_->write_atomically(manifest_file_name, m.dump());
-    published_ = true;
-
-    // The new dataset is in place. Its fingerprints name it by content hash, so a crash before
-    // this write leaves fingerprints a rebuild will see belong to another dataset and ignore.
-    {
-        folder_->rename(fingerprints_tmp, *folder_, fingerprints_file);
-        folder_->sync();
-        all_fingerprints_.reset();
-        remove_quietly(*folder_, all_fingerprints_name_);
-    }
-
-    // Shards no manifest of the last two builds names (the new one and the one it replaced)
-    // go; the replaced manifest's others stay until the next build, for readers that read it.
-    for (const auto& set : {ledger.retained, ledger.pending})
-        for (const auto& name : set)
-            if (!named.count(name) && !current.count(name)) remove_quietly(*folder_, name);
-    folder_ledger after;
-    for (const auto& name : current)
-        if (!named.count(name)) after.retained.insert(name);
-    try {
-        after.store(*folder_);
-        clear_partial(*partial_);
-        folder_->remove_empty_folder(partial_dir);
-    } catch (const std::exception&) {
-        // The dataset is published; what is left here the next build tidies.
     }
     return m;
 }

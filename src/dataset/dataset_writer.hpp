@@ -44,9 +44,7 @@ struct dataset_writer_options {
     std::uint64_t shard_size = std::uint64_t(256) << 20;  // a shard never grows beyond this (unless one record does)
     detail::schema_record schema;
     std::vector<detail::class_record> classes;
-    bool uses_zstd = true;    // codec 1 records (format 1.0)
-    bool uses_bands = false;  // codec 2 records (format 1.1)
-    bool uses_region_bands = false;  // codec 3 records (format 1.3)
+    shard_codec codec = shard_codec::zstd_record;  // what the records are stored with (format 1.0, 1.1 or 1.3)
     detail::json build = detail::json::object();      // the effective build options
     detail::json libraries = detail::json::object();  // codec and decoder library versions
     std::string input_digest;                         // hex XXH3-64 of the input list
@@ -136,11 +134,15 @@ private:
     void write_pending();
     void finish_shard();
     void bring_in(published_shard& shard);
+    // publish()'s steps that need the writer's state.
+    std::uint64_t write_fingerprints(const std::string& content_hash, const std::string& temp_name);
+    detail::json manifest_json(const std::string& content_hash, bool with_table, const detail::json& shards,
+                               const std::string& table_name, const std::string& table_bytes,
+                               std::uint64_t fingerprints_digest) const;
 };
 
 // The manifest's description of a schema and class table (also used by `inspect`).
 detail::json schema_to_json(const detail::schema_record& schema);
 detail::json classes_to_json(const std::vector<detail::class_record>& classes);
-std::string hex64(std::uint64_t value);
 
 }  // namespace shardpack

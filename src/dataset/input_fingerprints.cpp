@@ -8,6 +8,7 @@
 
 #include "errors.hpp"
 #include "io/output_folder.hpp"
+#include "shardpack/detail/hex.hpp"
 
 namespace shardpack {
 
@@ -78,12 +79,6 @@ bool parse_i64(const std::string& s, std::int64_t& v) {
     }
 }
 
-std::string hex(std::uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 using class_counts = std::vector<std::pair<std::uint32_t, std::uint64_t>>;
 
 // A field of per-class counts: "id:count" items separated by commas.
@@ -115,8 +110,8 @@ std::string format_fingerprint_header(const std::string& content_hash, const std
 
 void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
     out += escape(r.key) + "\t" + escape(r.label_key) + "\t" + std::to_string(r.image.size) + "\t" +
-           std::to_string(r.image.mtime_ns) + "\t" + hex(r.image.hash) + "\t" + std::to_string(r.label.size) + "\t" +
-           std::to_string(r.label.mtime_ns) + "\t" + hex(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
+           std::to_string(r.image.mtime_ns) + "\t" + detail::hex16(r.image.hash) + "\t" + std::to_string(r.label.size) + "\t" +
+           std::to_string(r.label.mtime_ns) + "\t" + detail::hex16(r.label.hash) + "\t" + std::to_string(r.class_id) + "\t" +
            std::to_string(r.unknown_pixels) + "\t";
     append_counts(out, r.class_counts);
     // Two more fields only when there is something in them (or a third follows): lines of exact
@@ -131,7 +126,7 @@ void append_fingerprint_line(std::string& out, const record_fingerprint& r) {
             out += std::to_string(u.value) + ":" + std::to_string(u.pixels) + ":" + std::to_string(u.x) + ":" + std::to_string(u.y);
         }
     }
-    if (r.fields_hash) out += "\t" + hex(r.fields_hash);
+    if (r.fields_hash) out += "\t" + detail::hex16(r.fields_hash);
     out += "\n";
 }
 

@@ -15,8 +15,7 @@ using namespace detail;
 record_compressor::record_compressor(record_codec codec, int level, const schema_record& schema, std::uint32_t band_rows,
                                      std::uint32_t label_band_rows)
     : codec_(codec), level_(level), schema_(schema), band_rows_(band_rows), label_band_rows_(label_band_rows),
-      per_region_(uses_region_bands(codec, schema, band_rows) ||
-                  (label_band_rows && uses_region_bands(codec, schema, 0))) {
+      per_region_(shard_codec_for(codec, schema, label_band_rows ? 0 : band_rows) == shard_codec::zstd_region_bands) {
     if (codec_ == record_codec::none) return;
     cctx_ = ZSTD_createCCtx();
     if (!cctx_) throw std::bad_alloc();

@@ -41,14 +41,16 @@ inline constexpr std::uint64_t default_band_bytes = 256 * 1024;
 inline constexpr std::uint64_t label_one_frame_min_ratio = 32;
 inline constexpr std::uint64_t region_image_band_bytes = 128 * 1024;
 
-// True when a writer with this codec declares the band-frame feature (and format 1.1).
+// True when a writer with this codec writes band frames (codec 2 or 3).
 inline bool uses_band_frames(record_codec c) { return c == record_codec::zstd || c == record_codec::automatic; }
-// True when it writes codec 3 (a band height per region, format 1.3): band frames of records with
-// a label, heights chosen from the data (no --band-rows, which sets one height for both regions).
-inline bool uses_region_bands(record_codec c, const detail::schema_record& s, std::uint32_t band_rows) {
-    return uses_band_frames(c) && s.task == detail::task_code::segmentation && band_rows == 0;
+// What the shards of a writer with this codec declare: codec 3 (a band height per region, format
+// 1.3) for band frames of records with a label, heights chosen from the data (no --band-rows,
+// which sets one height for both regions); else codec 2, codec 1 or raw.
+inline shard_codec shard_codec_for(record_codec c, const detail::schema_record& s, std::uint32_t band_rows) {
+    if (c == record_codec::zstd_record) return shard_codec::zstd_record;
+    if (!uses_band_frames(c)) return shard_codec::raw;
+    return s.task == detail::task_code::segmentation && band_rows == 0 ? shard_codec::zstd_region_bands : shard_codec::zstd_bands;
 }
-inline bool uses_record_frames(record_codec c) { return c == record_codec::zstd_record; }
 
 class record_compressor {
 public:
@@ -76,6 +78,13 @@ public:
     std::uint32_t band_rows_for(const detail::record_layout& r, std::uint64_t band_bytes = default_band_bytes) const;
     // What compress() wrote for band-frame records: codec 3 (a height per region) or codec 2.
     bool per_region() const { return per_region_; }
+    // What a shard of these records declares (a label_band_rows of its own makes codec 3).
+    shard_codec stored_codec() const {
+        return per_region_                          ? shard_codec::zstd_region_bands
+               : uses_band_frames(codec_)             ? shard_codec::zstd_bands
+               : codec_ == record_codec::zstd_record ? shard_codec::zstd_record
+                                                      : shard_codec::raw;
+    }
 
 private:
     record_codec codec_;

@@ -28,9 +28,11 @@ std::vector<unsigned char> build_shard_header(const schema_record& schema, const
     store_u16(header.data() + 8, version_major);
     const bool fields = !schema.fields.empty();
     store_u16(header.data() + 10, shard_minor_version(id, fields, uses_wide_pixels(schema)));
-    store_u64(header.data() + 16, (id.uses_zstd ? feature_zstd_records : 0) | (id.uses_bands ? feature_band_frames : 0) |
-                                        (id.uses_region_bands ? feature_region_bands : 0) | (fields ? feature_fields : 0) |
-                                        (uses_wide_pixels(schema) ? feature_wide_pixels : 0));
+    const std::uint64_t codec_features = id.codec == shard_codec::zstd_record ? feature_zstd_records
+                                       : id.codec == shard_codec::zstd_bands ? feature_band_frames
+                                       : id.codec == shard_codec::zstd_region_bands ? feature_band_frames | feature_region_bands
+                                                                                    : 0;
+    store_u64(header.data() + 16, codec_features | (fields ? feature_fields : 0) | (uses_wide_pixels(schema) ? feature_wide_pixels : 0));
     store_u64(header.data() + 24, 0);
     store_u32(header.data() + 32, static_cast<std::uint32_t>(2 + (fields ? 1 : 0) + extra.size()));
     store_u32(header.data() + 36, record_alignment);
@@ -55,7 +57,7 @@ shard_writer::shard_writer(const output_folder& folder, const std::string& name,
                            const std::vector<class_record>& classes, const shard_identity& id,
                            const std::vector<extra_section>& extra)
     : file_(folder, name), hash_(XXH3_createState()), header_(build_shard_header(schema, classes, id, extra)),
-      uses_zstd_(id.uses_zstd), uses_bands_(id.uses_bands), uses_region_bands_(id.uses_region_bands),
+      codec_(id.codec),
       minor_(shard_minor_version(id, !schema.fields.empty(), uses_wide_pixels(schema))) {
     if (!hash_) throw std::bad_alloc();
     XXH3_64bits_reset(hash_);
@@ -79,9 +81,10 @@ void shard_writer::put_zeros(std::size_t count) {
 }
 
 void shard_writer::add(const record_view& r) {
-    if (r.codec == codec_zstd && !uses_zstd_) throw std::logic_error("zstd record in a shard declared raw");
-    if (r.codec == codec_zstd_bands && !uses_bands_) throw std::logic_error("band-frame record in a shard without the feature");
-    if (r.codec == codec_zstd_region_bands && !uses_region_bands_)
+    if (r.codec == codec_zstd && codec_ != shard_codec::zstd_record) throw std::logic_error("zstd record in a shard declared raw");
+    if (r.codec == codec_zstd_bands && codec_ != shard_codec::zstd_bands && codec_ != shard_codec::zstd_region_bands)
+        throw std::logic_error("band-frame record in a shard without the feature");
+    if (r.codec == codec_zstd_region_bands && codec_ != shard_codec::zstd_region_bands)
         throw std::logic_error("record with per-region band heights in a shard without the feature");
     const std::uint64_t offset = align_up(file_.position(), record_alignment);
     put_zeros(static_cast<std::size_t>(offset - file_.position()));

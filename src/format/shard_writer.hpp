@@ -22,9 +22,7 @@ struct extra_section {
 struct shard_identity {
     std::uint64_t shard_number = 0;
     std::uint64_t first_record = 0;
-    bool uses_zstd = true;    // sets the required zstd feature bit (codec 1)
-    bool uses_bands = false;  // sets the required band-frame feature bit (codec 2) and version 1.1
-    bool uses_region_bands = false;  // sets the per-region band feature bit (codec 3) and version 1.3
+    shard_codec codec = shard_codec::zstd_record;  // the feature bits it sets and the version it needs
 };
 
 // The byte arithmetic of a shard being filled: where the next record goes and how large the
@@ -59,9 +57,9 @@ private:
 inline std::uint16_t shard_minor_version(const shard_identity& id, bool fields = false, bool wide_pixels = false) {
     return fields ? detail::version_minor_fields
            : wide_pixels ? detail::version_minor_wide_pixels
-           : id.uses_region_bands ? detail::version_minor_region_bands
-           : id.uses_bands      ? detail::version_minor
-                                : detail::version_minor_plain;
+           : id.codec == shard_codec::zstd_region_bands ? detail::version_minor_region_bands
+           : id.codec == shard_codec::zstd_bands        ? detail::version_minor
+                                                        : detail::version_minor_plain;
 }
 
 // The header (fixed part and sections) of a shard; its size does not depend on `id`.
@@ -91,9 +89,7 @@ private:
     XXH3_state_t* hash_;
     std::vector<unsigned char> header_;
     std::vector<detail::index_entry> index_;
-    std::uint64_t uses_zstd_;
-    bool uses_bands_;
-    bool uses_region_bands_;
+    shard_codec codec_;
     std::uint16_t minor_;
     std::uint64_t index_checksum_ = 0;
     void put(const void* data, std::size_t size);

@@ -7,6 +7,15 @@
 
 namespace shardpack {
 
+// The codec a shard's compressed records use (any record may also be stored raw), which fixes
+// the required feature bits and the minor version the shard declares (spec 4, 10).
+enum class shard_codec {
+    raw,                // codec 0 only (format 1.0)
+    zstd_record,        // codec 1: one zstd frame per record (1.0; feature bit 0)
+    zstd_bands,         // codec 2: zstd band frames (1.1; feature bit 1)
+    zstd_region_bands,  // codec 3, a band height per region, and codec 2 (1.3; feature bits 1 and 2)
+};
+
 struct stored_record {
     std::vector<unsigned char> bytes;
     std::uint64_t decoded_size = 0;

@@ -476,12 +476,16 @@ coco_boxes load_coco(const std::string& path, const std::string& field) {
     return out;
 }
 
-}  // namespace
+// Where row r of the list is, for messages ("list.csv:12: ").
+struct row_places {
+    const std::string& csv_path;
+    const std::vector<std::uint32_t>& lines;
+    std::string at(std::size_t r) const { return where(csv_path, lines[r]); }
+};
 
-field_table field_column_reader::finish(std::vector<std::string>& notes) {
-    const std::size_t rows = lines_.size();
-    const std::size_t per_row = specs_.size() - static_cast<std::size_t>(std::count(columns_.begin(), columns_.end(), no_column));
-    // The cells of row r, field f (by its position among the fields that have a column).
+// The cells of row r, field f (by its position among the fields that have a column).
+std::vector<std::vector<std::string_view>> split_row_cells(const std::string& cells_, const std::vector<std::uint64_t>& row_at_,
+                                                           std::size_t rows, std::size_t per_row) {
     std::vector<std::vector<std::string_view>> cells(rows);
     for (std::size_t r = 0; r < rows; ++r) {
         std::string_view all = std::string_view(cells_).substr(row_at_[r], row_at_[r + 1] - row_at_[r]);
@@ -491,10 +495,70 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
             all.remove_prefix(nul + 1);
         }
     }
+    return cells;
+}
+
+// A tags or boxes field's names found in its column (cell `column` of each row), as
+// classification labels: all ids (names "0".."max") or all names (sorted).
+vocabulary found_vocabulary(const field_spec& s, const std::vector<std::vector<std::string_view>>& cells, std::size_t column,
+                            const row_places& places, std::vector<std::string>& notes) {
+    vocabulary v;
+    std::set<std::string, std::less<>> names;
+    std::int64_t max_id = -1;
+    std::optional<std::size_t> first_id, first_name;
+    for (std::size_t r = 0; r < cells.size(); ++r)
+        for (std::string_view label : labels_in(s.kind, cells[r][column])) {
+            if (is_integer(label)) {
+                const auto id = integer_value(label);
+                if (!id || *id < 0 || *id >= std::int64_t(detail::max_vocabulary))
+                    throw input_error(places.at(r) + "field '" + s.name + "': id '" + std::string(label) + "' is out of range 0..65534");
+                max_id = std::max(max_id, *id);
+                if (!first_id) first_id = r;
+            } else {
+                names.emplace(label);
+                if (!first_name) first_name = r;
+            }
+        }
+    if (first_id && first_name)
+        throw input_error(places.at(std::max(*first_id, *first_name)) + "field '" + s.name +
+                          "': mixes ids and names; use one of them, or give --field-names " + s.name + "=FILE");
+    if (names.size() > detail::max_vocabulary)
+        throw input_error(places.csv_path + ": field '" + s.name + "' has more than 65535 distinct names");
+    if (first_id)
+        for (std::int64_t i = 0; i <= max_id; ++i) v.names.push_back(std::to_string(i));
+    else
+        v.names.assign(names.begin(), names.end());
+    if (v.names.empty()) v.names.push_back(s.kind == field_kind::tags ? "(no tag)" : "(no box)");
+    notes.push_back("field '" + s.name + "': " + std::to_string(v.names.size()) + " " +
+                    (s.kind == field_kind::tags ? "tags" : "box classes") + " found in the data (give --field-names " +
+                    s.name + "=FILE to declare them)");
+    return v;
+}
+
+// The boxes a COCO file gives the image of row r, found by its key as the JSON names it: the
+// whole path, else its file name. `used` collects the COCO images the list names.
+const std::vector<source_box>& coco_row_boxes(const coco_boxes& coco, const field_spec& s, const std::string& k,
+                                              const row_places& places, std::size_t r, std::set<std::string>& used) {
+    auto it = coco.by_file.find(k);
+    if (it == coco.by_file.end())
+        it = coco.by_file.find(std::filesystem::path(k).filename().string());
+    if (it == coco.by_file.end())
+        throw input_error(places.at(r) + "field '" + s.name + "' (boxes): the image '" + k + "' is not in " + s.coco_path +
+                          " (its \"images\" list every image, those without boxes too)");
+    used.insert(it->first);
+    return it->second;
+}
+
+}  // namespace
+
+field_table field_column_reader::finish(std::vector<std::string>& notes) {
+    const std::size_t rows = lines_.size();
+    const std::size_t per_row = specs_.size() - static_cast<std::size_t>(std::count(columns_.begin(), columns_.end(), no_column));
+    const std::vector<std::vector<std::string_view>> cells = split_row_cells(cells_, row_at_, rows, per_row);
     const auto key = [&](std::size_t r) {
         return std::string_view(keys_).substr(key_at_[r], key_at_[r + 1] - key_at_[r]);
     };
-    const auto at = [&](std::size_t r) { return where(in_.csv_path, lines_[r]); };
+    const row_places places{in_.csv_path, lines_};
 
     std::vector<field_info> decls;
     std::vector<vocabulary> vocab(specs_.size());
@@ -511,40 +575,8 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
             d.vocabulary = coco[f].names;
         } else if (detail::has_vocabulary(s.kind)) {
             vocabulary& v = vocab[f];
-            if (!s.names_path.empty()) {
-                v = declared_vocabulary(s);
-            } else {
-                // As classification labels: all ids (names "0".."max") or all names (sorted).
-                std::set<std::string, std::less<>> names;
-                std::int64_t max_id = -1;
-                std::optional<std::size_t> first_id, first_name;
-                for (std::size_t r = 0; r < rows; ++r)
-                    for (std::string_view label : labels_in(s.kind, cells[r][cell_index[f]])) {
-                        if (is_integer(label)) {
-                            const auto id = integer_value(label);
-                            if (!id || *id < 0 || *id >= std::int64_t(detail::max_vocabulary))
-                                throw input_error(at(r) + "field '" + s.name + "': id '" + std::string(label) + "' is out of range 0..65534");
-                            max_id = std::max(max_id, *id);
-                            if (!first_id) first_id = r;
-                        } else {
-                            names.emplace(label);
-                            if (!first_name) first_name = r;
-                        }
-                    }
-                if (first_id && first_name)
-                    throw input_error(at(std::max(*first_id, *first_name)) + "field '" + s.name +
-                                      "': mixes ids and names; use one of them, or give --field-names " + s.name + "=FILE");
-                if (names.size() > detail::max_vocabulary)
-                    throw input_error(in_.csv_path + ": field '" + s.name + "' has more than 65535 distinct names");
-                if (first_id)
-                    for (std::int64_t i = 0; i <= max_id; ++i) v.names.push_back(std::to_string(i));
-                else
-                    v.names.assign(names.begin(), names.end());
-                if (v.names.empty()) v.names.push_back(s.kind == field_kind::tags ? "(no tag)" : "(no box)");
-                notes.push_back("field '" + s.name + "': " + std::to_string(v.names.size()) + " " +
-                                (s.kind == field_kind::tags ? "tags" : "box classes") + " found in the data (give --field-names " +
-                                s.name + "=FILE to declare them)");
-            }
+            if (!s.names_path.empty()) v = declared_vocabulary(s);
+            else v = found_vocabulary(s, cells, cell_index[f], places, notes);
             if (!v.declared)
                 for (std::size_t i = 0; i < v.names.size(); ++i) v.id_of.emplace(v.names[i], std::uint32_t(i));
             d.vocabulary = v.names;
@@ -572,20 +604,8 @@ field_table field_column_reader::finish(std::vector<std::string>& notes) {
             std::vector<source_box> none;
             auto& list = s.kind == field_kind::boxes ? boxes[box_field++] : none;
             list.clear();
-            if (!s.coco_path.empty()) {
-                // The row's key as the JSON names it: the whole path, else its file name.
-                const std::string k(key(r));
-                auto it = coco[f].by_file.find(k);
-                if (it == coco[f].by_file.end())
-                    it = coco[f].by_file.find(std::filesystem::path(k).filename().string());
-                if (it == coco[f].by_file.end())
-                    throw input_error(at(r) + "field '" + s.name + "' (boxes): the image '" + k + "' is not in " + s.coco_path +
-                                      " (its \"images\" list every image, those without boxes too)");
-                list = it->second;
-                coco_used[f].insert(it->first);
-            } else {
-                parse_cell(s, cell, vocab[f], in_.unknown, at(r), unknown_ignored[f], v, list);
-            }
+            if (!s.coco_path.empty()) list = coco_row_boxes(coco[f], s, std::string(key(r)), places, r, coco_used[f]);
+            else parse_cell(s, cell, vocab[f], in_.unknown, places.at(r), unknown_ignored[f], v, list);
         }
         table.add_row(values, boxes);
     }

@@ -146,7 +146,9 @@ std::string folder_listing::left_out_summary() const {
 }
 
 namespace {
-void list_into(const image_folder_options& f, input_options& o, folder_listing& listing) {
+
+// The listing's source ("--images A --masks B ...") and the options refused before any listing.
+void start_listing(const image_folder_options& f, folder_listing& listing) {
     const std::string& images = f.images;
     const std::string& masks = f.masks;
     listing.source = "--images " + images;
@@ -157,7 +159,106 @@ void list_into(const image_folder_options& f, input_options& o, folder_listing& 
         throw usage_error("--mask-suffix and --image-suffix pair images with masks: they need --masks DIR");
     for (const std::string* s : {&f.mask_suffix, &f.image_suffix})
         if (s->find('/') != std::string::npos) throw usage_error("--mask-suffix/--image-suffix '" + *s + "': a suffix of file names holds no '/'");
+}
 
+// Masks by pairing key (key -> relative path); two masks whose keys differ only in case (or
+// not at all: a.png and a.jpg) are refused, since which one is meant depends on the file system.
+std::map<std::string, std::string> masks_by_key(const image_folder_options& f, const std::vector<std::string>& mask_files,
+                                                std::vector<left_out_file>& left_out) {
+    const std::string& masks = f.masks;
+    std::map<std::string, std::string> mask_of;                      // key -> relative path
+    std::map<std::string, std::pair<std::string, std::string>> folded;  // lower-case key -> (key, relative path)
+    std::string key;
+    for (const auto& m : mask_files) {
+        if (!pairing_key(m, f.mask_suffix, key)) {
+            left_out.push_back({joined(masks, m), "a mask whose name does not end with the --mask-suffix " + f.mask_suffix});
+            continue;
+        }
+        const auto [it, fresh] = folded.emplace(input_detail::lower_ascii(key), std::make_pair(key, m));
+        if (!fresh) {
+            const auto& [other_key, other] = it->second;
+            throw usage_error("--masks " + masks + ": two masks for one image: " + joined(masks, other) + " and " +
+                              joined(masks, m) +
+                              (other_key == key ? " (the same name, another extension)" : " (names that differ only in case)") +
+                              "; remove or rename one of them");
+        }
+        mask_of.emplace(key, m);
+    }
+    return mask_of;
+}
+
+// Refuses the images without a mask, naming up to 5 and the --mask-suffix the masks' names
+// suggest.
+[[noreturn]] void refuse_unpaired(const image_folder_options& f, const std::vector<std::string>& unpaired, std::size_t images,
+                                  const std::map<std::string, std::string>& mask_of) {
+    std::string names;
+    for (std::size_t i = 0; i < unpaired.size() && i < 5; ++i) names += (i ? ", " : "") + unpaired[i];
+    std::string hint, key;
+    pairing_key(unpaired.front(), f.image_suffix, key);
+    const auto next = mask_of.lower_bound(key);
+    if (next != mask_of.end() && next->first.size() > key.size() && next->first.compare(0, key.size(), key) == 0 &&
+        next->first.find('/', key.size()) == std::string::npos)
+        hint = "; the masks' names suggest --mask-suffix " + f.mask_suffix + next->first.substr(key.size()) + " (" +
+               unpaired.front() + " and " + next->second + ")";
+    throw usage_error(std::to_string(unpaired.size()) + " of " + std::to_string(images) + " images in " + f.images +
+                      " have no mask of the same name in " + f.masks + " (e.g. " + names +
+                      "); masks pair with images by path and file name, any extension" +
+                      (f.mask_suffix.empty() ? std::string() : ", the mask's name ending with " + f.mask_suffix) +
+                      hint);
+}
+
+// The list's rows for images paired with masks: "image,mask" (the mask's path absolute).
+void pair_with_masks(const image_folder_options& f, const std::vector<std::string>& files,
+                     const std::vector<std::string>& mask_files, folder_listing& listing, std::string& text) {
+    std::vector<left_out_file>& left_out = listing.left_out;
+    const std::map<std::string, std::string> mask_of = masks_by_key(f, mask_files, left_out);
+    const std::string masks_abs = fs::absolute(f.masks).lexically_normal().generic_string();
+    std::vector<std::string> unpaired;
+    std::map<std::string, bool> paired_masks;
+    std::string key;
+    for (const auto& img : files) {
+        if (!pairing_key(img, f.image_suffix, key)) {
+            left_out.push_back({joined(f.images, img), "an image whose name does not end with the --image-suffix " + f.image_suffix});
+            continue;
+        }
+        const auto it = mask_of.find(key);
+        if (it == mask_of.end()) {
+            unpaired.push_back(img);
+            continue;
+        }
+        paired_masks[it->first] = true;
+        ++listing.images;
+        text += csv_quoted(img) + "," + csv_quoted(joined(masks_abs, it->second)) + "\n";
+    }
+    if (!unpaired.empty()) refuse_unpaired(f, unpaired, files.size(), mask_of);
+    for (const auto& [k, m] : mask_of)
+        if (!paired_masks.count(k)) left_out.push_back({joined(f.masks, m), "a mask without an image"});
+    if (listing.images == 0) throw usage_error(listing.source + ": no image pairs with a mask");
+}
+
+// The list's rows for class folders: "cat/1.jpg,cat".
+void rows_by_class_folder(const image_folder_options& f, const std::vector<std::string>& files, folder_listing& listing,
+                          std::string& text) {
+    std::vector<std::string> loose;
+    for (const auto& img : files) {
+        const auto slash = img.find('/');
+        if (slash == std::string::npos) {
+            loose.push_back(img);
+            continue;
+        }
+        ++listing.images;
+        text += csv_quoted(img) + "," + csv_quoted(img.substr(0, slash)) + "\n";
+    }
+    if (!loose.empty())
+        throw usage_error("--images " + f.images + ": " + std::to_string(loose.size()) + " image(s) directly in the folder (e.g. " +
+                          loose.front() + "); for classification each class is a subfolder (DIR/cat/1.jpg), or "
+                          "give --masks DIR for segmentation");
+}
+
+void list_into(const image_folder_options& f, input_options& o, folder_listing& listing) {
+    const std::string& images = f.images;
+    const std::string& masks = f.masks;
+    start_listing(f, listing);
     const bool one_folder = !masks.empty() && same_folder(images, masks);
     if (one_folder && f.mask_suffix.empty())
         throw usage_error("--masks " + masks + " is the --images folder: give --mask-suffix (e.g. _L for img_0_L.png) "
@@ -179,78 +280,10 @@ void list_into(const image_folder_options& f, input_options& o, folder_listing& 
 
     std::string text = "image,label\n";
     if (!masks.empty()) {
-        // Masks by pairing key; two masks whose keys differ only in case (or not at all: a.png
-        // and a.jpg) are refused, since which one is meant depends on the file system.
-        std::map<std::string, std::string> mask_of;                      // key -> relative path
-        std::map<std::string, std::pair<std::string, std::string>> folded;  // lower-case key -> (key, relative path)
-        std::string key;
-        for (const auto& m : mask_files) {
-            if (!pairing_key(m, f.mask_suffix, key)) {
-                left_out.push_back({joined(masks, m), "a mask whose name does not end with the --mask-suffix " + f.mask_suffix});
-                continue;
-            }
-            const auto [it, fresh] = folded.emplace(input_detail::lower_ascii(key), std::make_pair(key, m));
-            if (!fresh) {
-                const auto& [other_key, other] = it->second;
-                throw usage_error("--masks " + masks + ": two masks for one image: " + joined(masks, other) + " and " +
-                                  joined(masks, m) +
-                                  (other_key == key ? " (the same name, another extension)" : " (names that differ only in case)") +
-                                  "; remove or rename one of them");
-            }
-            mask_of.emplace(key, m);
-        }
-        const std::string masks_abs = fs::absolute(masks).lexically_normal().generic_string();
-        std::vector<std::string> unpaired;
-        std::map<std::string, bool> paired_masks;
-        for (const auto& img : files) {
-            if (!pairing_key(img, f.image_suffix, key)) {
-                left_out.push_back({joined(images, img), "an image whose name does not end with the --image-suffix " + f.image_suffix});
-                continue;
-            }
-            const auto it = mask_of.find(key);
-            if (it == mask_of.end()) {
-                unpaired.push_back(img);
-                continue;
-            }
-            paired_masks[it->first] = true;
-            ++listing.images;
-            text += csv_quoted(img) + "," + csv_quoted(joined(masks_abs, it->second)) + "\n";
-        }
-        if (!unpaired.empty()) {
-            std::string names;
-            for (std::size_t i = 0; i < unpaired.size() && i < 5; ++i) names += (i ? ", " : "") + unpaired[i];
-            std::string hint;
-            pairing_key(unpaired.front(), f.image_suffix, key);
-            const auto next = mask_of.lower_bound(key);
-            if (next != mask_of.end() && next->first.size() > key.size() && next->first.compare(0, key.size(), key) == 0 &&
-                next->first.find('/', key.size()) == std::string::npos)
-                hint = "; the masks' names suggest --mask-suffix " + f.mask_suffix + next->first.substr(key.size()) + " (" +
-                       unpaired.front() + " and " + next->second + ")";
-            throw usage_error(std::to_string(unpaired.size()) + " of " + std::to_string(files.size()) + " images in " + images +
-                              " have no mask of the same name in " + masks + " (e.g. " + names +
-                              "); masks pair with images by path and file name, any extension" +
-                              (f.mask_suffix.empty() ? std::string() : ", the mask's name ending with " + f.mask_suffix) +
-                              hint);
-        }
-        for (const auto& [k, m] : mask_of)
-            if (!paired_masks.count(k)) left_out.push_back({joined(masks, m), "a mask without an image"});
-        if (listing.images == 0) throw usage_error(listing.source + ": no image pairs with a mask");
+        pair_with_masks(f, files, mask_files, listing, text);
         o.task = task_kind::segmentation;
     } else {
-        std::vector<std::string> loose;
-        for (const auto& img : files) {
-            const auto slash = img.find('/');
-            if (slash == std::string::npos) {
-                loose.push_back(img);
-                continue;
-            }
-            ++listing.images;
-            text += csv_quoted(img) + "," + csv_quoted(img.substr(0, slash)) + "\n";
-        }
-        if (!loose.empty())
-            throw usage_error("--images " + images + ": " + std::to_string(loose.size()) + " image(s) directly in the folder (e.g. " +
-                              loose.front() + "); for classification each class is a subfolder (DIR/cat/1.jpg), or "
-                              "give --masks DIR for segmentation");
+        rows_by_class_folder(f, files, listing, text);
         if (o.task == task_kind::automatic) o.task = task_kind::classification;
     }
     std::sort(left_out.begin(), left_out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });

@@ -355,10 +355,10 @@ input_list load_stream_input(const input_options& o) {
     return list;
 }
 
-input_list load_input_list(const input_options& o) {
-    if (o.csv_path.empty()) throw usage_error("no input list; give --csv LIST");
-    const column_spec image_spec = parse_column_spec("--image-col", o.image_col);
-    const column_spec label_spec = parse_column_spec("--label-col", o.label_col);
+namespace {
+
+// The options that can be refused before the list is read.
+void check_list_options(const input_options& o, const column_spec& image_spec, const column_spec& label_spec) {
     const bool named = image_spec.by_name || label_spec.by_name;
     if (named && o.header == header_mode::absent)
         throw usage_error("--no-header: columns can then only be given by 0-based index, not by name ('" +
@@ -369,15 +369,138 @@ input_list load_input_list(const input_options& o) {
         std::error_code ec;
         if (!fs::is_directory(o.root, ec)) throw usage_error("--root " + o.root + ": not a folder");
     }
+}
+
+// Takes a CSV list's records into the list as they are parsed. The header and named columns
+// are decided on the first two records, which are held back until then. An error in the data
+// or the options found before the end is kept and thrown once the whole file has parsed, so
+// that, as when the file was parsed first, a syntax error anywhere is reported before it.
+class row_taker {
+public:
+    row_taker(const input_options& o, input_list& list, const column_spec& image_spec, const column_spec& label_spec)
+        : o_(o), csv_(o.csv_path), list_(list), image_spec_(image_spec), label_spec_(label_spec),
+          named_(image_spec.by_name || label_spec.by_name) {
+        if (!o.fields.empty()) fields.emplace(o.fields, field_column_input{nullptr, csv_, o.unknown_name});
+    }
+
+    void take_all(csv_stream& records) {
+        bool head_taken = false;
+        for (csv_row row{}; records.next(row);) {
+            if (head_taken) {
+                unless_deferred([&] { take_row(row); });
+                continue;
+            }
+            head_.push_back(std::move(row));
+            if (head_.size() == 2) {
+                take_head();
+                head_taken = true;
+            }
+        }
+        if (!head_taken) take_head();
+        if (deferred_) std::rethrow_exception(deferred_);
+    }
+
+    std::optional<field_column_reader> fields;
+    std::string label_column_name;
+
+private:
+    const input_options& o_;
+    const std::string& csv_;
+    input_list& list_;
+    const column_spec& image_spec_;
+    const column_spec& label_spec_;
+    const bool named_;
+    std::vector<csv_row> head_;
+    std::size_t image_col_ = 0, label_col_ = 0, needed_ = 0;
+    std::exception_ptr deferred_;
+
+    void decide_columns() {
+        if (named_ && head_.empty())
+            throw input_error(csv_ + ": the file is empty; expected a header row naming the columns");
+        list_.had_header = o_.header == header_mode::present || named_ ||
+                           (o_.header == header_mode::detect &&
+                            detect_header(head_, image_spec_.index, label_spec_.index, list_.base_dir));
+        image_col_ = image_spec_.by_name ? find_named_column(image_spec_, head_[0], csv_) : image_spec_.index;
+        label_col_ = label_spec_.by_name ? find_named_column(label_spec_, head_[0], csv_) : label_spec_.index;
+        // A header that names its columns picks them when no column was chosen: "mask,image" reads right.
+        if (list_.had_header && o_.image_col == "0" && o_.label_col == "1" && !head_.empty()) {
+            const auto [named_image, named_label] = columns_named_by_header(head_[0]);
+            if (named_image && named_label && *named_image != *named_label) {
+                image_col_ = *named_image;
+                label_col_ = *named_label;
+            }
+        }
+        if (image_col_ == label_col_)
+            throw usage_error("--image-col " + o_.image_col + " and --label-col " + o_.label_col + " are the same column (" +
+                              std::to_string(image_col_) + ")");
+        needed_ = std::max(image_col_, label_col_) + 1;
+        if (head_.empty()) return;
+        const std::vector<std::string>* header = list_.had_header ? &head_[0].cells : nullptr;
+        if (fields) fields->start(header, head_[0].cells.size());
+        label_column_name = header && label_col_ < header->size() ? (*header)[label_col_] : std::to_string(label_col_);
+        if (o_.list_text.empty()) warn_unused_columns(header);
+    }
+
+    // Columns the build does not use are named: nothing in the list is dropped silently.
+    void warn_unused_columns(const std::vector<std::string>* header) {
+        std::vector<std::string> unused;
+        for (std::size_t c = 0; c < head_[0].cells.size(); ++c) {
+            if (c == image_col_ || c == label_col_) continue;
+            if (fields && std::find(fields->columns().begin(), fields->columns().end(), c) != fields->columns().end()) continue;
+            unused.push_back(header ? "'" + head_[0].cells[c] + "'" : std::to_string(c));
+        }
+        if (!unused.empty())
+            list_.warnings.push_back(std::string(unused.size() == 1 ? "column " : "columns ") + join(unused) + " of " + csv_ +
+                                     (unused.size() == 1 ? " is" : " are") + " not packed; keep one with --field NAME:KIND=COLUMN "
+                                     "(kinds: int, float, str, int-list, float-list, tags, boxes)");
+    }
+
+    void take_row(const csv_row& row) {
+        if (row.line > std::numeric_limits<std::uint32_t>::max())
+            throw input_error(where(csv_, row.line) + "more than 4294967295 lines; split the list");
+        if (row.cells.size() < needed_)
+            throw input_error(where(csv_, row.line) + "expected at least " + std::to_string(needed_) + " columns, found " +
+                              std::to_string(row.cells.size()));
+        if (row.cells[image_col_].empty())
+            throw input_error(where(csv_, row.line) + "empty image path (column " + std::to_string(image_col_) + ")");
+        if (trim(row.cells[label_col_]).empty())
+            throw input_error(where(csv_, row.line) + "empty label (column " + std::to_string(label_col_) + ")");
+        list_.add_row(row.line, row.cells[image_col_], row.cells[label_col_]);
+        if (fields) fields->add(row.line, row.cells, row.cells[image_col_]);
+    }
+
+    template <class Step>
+    void unless_deferred(Step&& step) {
+        if (deferred_) return;
+        try {
+            step();
+        } catch (const input_error&) {
+            deferred_ = std::current_exception();
+        } catch (const usage_error&) {
+            deferred_ = std::current_exception();
+        }
+    }
+
+    void take_head() {
+        unless_deferred([&] {
+            decide_columns();
+            for (std::size_t i = list_.had_header ? 1 : 0; i < head_.size(); ++i) take_row(head_[i]);
+        });
+        head_.clear();
+        head_.shrink_to_fit();
+    }
+};
+
+// What the rows' pass leaves beside the list itself.
+struct parsed_rows {
+    std::optional<field_column_reader> fields;
+    std::string label_column_name;
+};
+
+// The CSV is parsed as it is read, and each record is dropped once its two cells are in the
+// list: neither the text nor all records are ever in memory at once.
+parsed_rows read_rows(const input_options& o, input_list& list, const column_spec& image_spec, const column_spec& label_spec) {
     const std::string& csv = o.csv_path;
-    const std::string base = o.root.empty() ? fs::path(csv).parent_path().string() : o.root;
-
-    input_list list;
-    list.from_folders = !o.list_text.empty();
-    list.base_dir = base;
-
-    // The CSV is parsed as it is read, and each record is dropped once its two cells are in the
-    // list: neither the text nor all records are ever in memory at once.
     if (o.list_text.empty()) {
         std::error_code ec;
         if (fs::is_directory(csv, ec))
@@ -404,124 +527,48 @@ input_list load_input_list(const input_options& o) {
             return got;
         },
         csv);
-
-    // The header and named columns are decided on the first two records, which are held back
-    // until then. An error in the data or the options found before the end is kept and thrown
-    // once the whole file has parsed, so that, as when the file was parsed first, a syntax error
-    // anywhere is reported before it.
-    std::vector<csv_row> head;
-    std::size_t image_col = 0, label_col = 0, needed = 0;
-    std::optional<field_column_reader> fields;
-    if (!o.fields.empty()) fields.emplace(o.fields, field_column_input{nullptr, csv, o.unknown_name});
-    std::string label_column_name;
-    std::exception_ptr deferred;
-    auto decide_columns = [&] {
-        if (named && head.empty())
-            throw input_error(csv + ": the file is empty; expected a header row naming the columns");
-        list.had_header = o.header == header_mode::present || named ||
-                          (o.header == header_mode::detect && detect_header(head, image_spec.index, label_spec.index, base));
-        image_col = image_spec.by_name ? find_named_column(image_spec, head[0], csv) : image_spec.index;
-        label_col = label_spec.by_name ? find_named_column(label_spec, head[0], csv) : label_spec.index;
-        // A header that names its columns picks them when no column was chosen: "mask,image" reads right.
-        if (list.had_header && o.image_col == "0" && o.label_col == "1" && !head.empty()) {
-            const auto [named_image, named_label] = columns_named_by_header(head[0]);
-            if (named_image && named_label && *named_image != *named_label) {
-                image_col = *named_image;
-                label_col = *named_label;
-            }
-        }
-        if (image_col == label_col)
-            throw usage_error("--image-col " + o.image_col + " and --label-col " + o.label_col + " are the same column (" +
-                              std::to_string(image_col) + ")");
-        needed = std::max(image_col, label_col) + 1;
-        if (head.empty()) return;
-        const std::vector<std::string>* header = list.had_header ? &head[0].cells : nullptr;
-        if (fields) fields->start(header, head[0].cells.size());
-        label_column_name = header && label_col < header->size() ? (*header)[label_col] : std::to_string(label_col);
-        // Columns the build does not use are named: nothing in the list is dropped silently.
-        if (o.list_text.empty()) {
-            std::vector<std::string> unused;
-            for (std::size_t c = 0; c < head[0].cells.size(); ++c) {
-                if (c == image_col || c == label_col) continue;
-                if (fields && std::find(fields->columns().begin(), fields->columns().end(), c) != fields->columns().end()) continue;
-                unused.push_back(header ? "'" + head[0].cells[c] + "'" : std::to_string(c));
-            }
-            if (!unused.empty())
-                list.warnings.push_back(std::string(unused.size() == 1 ? "column " : "columns ") + join(unused) + " of " + csv +
-                                        (unused.size() == 1 ? " is" : " are") + " not packed; keep one with --field NAME:KIND=COLUMN "
-                                        "(kinds: int, float, str, int-list, float-list, tags, boxes)");
-        }
-    };
-    auto take_row = [&](const csv_row& row) {
-        if (row.line > std::numeric_limits<std::uint32_t>::max())
-            throw input_error(where(csv, row.line) + "more than 4294967295 lines; split the list");
-        if (row.cells.size() < needed)
-            throw input_error(where(csv, row.line) + "expected at least " + std::to_string(needed) + " columns, found " +
-                              std::to_string(row.cells.size()));
-        if (row.cells[image_col].empty())
-            throw input_error(where(csv, row.line) + "empty image path (column " + std::to_string(image_col) + ")");
-        if (trim(row.cells[label_col]).empty())
-            throw input_error(where(csv, row.line) + "empty label (column " + std::to_string(label_col) + ")");
-        list.add_row(row.line, row.cells[image_col], row.cells[label_col]);
-        if (fields) fields->add(row.line, row.cells, row.cells[image_col]);
-    };
-    auto unless_deferred = [&](auto&& step) {
-        if (deferred) return;
-        try {
-            step();
-        } catch (const input_error&) {
-            deferred = std::current_exception();
-        } catch (const usage_error&) {
-            deferred = std::current_exception();
-        }
-    };
-    auto take_head = [&] {
-        unless_deferred([&] {
-            decide_columns();
-            for (std::size_t i = list.had_header ? 1 : 0; i < head.size(); ++i) take_row(head[i]);
-        });
-        head.clear();
-        head.shrink_to_fit();
-    };
-    bool head_taken = false;
-    for (csv_row row{}; records.next(row);) {
-        if (head_taken) {
-            unless_deferred([&] { take_row(row); });
-            continue;
-        }
-        head.push_back(std::move(row));
-        if (head.size() == 2) {
-            take_head();
-            head_taken = true;
-        }
-    }
-    if (!head_taken) take_head();
-    if (deferred) std::rethrow_exception(deferred);
+    row_taker rows(o, list, image_spec, label_spec);
+    rows.take_all(records);
     list.csv_digest = XXH3_64bits_digest(&digest);
+    return {std::move(rows.fields), std::move(rows.label_column_name)};
+}
 
-    // The task rule for task_kind::automatic: every label an integer -> classification by id;
-    // else the first label is an existing file or has an image extension -> segmentation;
-    // else classification by name. (An empty list counts as classification.)
-    list.task = o.task;
-    if (list.task == task_kind::automatic) {
-        bool all_ids = true;
-        for (std::size_t i = 0; i < list.size() && all_ids; ++i) all_ids = is_integer(list.row(i).label_key);
-        const bool mask_like = !list.empty() && (is_existing_file(base, list.row(0).label_key) ||
-                                                 has_image_extension(list.row(0).label_key));
-        list.task = !all_ids && mask_like ? task_kind::segmentation : task_kind::classification;
-        if (list.task == task_kind::segmentation && o.classes_path.empty())
-            throw usage_error(where(csv, list.row(0).csv_line) + "the label '" + std::string(list.row(0).label_key) +
-                              "' is a mask image, so this is a segmentation list, which needs --classes class_dict.csv "
-                              "(or give --task cls if the labels are class names)");
-    }
+// The task rule for task_kind::automatic: every label an integer -> classification by id;
+// else the first label is an existing file or has an image extension -> segmentation;
+// else classification by name. (An empty list counts as classification.)
+task_kind decide_task(const input_options& o, const input_list& list) {
+    if (o.task != task_kind::automatic) return o.task;
+    bool all_ids = true;
+    for (std::size_t i = 0; i < list.size() && all_ids; ++i) all_ids = is_integer(list.row(i).label_key);
+    const bool mask_like = !list.empty() && (is_existing_file(list.base_dir, list.row(0).label_key) ||
+                                             has_image_extension(list.row(0).label_key));
+    const task_kind task = !all_ids && mask_like ? task_kind::segmentation : task_kind::classification;
+    if (task == task_kind::segmentation && o.classes_path.empty())
+        throw usage_error(where(o.csv_path, list.row(0).csv_line) + "the label '" + std::string(list.row(0).label_key) +
+                          "' is a mask image, so this is a segmentation list, which needs --classes class_dict.csv "
+                          "(or give --task cls if the labels are class names)");
+    return task;
+}
 
+}  // namespace
+
+input_list load_input_list(const input_options& o) {
+    if (o.csv_path.empty()) throw usage_error("no input list; give --csv LIST");
+    const column_spec image_spec = parse_column_spec("--image-col", o.image_col);
+    const column_spec label_spec = parse_column_spec("--label-col", o.label_col);
+    check_list_options(o, image_spec, label_spec);
+    input_list list;
+    list.from_folders = !o.list_text.empty();
+    list.base_dir = o.root.empty() ? fs::path(o.csv_path).parent_path().string() : o.root;
+    parsed_rows parsed = read_rows(o, list, image_spec, label_spec);
+    list.task = decide_task(o, list);
     if (list.task == task_kind::segmentation) {
         if (!o.classes_path.empty()) list.classes = load_class_dict(o.classes_path);
     } else {
         list.classes = assign_class_ids(list, o);
-        if (o.classes_path.empty()) warn_about_labels(list, list.from_folders ? std::string() : label_column_name);
+        if (o.classes_path.empty()) warn_about_labels(list, list.from_folders ? std::string() : parsed.label_column_name);
     }
-    if (fields) list.fields = fields->finish(list.notes);
+    if (parsed.fields) list.fields = parsed.fields->finish(list.notes);
     return list;
 }
 

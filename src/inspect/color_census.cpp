@@ -15,7 +15,7 @@
 #include "errors.hpp"
 #include "input/csv_reader.hpp"
 #include "pipeline/file_loader.hpp"
-#include "pipeline/mask_mapper.hpp"
+#include "transform/mask_mapper.hpp"
 #include "pipeline/value_totals.hpp"
 #include "transform/index_mask.hpp"
 #include "transform/label_map.hpp"
@@ -35,7 +35,7 @@ struct census_worker {
     value_totals totals;  // rows are row indices
     std::unordered_map<std::uint32_t, file_tally> file;
     std::vector<std::uint8_t> bytes;
-    mask_scratch decoded;  // the mask, decoded as a build decodes it (pipeline/mask_mapper)
+    mask_scratch decoded;  // the mask, decoded as a build decodes it (transform/mask_mapper)
     std::string path;
     std::vector<unreadable_mask> unreadable;
     std::uint64_t masks = 0, pixels = 0;
@@ -61,6 +61,96 @@ void tally_runs(std::uint32_t width, std::uint32_t height, Key key_at, std::unor
     }
 }
 
+// The kind of mask values the census counts. With a class table, `mapper` becomes the build's
+// mapper: its lookups match the census's colors or values to classes as a build would map them.
+mask_value_kind set_up_mapper(const color_census_options& o, const input_options& in, const input_list& list,
+                              std::optional<mask_mapper>& mapper) {
+    mask_value_kind kind = o.mask_values;
+    if (!list.classes.empty()) {
+        mask_options m;
+        m.values = o.mask_values;
+        m.color_tolerance = o.tolerance;
+        m.ignore_values = o.ignore_values;
+        m.classes_path = in.classes_path;
+        kind = resolve_mask_values(m, list.classes);
+        mapper.emplace(list.classes, kind, m, std::string());
+    } else if (kind == mask_value_kind::automatic) {
+        kind = mask_value_kind::color;
+    }
+    return kind;
+}
+
+// Reads and decodes row i's mask and adds its colors or values to the worker's totals; an
+// unreadable mask is noted.
+void count_mask(const input_list& list, std::size_t i, mask_value_kind kind, bool index_masks, census_worker& w) {
+    list.label_path(i, w.path);
+    const sample_row row = list.row(i);
+    file_format format = file_format::unknown;
+    std::string why = read_file_into(w.path, w.bytes, nullptr, UINT64_MAX, true,  // --write-dict never replaces a mask
+                                     &format);
+    w.file.clear();
+    if (why.empty()) {
+        try {
+            decode_mask(w.bytes.data(), w.bytes.size(), format, kind, 0, w.decoded);  // whole
+            if (index_masks) {
+                const value_plane& v = w.decoded.values;
+                tally_runs(v.width, v.height, [&](std::uint32_t x, std::uint32_t y) { return std::uint32_t(v.row(y)[x]); },
+                           w.file);
+                w.pixels += std::uint64_t(v.width) * v.height;
+            } else {
+                const image_u8& m = w.decoded.colors;
+                tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
+                    const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;
+                    return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2];
+                }, w.file);
+                w.pixels += std::uint64_t(m.width) * m.height;
+            }
+        } catch (const std::exception& e) {
+            why = e.what();
+        }
+    }
+    if (!why.empty()) {
+        w.unreadable.push_back({row.csv_line, w.path, why});
+        return;
+    }
+    ++w.masks;
+    for (const auto& [k, f] : w.file) w.totals.add(k, f.pixels, i, f.x, f.y);
+}
+
+// One color or value of the census, its example and the class it maps to (with a mapper).
+census_entry entry_of(std::uint32_t k, const value_total& t, const input_list& list, const color_lookup* colors,
+                      const value_lookup* values) {
+    census_entry e;
+    e.value = k;
+    e.pixels = t.pixels;
+    e.files = t.files;
+    e.example_row = t.row;
+    const sample_row row = list.row(t.row);
+    e.example = std::string(row.label_key);
+    e.example_line = row.csv_line;
+    e.x = t.x;
+    e.y = t.y;
+    if (colors) {
+        const int v = colors->find_packed(k);
+        if (v >= 0) {
+            e.class_id = v & color_lookup::id_mask;
+            e.match = (v & color_lookup::by_tolerance) ? color_match::tolerance : color_match::exact;
+        }
+        const auto n = colors->nearest(k);
+        e.nearest = n.id;
+        e.distance = n.distance;
+    } else if (values) {
+        const int id = values->find(static_cast<std::uint16_t>(k));
+        if (id >= 0) {
+            e.class_id = id;
+            e.match = color_match::exact;
+        } else if (id == value_lookup::ignored) {
+            e.match = color_match::ignored;
+        }
+    }
+    return e;
+}
+
 }  // namespace
 
 color_census scan_mask_colors(const color_census_options& o) {
@@ -74,22 +164,8 @@ color_census scan_mask_colors(const color_census_options& o) {
     color_census census;
     census.classes = list.classes;
     census.tolerance = o.tolerance;
-    const bool have_table = !list.classes.empty();
-    mask_value_kind kind = o.mask_values;
-    // With a class table, the build's mapper: its lookups match the census's colors or values
-    // to classes as a build would map them.
     std::optional<mask_mapper> mapper;
-    if (have_table) {
-        build_options b;
-        b.input = in;
-        b.mask_values = o.mask_values;
-        b.color_tolerance = o.tolerance;
-        b.ignore_values = o.ignore_values;
-        kind = resolve_mask_values(b, list.classes);
-        mapper.emplace(list.classes, kind, b, std::string());
-    } else if (kind == mask_value_kind::automatic) {
-        kind = mask_value_kind::color;
-    }
+    const mask_value_kind kind = set_up_mapper(o, in, list, mapper);
     census.index_masks = kind == mask_value_kind::index;
     census.from_folders = list.from_folders;
 
@@ -99,40 +175,7 @@ color_census scan_mask_colors(const color_census_options& o) {
     arena.execute([&] {
         tbb::parallel_for(tbb::blocked_range<std::size_t>(0, list.size(), 1), [&](const tbb::blocked_range<std::size_t>& range) {
             census_worker& w = workers.local();
-            for (std::size_t i = range.begin(); i != range.end(); ++i) {
-                list.label_path(i, w.path);
-                const sample_row row = list.row(i);
-                file_format format = file_format::unknown;
-                std::string why = read_file_into(w.path, w.bytes, nullptr, UINT64_MAX, true,  // --write-dict never replaces a mask
-                                                 &format);
-                w.file.clear();
-                if (why.empty()) {
-                    try {
-                        decode_mask(w.bytes.data(), w.bytes.size(), format, kind, 0, w.decoded);  // whole
-                        if (census.index_masks) {
-                            const value_plane& v = w.decoded.values;
-                            tally_runs(v.width, v.height, [&](std::uint32_t x, std::uint32_t y) { return std::uint32_t(v.row(y)[x]); },
-                                       w.file);
-                            w.pixels += std::uint64_t(v.width) * v.height;
-                        } else {
-                            const image_u8& m = w.decoded.colors;
-                            tally_runs(m.width, m.height, [&](std::uint32_t x, std::uint32_t y) {
-                                const std::uint8_t* p = m.row(y) + std::size_t(x) * 3;
-                                return std::uint32_t(p[0]) << 16 | std::uint32_t(p[1]) << 8 | p[2];
-                            }, w.file);
-                            w.pixels += std::uint64_t(m.width) * m.height;
-                        }
-                    } catch (const std::exception& e) {
-                        why = e.what();
-                    }
-                }
-                if (!why.empty()) {
-                    w.unreadable.push_back({row.csv_line, w.path, why});
-                    continue;
-                }
-                ++w.masks;
-                for (const auto& [k, f] : w.file) w.totals.add(k, f.pixels, i, f.x, f.y);
-            }
+            for (std::size_t i = range.begin(); i != range.end(); ++i) count_mask(list, i, kind, census.index_masks, w);
         });
     });
 
@@ -149,34 +192,7 @@ color_census scan_mask_colors(const color_census_options& o) {
     const value_lookup* values = mapper ? mapper->value_table() : nullptr;
     std::vector<bool> used(list.classes.size(), false);
     for (const auto& [k, t] : totals.values()) {
-        census_entry e;
-        e.value = k;
-        e.pixels = t.pixels;
-        e.files = t.files;
-        e.example_row = t.row;
-        const sample_row row = list.row(t.row);
-        e.example = std::string(row.label_key);
-        e.example_line = row.csv_line;
-        e.x = t.x;
-        e.y = t.y;
-        if (colors) {
-            const int v = colors->find_packed(k);
-            if (v >= 0) {
-                e.class_id = v & color_lookup::id_mask;
-                e.match = (v & color_lookup::by_tolerance) ? color_match::tolerance : color_match::exact;
-            }
-            const auto n = colors->nearest(k);
-            e.nearest = n.id;
-            e.distance = n.distance;
-        } else if (values) {
-            const int id = values->find(static_cast<std::uint16_t>(k));
-            if (id >= 0) {
-                e.class_id = id;
-                e.match = color_match::exact;
-            } else if (id == value_lookup::ignored) {
-                e.match = color_match::ignored;
-            }
-        }
+        census_entry e = entry_of(k, t, list, colors, values);
         if (e.class_id >= 0) used[std::size_t(e.class_id)] = true;
         census.entries.push_back(std::move(e));
     }

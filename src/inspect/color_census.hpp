@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "input/input_list.hpp"
-#include "pipeline/build_options.hpp"
 #include "shardpack/detail/json.hpp"
+#include "transform/mask_options.hpp"
 
 namespace shardpack {
 

@@ -6,6 +6,7 @@
 #include "dataset/dataset_names.hpp"
 #include "dataset/dataset_writer.hpp"
 #include "dataset/folder_ledger.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
 
@@ -59,7 +60,7 @@ bool names_its_own_hash(const std::string& path, const std::string& name) {
     if (dash == std::string::npos || dot == std::string::npos || dot - dash - 1 != 16) return false;
     try {
         const detail::mapped_file file(path);
-        return hex64(XXH3_64bits(file.data(), file.size())) == name.substr(dash + 1, 16);
+        return detail::hex16(XXH3_64bits(file.data(), file.size())) == name.substr(dash + 1, 16);
     } catch (const std::exception&) {
         return false;
     }
@@ -165,41 +166,23 @@ void check_schema_copies(const dataset& ds, const std::string& dir, Report& prob
     for (const auto& c : schema_copy_contradictions(ds))
         problem(dir + ": " + c + " (the manifest's copy contradicts the shards' header)");
 }
-}  // namespace
 
-verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
-    verify_result r;
-    auto problem = [&](std::string what) {
-        if (r.problems.size() < max_problems) r.problems.push_back(std::move(what));
-    };
-    dataset ds;
-    open_options mapped;  // whole-file hashes read the mappings
-    mapped.io = io_mode::mmap;
-    try {
-        // The folder's storage, kept to list the folder below: the local folder, or the one an
-        // s3:// URL's opener makes (src/remote/ registers it), through the reader's interface.
-        mapped = dataset::with_storage(dir, mapped);
-        ds = dataset::open(dir, mapped);
-    } catch (const std::exception& e) {
-        problem(e.what());
-        return r;
-    }
-    const auto& manifest = ds.manifest();
-    const std::string table_file = ds.shard_table_file();  // format 1.2; the reader checked its hash
-
-    // The folder must hold exactly the shards the manifest names, besides those shardpack's
-    // ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
-    // that read it, and those a publish moved in before it was interrupted. Both are warnings.
-    // An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
+// The folder must hold exactly the shards the manifest names, besides those shardpack's
+// ledger (.shardpack) lists: the previous manifest's, kept until the next build for readers
+// that read it, and those a publish moved in before it was interrupted. Both are warnings.
+// An s3:// dataset: the objects directly under its prefix, and the ledger `push` keeps there.
+template <class Report>
+void check_folder_listing(const dataset& ds, const std::string& dir, const storage& folder, const std::string& table_file,
+                          verify_result& r, Report& problem) {
     std::set<std::string> names;
     for (std::size_t k = 0; k < ds.shard_count(); ++k) names.insert(ds.shard_name(k));
     std::vector<std::pair<std::string, std::string>> entries;  // name, local path ("" remotely)
     folder_ledger ledger;
-    const bool in_folder = dynamic_cast<const detail::local_storage*>(mapped.storage.get()) != nullptr;
-    for (auto& name : mapped.storage->list_names()) {
+    const bool in_folder = dynamic_cast<const detail::local_storage*>(&folder) != nullptr;
+    for (auto& name : folder.list_names()) {
         std::string path = in_folder ? dir + "/" + name : std::string();
         if (!in_folder && name == folder_ledger::file_name)  // the ledger push keeps beside the dataset
-            ledger = folder_ledger::parse(mapped.storage->read_small_file(name, 64 << 20)).value_or(folder_ledger{});
+            ledger = folder_ledger::parse(folder.read_small_file(name, 64 << 20)).value_or(folder_ledger{});
         entries.push_back({std::move(name), std::move(path)});
     }
     if (in_folder) ledger = folder_ledger::load(dir).value_or(folder_ledger{});
@@ -231,6 +214,30 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         } else if (is_temporary_name(name))
             r.warnings.push_back(dir + ": leftover temporary file " + name + " (an interrupted build)");
     }
+}
+}  // namespace
+
+verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
+    verify_result r;
+    auto problem = [&](std::string what) {
+        if (r.problems.size() < max_problems) r.problems.push_back(std::move(what));
+    };
+    dataset ds;
+    open_options mapped;  // whole-file hashes read the mappings
+    mapped.io = io_mode::mmap;
+    try {
+        // The folder's storage, kept to list the folder below: the local folder, or the one an
+        // s3:// URL's opener makes (src/remote/ registers it), through the reader's interface.
+        mapped = dataset::with_storage(dir, mapped);
+        ds = dataset::open(dir, mapped);
+    } catch (const std::exception& e) {
+        problem(e.what());
+        return r;
+    }
+    const auto& manifest = ds.manifest();
+    const std::string table_file = ds.shard_table_file();  // format 1.2; the reader checked its hash
+
+    check_folder_listing(ds, dir, *mapped.storage, table_file, r, problem);
     check_schema_copies(ds, dir, problem);
 
     // Whole-file hashes: these also cover the zero padding between records.
@@ -274,9 +281,9 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         std::uint64_t listed_hash = 0;
         std::string why;
         if (ds.listed_shard_hash(k, listed_hash, &why)) {
-            const std::string want = hex64(listed_hash);
+            const std::string want = detail::hex16(listed_hash);
             if (h != listed_hash)
-                problem(dir + ": " + shard.name() + ": file hash " + hex64(h) + " differs from the " +
+                problem(dir + ": " + shard.name() + ": file hash " + detail::hex16(h) + " differs from the " +
                         (table_file.empty() ? "manifest's " : "shard table's ") + want);
             if (shard.name() != detail::shard_file_name(k, listed_hash))
                 problem(dir + ": " + shard.name() + ": name does not match its number and hash");
@@ -288,7 +295,7 @@ verify_result verify_dataset(const std::string& dir, std::size_t max_problems) {
         r.bytes_checked += shard.size();
         ++r.shards_checked;
     }
-    const std::string content_hash = hex64(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
+    const std::string content_hash = detail::hex16(XXH3_64bits(shard_hashes.data(), shard_hashes.size()));
     if (const std::string* want = manifest_string(manifest, "content_hash", dir + ": manifest.json", problem))
         if (content_hash != *want) problem(dir + ": content hash " + content_hash + " differs from the manifest's " + *want);
 

@@ -10,8 +10,7 @@ namespace shardpack {
 void check_fixed_record_size(const detail::schema_record& s, const memory_plan& memory) {
     if (s.fixed_width == 0) return;
     const std::uint64_t pixels = std::uint64_t(s.fixed_width) * s.fixed_height;
-    const std::uint64_t label_bytes = s.label_layout == detail::layout_code::one_hot ? std::uint64_t(s.class_count)
-                                    : s.label_layout == detail::layout_code::index ? s.label_dtype_bytes : 0;
+    const std::uint64_t label_bytes = detail::label_bytes_for(s, 1);  // per pixel
     const std::uint64_t image_bytes = std::uint64_t(s.channels) * s.image_dtype_bytes;  // per pixel
     const std::uint64_t bytes = pixels * (image_bytes + label_bytes);
     if (bytes >= detail::max_record_bytes)

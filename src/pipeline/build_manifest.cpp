@@ -3,6 +3,7 @@
 #include "dataset/dataset_writer.hpp"
 #include "format/record_compressor.hpp"
 #include "pipeline/option_names.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 
 namespace shardpack {
@@ -113,12 +114,12 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
         const auto f = detail::encode_fields_section(schema.fields);
         bytes.append(reinterpret_cast<const char*>(f.data()), f.size());
     }
-    return hex64(XXH3_64bits(bytes.data(), bytes.size()));
+    return detail::hex16(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
 std::string partition_options_digest(const json& build, const std::string& record_options_digest) {
     const std::string bytes = build.dump(-1) + "\n" + record_options_digest;
-    return hex64(XXH3_64bits(bytes.data(), bytes.size()));
+    return detail::hex16(XXH3_64bits(bytes.data(), bytes.size()));
 }
 
 json partition_json(const partition_spec& part, const row_slice& slice, std::uint64_t rows, const json& build,

@@ -11,15 +11,12 @@
 #include "pipeline/partition.hpp"
 #include "transform/geometry.hpp"
 #include "transform/label_map.hpp"
+#include "transform/mask_options.hpp"
 
 namespace shardpack {
 
 enum class error_policy { fail, skip };
 enum class label_layout_option { one_hot, index };
-// How a mask's pixels name classes: by color through the dictionary, or as the class ids
-// themselves (grayscale values or palette indices). automatic: index when the class table gives
-// ids (a name,id table), else color.
-enum class mask_value_kind { automatic, color, index };
 
 struct build_options {
     input_options input;
@@ -48,5 +45,16 @@ struct build_options {
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
     std::optional<partition_spec> partition;  // --partition K/N: pack only the K-th slice of the order
 };
+
+// What transform/mask_mapper is told of these options.
+inline mask_options mask_options_of(const build_options& o) {
+    mask_options m;
+    m.values = o.mask_values;
+    m.unknown_label = o.unknown_label;
+    m.color_tolerance = o.color_tolerance;
+    m.ignore_values = o.ignore_values;
+    m.classes_path = o.input.classes_path;
+    return m;
+}
 
 }  // namespace shardpack

@@ -12,8 +12,8 @@
 #include "input/csv_reader.hpp"
 #include "io/output_file.hpp"
 #include "io/output_folder.hpp"
-#include "pipeline/mask_mapper.hpp"
 #include "transform/label_map.hpp"
+#include "transform/mask_mapper.hpp"
 
 namespace shardpack {
 using detail::json;

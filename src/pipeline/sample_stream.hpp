@@ -80,6 +80,8 @@ private:
     bool first_read_ = false, ended_ = false;
     bool read_next(sample_job& job, std::size_t seq, std::uint64_t max_row_bytes);
     void read_exact(void* buf, std::size_t n, const char* what);
+    void read_part(std::vector<std::uint8_t>& out, std::uint64_t n, const char* what, bool too_large);
+    void parse_field_cells(sample_job& job);
 };
 
 }  // namespace shardpack

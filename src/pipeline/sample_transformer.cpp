@@ -127,7 +127,7 @@ sample_transformer::sample_transformer(const build_options& options, const schem
                                        const std::vector<class_entry>& classes, mask_value_kind mask_values,
                                        std::string hint, std::uint64_t max_row_bytes, const std::atomic<int>* interrupt)
     : options_(options), max_row_bytes_(max_row_bytes), interrupt_(interrupt), schema_(schema) {
-    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, options, std::move(hint));
+    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, mask_options_of(options), std::move(hint));
 }
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {
@@ -214,47 +214,122 @@ void take_mask_pixels(std::vector<std::uint8_t>& bytes, const pixel_shape& shape
 [[noreturn]] void rethrow_for(const std::string& path, const std::exception& e) {
     throw input_error(path + ": " + e.what());
 }
+// The image's header, parsed once here (its format was sniffed when it was read) and used by
+// the plans, the memory estimate and the JPEG scaling choice. A streamed sample's pixels
+// (sample_job::image_pixels) need no probe and no decode.
+image_probe probe_sample_image(const sample_job& job, transform_scratch& scratch) {
+    image_probe image;
+    try {
+        if (job.image_pixels.is_pixels()) {
+            image.width = job.image_pixels.width;
+            image.height = job.image_pixels.height;
+            image.bit_depth = static_cast<std::uint8_t>(8 * job.image_pixels.value_bytes);  // lost_bits below
+        } else {
+            image = probe_image(job.image_file.data(), job.image_file.size(), job.image_format, &scratch.image_session);
+        }
+    } catch (const std::exception& e) {
+        rethrow_for(job.image_path, e);
+    }
+    return image;
+}
+
+// The mask's header, which must give the image's size.
+image_probe probe_sample_mask(const sample_job& job, transform_scratch& scratch, std::uint32_t width, std::uint32_t height) {
+    if (job.streamed && job.label_path.empty()) throw input_error(job.image_path + ": no mask (a segmentation sample needs one)");
+    image_probe mask;
+    try {
+        if (job.label_pixels.is_pixels()) {
+            mask.width = job.label_pixels.width;
+            mask.height = job.label_pixels.height;
+        } else {
+            mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.session);
+        }
+    } catch (const std::exception& e) {
+        rethrow_for(job.label_path, e);
+    }
+    if (mask.width != width || mask.height != height)
+        throw input_error(job.label_path + ": mask is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
+                          " but its image " + job.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
+    return mask;
+}
+
+// The row's memory, from the headers, before anything is decoded: its files, the decodes,
+// and the record (payload and compressed copy) at the output size. A row that needs more
+// than max_row_bytes is refused; libjpeg's own buffers get what is left (request).
+void budget_row_memory(const detail::schema_record& schema_, std::uint64_t max_row_bytes_, const sample_job& job,
+                       const image_probe& image, const image_probe& mask, const geometry_plan& mask_plan,
+                       decode_request& request, const decode_request& mask_request) {
+    const bool segmentation = schema_.task == task_code::segmentation;
+    const bool image_is_pixels = job.image_pixels.is_pixels(), mask_is_pixels = job.label_pixels.is_pixels();
+    const std::uint32_t width = image.width, height = image.height;
+    const std::uint64_t label_bytes = label_bytes_for(schema_, 1);  // per pixel
+    const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len *
+                                 (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
+    // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
+    std::uint64_t need = job.image_file.size() + job.label_file.size() + 2 * record +
+                         (image_is_pixels ? std::uint64_t(width) * height * job.image_pixels.value_bytes *
+                                               std::max<std::uint32_t>(4, job.image_pixels.channels)
+                                         : decode_memory_estimate(image, request));
+    if (segmentation)
+        need += mask_is_pixels ? std::uint64_t(width) * height * 3 : decode_memory_estimate(mask, mask_request);
+    if (need > max_row_bytes_)
+        throw input_error(job.image_path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
+                          " image needs about " + format_bytes(need) + " to decode and pack, more than a row may take: " +
+                          format_bytes(max_row_bytes_) + " (from --memory-limit)");
+    // libjpeg's own buffers (a progressive file's coefficients) get what is left.
+    if (max_row_bytes_ != UINT64_MAX) request.max_decoder_memory = std::max<std::uint64_t>(max_row_bytes_ - need, 16 << 20);
+}
+
+// Decodes the image (or takes its pixels) into scratch.decoded, checks it against its header
+// and the dataset, and crops or resizes it into scratch.image.
+void decode_sample_image(const build_options& options_, const detail::schema_record& schema_, sample_job& job,
+                         const image_probe& image, const geometry_plan& image_plan, const decode_request& request,
+                         transform_scratch& scratch) {
+    image_u8& decoded = scratch.decoded;
+    try {
+        if (job.image_pixels.is_pixels()) take_pixels(job.image_file, job.image_pixels, options_.color, schema_.image_dtype_bytes, decoded);
+        else decode_image(job.image_file.data(), job.image_file.size(), image.format, request, decoded, nullptr, &scratch.image_session);
+    } catch (const std::exception& e) {
+        rethrow_for(job.image_path, e);
+    }
+    if (decoded.width != image_plan.x.src_len)
+        throw input_error(job.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
+    if (decoded.channels != schema_.channels)  // --color bands: the count of the first row's image
+        throw input_error(job.image_path + ": the image has " + std::to_string(decoded.channels) + " bands, the dataset " +
+                          std::to_string(unsigned(schema_.channels)) + " (--color bands keeps the count of the first row's image)");
+    convert_depth(decoded, schema_.image_dtype_bytes);  // an 8-bit image in a 16-bit build: v * 257
+    apply_geometry(decoded, image_plan, options_.geometry.filter, scratch.image, scratch.resample);
+}
+
+// Maps the mask's colors or values to class ids (scratch.labels) and counts the classes.
+void map_sample_mask(const mask_mapper& masks, const detail::schema_record& schema_, const std::atomic<int>* interrupt_,
+                     const image_probe& mask, const geometry_plan& mask_plan, sample_job& job, transform_scratch& scratch) {
+    std::uint64_t unknown = 0;
+    try {
+        if (job.label_pixels.is_pixels()) {
+            take_mask_pixels(job.label_file, job.label_pixels, masks.index_masks(), scratch.mask_values);
+            masks.map_decoded(mask_plan, static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown,
+                              scratch.mapping, scratch.mask_values);
+        } else {
+            masks.map(job.label_file.data(), job.label_file.size(), mask.format, mask_plan,
+                      static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
+                      scratch.mask_values, interrupt_);
+        }
+    } catch (const std::exception& e) {
+        rethrow_for(job.label_path, e);
+    }
+    job.unknown_pixels = unknown;
+    job.class_counts.resize(schema_.class_count);
+    count_classes(scratch.labels, job.class_counts);
+}
 }  // namespace
 
 void sample_transformer::transform(sample_job& job, transform_scratch& scratch) const {
     const sample_row& row = job.row;
     const bool segmentation = schema_.task == task_code::segmentation;
-    const auto& img_bytes = job.image_file;
-
-    // Each file's header, parsed once here (its format was sniffed when it was read) and used
-    // by the plans, the memory estimate and the JPEG scaling choice below.
-    // A streamed sample's pixels (sample_job::image_pixels) need no probe and no decode.
-    const bool image_is_pixels = job.image_pixels.is_pixels(), mask_is_pixels = job.label_pixels.is_pixels();
-    image_probe image;
-    try {
-        if (image_is_pixels) {
-            image.width = job.image_pixels.width;
-            image.height = job.image_pixels.height;
-            image.bit_depth = static_cast<std::uint8_t>(8 * job.image_pixels.value_bytes);  // lost_bits below
-        } else {
-            image = probe_image(img_bytes.data(), img_bytes.size(), job.image_format, &scratch.image_session);
-        }
-    } catch (const std::exception& e) {
-        rethrow_for(job.image_path, e);
-    }
+    const image_probe image = probe_sample_image(job, scratch);
     const std::uint32_t width = image.width, height = image.height;
-    image_probe mask;
-    if (segmentation) {
-        if (job.streamed && job.label_path.empty()) throw input_error(job.image_path + ": no mask (a segmentation sample needs one)");
-        try {
-            if (mask_is_pixels) {
-                mask.width = job.label_pixels.width;
-                mask.height = job.label_pixels.height;
-            } else {
-                mask = probe_image(job.label_file.data(), job.label_file.size(), job.label_format, &scratch.mask_values.session);
-            }
-        } catch (const std::exception& e) {
-            rethrow_for(job.label_path, e);
-        }
-        if (mask.width != width || mask.height != height)
-            throw input_error(job.label_path + ": mask is " + std::to_string(mask.width) + "x" + std::to_string(mask.height) +
-                              " but its image " + job.image_path + " is " + std::to_string(width) + "x" + std::to_string(height));
-    }
+    const image_probe mask = segmentation ? probe_sample_mask(job, scratch, width, height) : image_probe{};
 
     const geometry_plan mask_plan = plan_geometry(width, height, options_.geometry);
     geometry_plan image_plan = mask_plan;
@@ -275,64 +350,13 @@ void sample_transformer::transform(sample_job& job, transform_scratch& scratch) 
     mask_request.layout = pixel_layout::rgb;
     mask_request.max_rows = mask_plan.y.src_rows_needed();
     mask_request.interrupt = interrupt_;
+    budget_row_memory(schema_, max_row_bytes_, job, image, mask, mask_plan, request, mask_request);
 
-    // The row's memory, from the headers, before anything is decoded: its files, the decodes,
-    // and the record (payload and compressed copy) at the output size.
-    {
-        const std::uint64_t label_bytes = !segmentation ? 0
-                                        : schema_.label_layout == layout_code::one_hot ? schema_.class_count : schema_.label_dtype_bytes;
-        const std::uint64_t record = std::uint64_t(mask_plan.x.out_len) * mask_plan.y.out_len *
-                                     (std::uint64_t(schema_.channels) * schema_.image_dtype_bytes + label_bytes);
-        // Pixels are converted (to the stored channels; a mask to values or colors) at most once.
-        std::uint64_t need = img_bytes.size() + job.label_file.size() + 2 * record +
-                             (image_is_pixels ? std::uint64_t(width) * height * job.image_pixels.value_bytes *
-                                                   std::max<std::uint32_t>(4, job.image_pixels.channels)
-                                             : decode_memory_estimate(image, request));
-        if (segmentation)
-            need += mask_is_pixels ? std::uint64_t(width) * height * 3 : decode_memory_estimate(mask, mask_request);
-        if (need > max_row_bytes_)
-            throw input_error(job.image_path + ": a " + std::to_string(width) + "x" + std::to_string(height) +
-                              " image needs about " + format_bytes(need) + " to decode and pack, more than a row may take: " +
-                              format_bytes(max_row_bytes_) + " (from --memory-limit)");
-        // libjpeg's own buffers (a progressive file's coefficients) get what is left.
-        if (max_row_bytes_ != UINT64_MAX) request.max_decoder_memory = std::max<std::uint64_t>(max_row_bytes_ - need, 16 << 20);
-    }
-
-    image_u8& decoded = scratch.decoded;
-    try {
-        if (image_is_pixels) take_pixels(job.image_file, job.image_pixels, options_.color, schema_.image_dtype_bytes, decoded);
-        else decode_image(img_bytes.data(), img_bytes.size(), image.format, request, decoded, nullptr, &scratch.image_session);
-    } catch (const std::exception& e) {
-        rethrow_for(job.image_path, e);
-    }
-    if (decoded.width != image_plan.x.src_len)
-        throw input_error(job.image_path + ": decoded width " + std::to_string(decoded.width) + " differs from its header");
-    if (decoded.channels != schema_.channels)  // --color bands: the count of the first row's image
-        throw input_error(job.image_path + ": the image has " + std::to_string(decoded.channels) + " bands, the dataset " +
-                          std::to_string(unsigned(schema_.channels)) + " (--color bands keeps the count of the first row's image)");
-    convert_depth(decoded, schema_.image_dtype_bytes);  // an 8-bit image in a 16-bit build: v * 257
-    apply_geometry(decoded, image_plan, options_.geometry.filter, scratch.image, scratch.resample);
-
+    decode_sample_image(options_, schema_, job, image, image_plan, request, scratch);
     const std::uint16_t* label_ids = nullptr;
     std::int32_t class_id = -1;
     if (segmentation) {
-        std::uint64_t unknown = 0;
-        try {
-            if (mask_is_pixels) {
-                take_mask_pixels(job.label_file, job.label_pixels, masks_->index_masks(), scratch.mask_values);
-                masks_->map_decoded(mask_plan, static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown,
-                                    scratch.mapping, scratch.mask_values);
-            } else {
-                masks_->map(job.label_file.data(), job.label_file.size(), mask.format, mask_plan,
-                            static_cast<std::uint16_t>(schema_.ignore_value), scratch.labels, unknown, scratch.mapping,
-                            scratch.mask_values, interrupt_);
-            }
-        } catch (const std::exception& e) {
-            rethrow_for(job.label_path, e);
-        }
-        job.unknown_pixels = unknown;
-        job.class_counts.resize(schema_.class_count);
-        count_classes(scratch.labels, job.class_counts);
+        map_sample_mask(*masks_, schema_, interrupt_, mask, mask_plan, job, scratch);
         label_ids = scratch.labels.ids.data();
     } else {
         class_id = row.class_id;

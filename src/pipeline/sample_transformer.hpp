@@ -11,7 +11,7 @@
 #include "image.hpp"
 #include "input/class_table.hpp"
 #include "pipeline/build_options.hpp"
-#include "pipeline/mask_mapper.hpp"
+#include "transform/mask_mapper.hpp"
 #include "pipeline/sample_job.hpp"
 #include "shardpack/detail/format.hpp"
 #include "transform/field_geometry.hpp"

@@ -11,6 +11,7 @@
 #include "io/cache_folder.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/json.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "shardpack/reader.hpp"
@@ -36,13 +37,6 @@ std::uint64_t env_bytes(const char* name, std::uint64_t fallback) {
     if (!end || *end || v[0] == '-' || end == v.c_str())
         throw error(std::string(name) + "=" + v + ": expected a byte count (a whole number, optionally with K, M or G)");
     return std::uint64_t(n) * scale;
-}
-
-std::string hex64(std::uint64_t v) {
-    static const char digits[] = "0123456789abcdef";
-    std::string s(16, '0');
-    for (int i = 15; i >= 0; --i, v >>= 4) s[std::size_t(i)] = digits[v & 15];
-    return s;
 }
 
 // The XXH3-64 a shard's name carries (shard-NNNNN-<16 hex>.spk), or "".
@@ -363,7 +357,7 @@ private:
             if (auto copy = st_->shards->open_listed(name_)) {
                 std::string why;
                 try {
-                    const std::string h = hex64(copy->xxh3());
+                    const std::string h = detail::hex16(copy->xxh3());
                     if (copy->size() != size_) why = std::to_string(copy->size()) + " bytes, the manifest says " + std::to_string(size_);
                     else if (h != hash_in_name(name_)) why = "its bytes hash to " + h + ", its name says " + hash_in_name(name_);
                 } catch (const std::exception& e) {
@@ -409,7 +403,7 @@ private:
             XXH3_state_t h;
             XXH3_64bits_reset(&h);
             for (const auto& b : bodies) XXH3_64bits_update(&h, b.data(), b.size());
-            const std::string got = hex64(XXH3_64bits_digest(&h));
+            const std::string got = detail::hex16(XXH3_64bits_digest(&h));
             if (got != hash_in_name(name_)) {
                 if (!cache_damage_.empty())
                     throw error(describe() + ": the cached copy " + cache_damage_ +

@@ -20,6 +20,7 @@
 #include "format/record_encoder.hpp"
 #include "shardpack/detail/endian.hpp"
 #include "shardpack/detail/format.hpp"
+#include "shardpack/detail/hex.hpp"
 #include "shardpack/detail/xxhash.hpp"
 #include "test_support.hpp"
 
@@ -118,12 +119,6 @@ enum shard_input_flags : unsigned char {
     no_verify = 4,       // open with verify_checksums = false
 };
 
-inline std::string hex64_of(std::uint64_t v) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-    return buf;
-}
-
 // A writer-made dataset with records of different sizes (schema without a fixed size), which
 // test_support's synthetic datasets do not cover.
 inline void write_variable_size(const std::string& dir, detail::layout_code layout, record_codec codec) {
@@ -137,9 +132,7 @@ inline void write_variable_size(const std::string& dir, detail::layout_code layo
     wo.schema.fixed_height = wo.schema.fixed_width = 0;
     for (std::uint32_t c = 0; c < o.classes; ++c)
         wo.classes.push_back({"c" + std::to_string(c), true, std::uint8_t(c), std::uint8_t(c * 2), std::uint8_t(c * 3)});
-    wo.uses_zstd = uses_record_frames(codec);
-    wo.uses_bands = uses_band_frames(codec);
-    wo.uses_region_bands = uses_region_bands(codec, wo.schema, 0);
+    wo.codec = shard_codec_for(codec, wo.schema, 0);
     wo.input_digest = "0000000000000000";
     dataset_writer writer(wo);
     record_compressor compressor(codec, 3, wo.schema);

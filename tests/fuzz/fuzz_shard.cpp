@@ -229,7 +229,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return d;
     }();
     const std::uint64_t file_hash = XXH3_64bits(bytes.data(), bytes.size());
-    const std::string name = "shard-00000-" + fuzz::hex64_of(file_hash) + ".spk";
+    const std::string name = "shard-00000-" + detail::hex16(file_hash) + ".spk";
     const std::string path = dir + "/" + name;
     if (!last_shard.empty()) ::unlink(last_shard.c_str());
     last_shard = path;
@@ -246,9 +246,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         detail::store_u64(h, file_hash);
         const std::string manifest =
             "{\"format\": \"shardpack\", \"format_version\": \"1.0\", \"records\": " + std::to_string(records) +
-            ", \"content_hash\": \"" + fuzz::hex64_of(XXH3_64bits(h, 8)) + "\", \"shards\": [{\"file\": \"" + name +
+            ", \"content_hash\": \"" + detail::hex16(XXH3_64bits(h, 8)) + "\", \"shards\": [{\"file\": \"" + name +
             "\", \"records\": " + std::to_string(records) + ", \"first_record\": 0, \"bytes\": " +
-            std::to_string(bytes.size()) + ", \"xxh3\": \"" + fuzz::hex64_of(file_hash) + "\"}]}";
+            std::to_string(bytes.size()) + ", \"xxh3\": \"" + detail::hex16(file_hash) + "\"}]}";
         fuzz::put_file(dir + "/manifest.json", manifest);
 
         open_options options;

@@ -141,7 +141,7 @@ public:
         return v != s_.ignore_value && std::find(background_.begin(), background_.end(), v) == background_.end();
     }
     std::size_t row_bytes(std::uint32_t width) const {
-        return std::size_t(width) * (s_.label_layout == layout_code::one_hot ? s_.class_count : s_.label_dtype_bytes);
+        return static_cast<std::size_t>(label_bytes_for(s_, width));
     }
 
     // rows[y] = the foreground pixels of row y of a decoded label.

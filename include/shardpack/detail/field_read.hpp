@@ -63,20 +63,7 @@ inline std::pair<std::size_t, std::size_t> dataset::read_fields_pinned(const det
     using namespace detail;
     const schema_record& s = s_->schema;
     const index_entry e = shard.entry(local);
-    const unsigned char* stored = shard.bytes() + e.offset;
-    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
-        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
-    if (!shard.bytes()) {
-        ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
-        try {
-            shard.source()->read_at(e.offset, ctx.stored_.size(), ctx.stored_.data());
-        } catch (const error& ex) {
-            throw error(s_->where(k, local) + ": " + ex.what());
-        }
-        stored = ctx.stored_.data();
-    }
-    if (s_->verify && XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size)) != e.checksum)
-        throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
+    const unsigned char* stored = read_stored(*s_, shard, k, local, e, ctx.stored_);
     try {
         const unsigned char* rec = stored;
         std::uint64_t available = e.stored_size;

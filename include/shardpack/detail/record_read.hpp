@@ -28,6 +28,43 @@
 
 namespace shardpack {
 
+namespace detail {
+
+// The first step of every record read (load, read_slot): the record's stored bytes, in place in
+// a mapped shard (its pages touched first), else read into `copy`; checked against the index's
+// XXH3-64 when the dataset verifies. Errors name the record.
+inline const unsigned char* read_stored(const dataset_state& st, const shard_file& shard, std::size_t k, std::size_t local,
+                                        const index_entry& e, std::vector<unsigned char>& copy) {
+    const unsigned char* stored = shard.bytes() + e.offset;
+    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
+        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
+    if (!shard.bytes()) {
+        copy.resize(static_cast<std::size_t>(e.stored_size));
+        try {
+            shard.source()->read_at(e.offset, copy.size(), copy.data());
+        } catch (const error& ex) {
+            throw error(st.where(k, local) + ": " + ex.what());
+        }
+        stored = copy.data();
+    }
+    if (st.verify && XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size)) != e.checksum)
+        throw error(st.where(k, local) + ": checksum mismatch: the stored bytes are damaged");
+    return stored;
+}
+
+// A band-frame record's layout and band table, from its stored bytes. Errors name the record.
+inline void parse_banded(const dataset_state& st, std::size_t k, std::size_t local, const unsigned char* stored,
+                         const index_entry& e, record_layout& layout, band_table& bands) {
+    try {
+        layout = parse_record(st.schema, stored, e.decoded_size, e.stored_size);
+        bands = parse_band_table(layout, stored, e.stored_size, e.codec);
+    } catch (const error& ex) {
+        throw error(st.where(k, local) + ": " + ex.what());
+    }
+}
+
+}  // namespace detail
+
 inline const unsigned char* dataset::load(std::size_t i, ZSTD_DCtx* dctx, std::vector<unsigned char>& buffer,
                                           std::vector<unsigned char>& stored_copy, detail::record_layout& layout,
                                           detail::shard_pin& pinned) const {
@@ -46,25 +83,9 @@ inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard
                                                  detail::record_layout& layout) const {
     using namespace detail;
     const index_entry e = shard.entry(local);
-    const unsigned char* stored = shard.bytes() + e.offset;
-    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
-        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
-    if (!shard.bytes()) {
-        // Not mapped: one read of the stored bytes, straight into the record buffer for a raw
-        // record, else into the stored-bytes buffer.
-        std::vector<unsigned char>& dst = e.codec == codec_raw ? buffer : stored_copy;
-        dst.resize(static_cast<std::size_t>(e.stored_size));
-        try {
-            shard.source()->read_at(e.offset, dst.size(), dst.data());
-        } catch (const error& ex) {
-            throw error(s_->where(k, local) + ": " + ex.what());
-        }
-        stored = dst.data();
-    }
-    if (s_->verify) {
-        const std::uint64_t h = XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size));
-        if (h != e.checksum) throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
-    }
+    // Not mapped: one read of the stored bytes, straight into the record buffer for a raw
+    // record, else into the stored-bytes buffer.
+    const unsigned char* stored = read_stored(*s_, shard, k, local, e, e.codec == codec_raw ? buffer : stored_copy);
     const unsigned char* rec = stored;
     if (e.codec == codec_zstd) {
         // Refuse before allocating when the frames' block headers cannot hold decoded_size
@@ -81,9 +102,9 @@ inline const unsigned char* dataset::load_pinned(const detail::shard_file& shard
                         std::to_string(e.decoded_size));
         rec = buffer.data();
     } else if (is_band_codec(e.codec)) {
+        band_table bands;
+        parse_banded(*s_, k, local, stored, e, layout, bands);
         try {
-            layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
-            const band_table bands = parse_band_table(layout, stored, e.stored_size, e.codec);
             buffer.resize(static_cast<std::size_t>(e.decoded_size));
             unsigned char* out = buffer.data();
             std::memcpy(out, stored, static_cast<std::size_t>(layout.image_offset));
@@ -184,28 +205,10 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
         if (out.applied) out.applied[slot] = b;
         return fill(window(full, b, ctx), out, slot);
     }
-    const unsigned char* stored = shard.bytes() + e.offset;
-    if (shard.bytes() && e.offset <= shard.size() && e.stored_size <= shard.size() - e.offset)
-        touch_pages(stored, static_cast<std::size_t>(e.stored_size));
-    if (!shard.bytes()) {
-        ctx.stored_.resize(static_cast<std::size_t>(e.stored_size));
-        try {
-            shard.source()->read_at(e.offset, ctx.stored_.size(), ctx.stored_.data());
-        } catch (const error& ex) {
-            throw error(s_->where(k, local) + ": " + ex.what());
-        }
-        stored = ctx.stored_.data();
-    }
-    if (s_->verify && XXH3_64bits(stored, static_cast<std::size_t>(e.stored_size)) != e.checksum)
-        throw error(s_->where(k, local) + ": checksum mismatch: the stored bytes are damaged");
+    const unsigned char* stored = read_stored(*s_, shard, k, local, e, ctx.stored_);
     record_layout layout;
     band_table bands;
-    try {
-        layout = parse_record(s_->schema, stored, e.decoded_size, e.stored_size);
-        bands = parse_band_table(layout, stored, e.stored_size, e.codec);
-    } catch (const error& ex) {
-        throw error(s_->where(k, local) + ": " + ex.what());
-    }
+    parse_banded(*s_, k, local, stored, e, layout, bands);
     check_batch_size(out, layout, k, local);
     const schema_record& s = s_->schema;
     const bool seg = s.task == task_code::segmentation;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "format.hpp"
+#include "hex.hpp"
 #include "mapped_file.hpp"
 #include "storage.hpp"
 #include "xxhash.hpp"
@@ -165,7 +166,7 @@ private:
 
         const std::uint64_t unknown = header_.required_features & ~known_required_;
         if (unknown)
-            throw error("shard needs features this reader does not know (required feature bits 0x" + hex(unknown) +
+            throw error("shard needs features this reader does not know (required feature bits 0x" + hex16(unknown) +
                         "); a newer shardpack reader is needed");
         if (header_.alignment < record_alignment || (header_.alignment & (header_.alignment - 1)) != 0 ||
             header_.alignment > (1u << 20))
@@ -252,13 +253,6 @@ private:
                 throw error(where + "raw record whose stored and decoded sizes differ");
             end = e.offset + e.stored_size;
         }
-    }
-
-    static std::string hex(std::uint64_t v) {
-        static const char digits[] = "0123456789abcdef";
-        std::string s(16, '0');
-        for (int i = 15; i >= 0; --i, v >>= 4) s[std::size_t(i)] = digits[v & 15];
-        return s;
     }
 };
 

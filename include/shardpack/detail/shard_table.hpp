@@ -17,6 +17,7 @@
 #include "endian.hpp"
 #include "error.hpp"
 #include "format.hpp"
+#include "hex.hpp"
 #include "json.hpp"
 #include "xxhash.hpp"
 
@@ -45,25 +46,6 @@ struct shard_table_entry {
     bool has_index_hash = false;
     std::uint64_t index_hash = 0;
 };
-
-inline std::string hex16(std::uint64_t value) {
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(value));
-    return buf;
-}
-
-// 16 lowercase hex digits (spec 1, Hex strings) to their value; false for anything else.
-inline bool parse_hex16(const std::string& text, std::uint64_t& value) {
-    if (text.size() != 16) return false;
-    std::uint64_t v = 0;
-    for (char c : text) {
-        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return false;
-        v = (v << 4) | std::uint64_t(d);
-    }
-    value = v;
-    return true;
-}
 
 // The file name of shard `number` whose whole-file hash is `hash` (spec 13.1).
 inline std::string shard_file_name(std::uint64_t number, std::uint64_t hash) {

@@ -13,17 +13,17 @@
 #include "decode/png_value_decoder.hpp"
 #include "image.hpp"
 #include "input/class_table.hpp"
-#include "pipeline/build_options.hpp"
 #include "transform/geometry.hpp"
 #include "transform/index_mask.hpp"
 #include "transform/label_map.hpp"
+#include "transform/mask_options.hpp"
 
 namespace shardpack {
 
 // `automatic` resolved against the class table (index when it gives ids); throws usage_error
 // for a kind the table cannot serve (color masks with a name,id table) and for options that
 // do not apply to the kind (--ignore-values with colors, --color-tolerance with index masks).
-mask_value_kind resolve_mask_values(const build_options& options, const std::vector<class_entry>& classes);
+mask_value_kind resolve_mask_values(const mask_options& options, const std::vector<class_entry>& classes);
 
 struct mask_scratch {
     image_u8 colors;
@@ -43,8 +43,7 @@ class mask_mapper {
 public:
     // kind: resolved (color or index). `hint`: how to list every color of the input, for messages
     // (e.g. "shardpack colors --csv list.csv --classes dict.csv").
-    mask_mapper(const std::vector<class_entry>& classes, mask_value_kind kind, const build_options& options,
-                std::string hint);
+    mask_mapper(const std::vector<class_entry>& classes, mask_value_kind kind, const mask_options& options, std::string hint);
     bool index_masks() const { return kind_ == mask_value_kind::index; }
 
     // Decodes the mask's rows that `plan` needs and maps them (see map_mask, map_index_mask).

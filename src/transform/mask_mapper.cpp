@@ -1,4 +1,4 @@
-#include "pipeline/mask_mapper.hpp"
+#include "transform/mask_mapper.hpp"
 
 #include "decode/image_decoder.hpp"
 #include "decode/png_value_decoder.hpp"
@@ -10,9 +10,9 @@ std::string color_text(std::uint32_t rgb) {
            std::to_string(rgb & 0xFF) + ")";
 }
 
-mask_value_kind resolve_mask_values(const build_options& o, const std::vector<class_entry>& classes) {
-    const std::string& path = o.input.classes_path;
-    mask_value_kind kind = o.mask_values;
+mask_value_kind resolve_mask_values(const mask_options& o, const std::vector<class_entry>& classes) {
+    const std::string& path = o.classes_path;
+    mask_value_kind kind = o.values;
     if (kind == mask_value_kind::automatic)
         kind = classes_have_values(classes) ? mask_value_kind::index : mask_value_kind::color;
     if (kind == mask_value_kind::color && !classes_have_colors(classes))
@@ -27,8 +27,7 @@ mask_value_kind resolve_mask_values(const build_options& o, const std::vector<cl
     return kind;
 }
 
-mask_mapper::mask_mapper(const std::vector<class_entry>& classes, mask_value_kind kind, const build_options& o,
-                         std::string hint)
+mask_mapper::mask_mapper(const std::vector<class_entry>& classes, mask_value_kind kind, const mask_options& o, std::string hint)
     : classes_(classes), kind_(kind), policy_(o.unknown_label), hint_(std::move(hint)) {
     if (kind_ == mask_value_kind::index) {
         std::vector<std::uint16_t> values;
