@@ -2,12 +2,15 @@
 // blocks deliver the bytes mmap delivers through every read path, from many threads; the engine
 // reads each byte of a streamed dataset once and stays within its cache; automatic picks mmap
 // for resident data, stream for cold data that fits the cache and blocks (saying so once) for
-// cold data that does not; a shard truncated under a streaming reader is an error naming it.
+// cold data that does not; a shard truncated under a streaming reader is an error naming it; a
+// local folder's extents stay in the page cache (the engine holds no copy), and begin_epoch
+// reads a streamed dataset again when the page cache dropped it.
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <cstring>
 #include <chrono>
 #include <functional>
+#include <mutex>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -138,7 +142,59 @@ TEST_CASE("stream and blocks deliver what mmap delivers, through every read path
         CHECK(s.peak_cached_bytes <= streamed.cache_bytes());
         const auto b = blocks.io_counters();
         CHECK(b.peak_cached_bytes <= 6 * 1024);
+        // A local folder's extents stay in the page cache: the reader holds no copy of them.
+        CHECK(s.peak_held_bytes == 0);
+        CHECK(b.peak_held_bytes == 0);
     }
+}
+
+TEST_CASE("begin_epoch: what the page cache dropped is read again in large reads, a stream before the epoch",
+          "[engine][epoch]") {
+    temp_dir dir("engine-epoch");
+    synthetic_options o;
+    o.records = 200;
+    o.width = 32;
+    o.height = 24;
+    o.shard_size = 48 * 1024;
+    write_synthetic(dir.str(), o);
+    const dataset ds = dataset::open(dir.str(), with(io_mode::stream));
+    const auto paths = shard_paths(ds, dir.str());
+    const std::uint64_t total = data_bytes(ds);
+    const dataset right = dataset::open(dir.str(), with(io_mode::pread));
+    read_context ctx, rctx;
+    const auto epoch = [&](std::uint64_t e) {
+        for (const auto i : permutation(ds.size(), 5, e)) REQUIRE(everything(ds, i, ctx) == everything(right, i, rctx));
+    };
+    epoch(0);
+    REQUIRE(ds.io_counters().extent_bytes == total);
+    CHECK_FALSE(ds.begin_epoch());  // all there: nothing to read
+    epoch(1);
+    CHECK(ds.io_counters().extent_bytes == total);
+    if (!evict(paths)) SHARDPACK_SKIP("the file system keeps evicted pages (tmpfs?): no dropped pages to test here");
+    CHECK(ds.begin_epoch());  // dropped: queued again, whole
+    epoch(2);
+    const auto c = ds.io_counters();
+    CHECK(c.extent_bytes == 2 * total);
+    CHECK(c.peak_cached_bytes <= total);
+    // A reader that does not stream has nothing to queue at an epoch ...
+    CHECK_FALSE(right.begin_epoch());
+    // ... but one that reads blocks reads the last epoch's blocks again when the next wants them,
+    // whole, instead of its records one by one from a page cache that dropped them.
+    const dataset blocks = dataset::open(dir.str(), with(io_mode::blocks, total * 2));
+    std::vector<std::size_t> all(blocks.size());
+    std::iota(all.begin(), all.end(), std::size_t(0));
+    const auto blocks_epoch = [&] {
+        blocks.prefetch(all.data(), all.size());
+        for (const auto i : all) REQUIRE(everything(blocks, i, ctx) == everything(right, i, rctx));
+    };
+    blocks_epoch();
+    const auto b0 = blocks.io_counters();
+    REQUIRE(evict(paths));
+    CHECK_FALSE(blocks.begin_epoch());
+    blocks_epoch();
+    const auto b1 = blocks.io_counters();
+    CHECK(b1.extent_bytes == 2 * b0.extent_bytes);
+    CHECK(b1.direct_bytes == b0.direct_bytes);
 }
 
 TEST_CASE("the engine serves many threads at once, each byte read once", "[engine][threads]") {
@@ -384,4 +440,109 @@ TEST_CASE("a read-ahead larger than the cache keeps what it queued coming: no re
     engine.read(id, 6 * block, block, got.data());
     CHECK(std::memcmp(got.data(), src->bytes().data() + 6 * block, block) == 0);
     CHECK(engine.stats().direct_reads >= 1);
+}
+
+TEST_CASE("keep_bytes: a remote source's extents are held in memory, a local one's read through to the page cache",
+          "[engine][memory]") {
+    constexpr std::uint64_t block = 64 << 10;
+    for (const bool keep : {true, false}) {
+        detail::io_engine::settings s;
+        s.cache_bytes = 16 * block;
+        s.block_bytes = block;
+        s.keep_bytes = keep;
+        detail::io_engine engine(s);
+        const auto src = std::make_shared<memory_source>(5 * block + 123);
+        const std::uint32_t id = engine.add(src);
+        engine.want_all(id);
+        // Reads across extents' edges, each compared with the source's bytes.
+        std::vector<unsigned char> got(2 * block);
+        for (const std::uint64_t at : {std::uint64_t(0), block - 7, 3 * block + 5, 5 * block - 100}) {
+            const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(got.size(), src->size() - at));
+            engine.read(id, at, n, got.data());
+            REQUIRE(std::memcmp(got.data(), src->bytes().data() + at, n) == 0);
+        }
+        const auto c = engine.stats();
+        CHECK(c.extent_bytes == src->size());
+        CHECK(c.direct_reads == 0);  // every byte came through an extent
+        CHECK(c.peak_cached_bytes == src->size());
+        CHECK(c.peak_held_bytes == (keep ? src->size() : 0));
+    }
+}
+
+namespace {
+// A storage whose reads take `read_ms`, and `seek_ms` more where a read does not start where the
+// last one ended (a disk head); it logs the offsets it was asked for.
+class timed_source final : public byte_source {
+public:
+    timed_source(std::size_t size, int read_ms, int seek_ms) : size_(size), read_ms_(read_ms), seek_ms_(seek_ms) {}
+    std::uint64_t size() const override { return size_; }
+    void read_at(std::uint64_t offset, std::size_t length, void* dst) const override {
+        int ms = read_ms_;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (offset != end_) ms += seek_ms_;
+            end_ = offset + length;
+            log_.push_back(offset);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        for (std::size_t i = 0; i < length; ++i) static_cast<unsigned char*>(dst)[i] = static_cast<unsigned char>((offset + i) * 7);
+    }
+    std::string describe() const override { return "timed"; }
+    std::vector<std::uint64_t> log() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return log_;
+    }
+
+private:
+    std::size_t size_;
+    int read_ms_, seek_ms_;
+    mutable std::mutex mutex_;
+    mutable std::uint64_t end_ = 0;
+    mutable std::vector<std::uint64_t> log_;
+};
+}  // namespace
+
+TEST_CASE("a stream serves what a read waits for first where jumps are cheap, and stays in order where they seek",
+          "[engine][schedule]") {
+    // A global shuffle's first batch needs records from all over a streamed dataset: on an SSD,
+    // NFS or object storage the engine fetches them first; on a disk head it keeps the sweep.
+    constexpr std::uint64_t block = 4096;
+    constexpr std::uint64_t blocks = 48;
+    for (const bool seeks : {false, true}) {
+        detail::io_engine::settings s;
+        s.block_bytes = block;
+        s.cache_bytes = blocks * block;
+        s.keep_bytes = false;
+        detail::io_engine engine(s);
+        const auto src = std::make_shared<timed_source>(blocks * block, 50, seeks ? 150 : 0);
+        const std::uint32_t id = engine.add(src);
+        engine.want_all(id);
+        std::vector<unsigned char> got(block);
+        // Wanted now: block 40 (a read waits for it), then blocks 20 and 30 together (a prefetch,
+        // then reads); each is read right (bytes (offset * 7) mod 256).
+        const auto check = [&](std::uint64_t b) {
+            engine.read(id, b * block, block, got.data());
+            for (std::uint64_t i = 0; i < block; i += 997) REQUIRE(got[i] == static_cast<unsigned char>((b * block + i) * 7));
+        };
+        check(40);
+        const byte_range wanted[] = {{20 * block, block}, {30 * block, block}};
+        engine.want(id, wanted, 2);
+        check(30);
+        check(20);
+        const auto log = src->log();
+        const auto at = [&](std::uint64_t b) {
+            return std::size_t(std::find(log.begin(), log.end(), b * block) - log.begin());
+        };
+        INFO("seeks " << seeks << ", reads before block 40: " << at(40) << ", 20: " << at(20) << ", 30: " << at(30));
+        // Blocks 40 and 20 are the probes in both: after a few blocks read in order, a wanted
+        // block is read out of order, twice, 4 reads apart (20: the first wanted after the end).
+        CHECK(at(40) <= 6);
+        CHECK(at(20) <= at(40) + 7);
+        if (!seeks) {
+            CHECK(at(30) <= at(20) + 2);  // jumps cost what reads in order did: wanted blocks first
+        } else {
+            CHECK(at(30) >= at(20) + 8);  // the probes' seeks made jumps dear: 30 waited for the sweep from 21
+            CHECK(engine.stats().jumps <= 4);
+        }
+    }
 }

@@ -320,6 +320,7 @@ int main(int argc, char** argv) {
                             evict(folder);
                             t0 = bench::clock_type::now();
                         }
+                        ds.begin_epoch();  // as the Python adapters do: a dropped stream is read again
                         std::vector<std::size_t> order = order_of[order_name];
                         const bool blocks = order_name == "preferred" && prefers_blocks(ds);
                         shardpack::order_options oo;

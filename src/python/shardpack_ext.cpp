@@ -582,6 +582,7 @@ public:
         return {l.block, l.window};
     }
     const std::string& io_note() const { return io_note_; }
+    bool begin_epoch() const { return ds_.begin_epoch(); }
     nb::dict io_counters() const {
         const auto c = ds_.io_counters();
         nb::dict d;
@@ -591,10 +592,13 @@ public:
         d["direct_bytes"] = c.direct_bytes;
         d["hits"] = c.hits;
         d["waits"] = c.waits;
+        d["jumps"] = c.jumps;
         d["evicted_bytes"] = c.evicted_bytes;
         d["dropped_hints"] = c.dropped_hints;
         d["cached_bytes"] = c.cached_bytes;
         d["peak_cached_bytes"] = c.peak_cached_bytes;
+        d["held_bytes"] = c.held_bytes;
+        d["peak_held_bytes"] = c.peak_held_bytes;
         return d;
     }
 
@@ -1287,6 +1291,7 @@ NB_MODULE(_shardpack, m) {
         .def_prop_ro("blocks_layout", &reader::blocks_layout)
         .def_prop_ro("io_note", &reader::io_note)
         .def_prop_ro("io_counters", &reader::io_counters, nb::sig("def io_counters(self) -> dict[str, int]"))
+        .def("begin_epoch", &reader::begin_epoch, nb::call_guard<nb::gil_scoped_release>())
         .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)

@@ -102,7 +102,7 @@ def test_auto_streams_cold_data_that_fits_and_reads_blocks_of_the_rest(built, tm
         _drop(folder)  # the open read the tiny shards' headers and indexes (see _evict)
         again = shardpack.open(folder, cache_bytes=size // 2)
     assert (big.io, big.preferred_order, again.io) == ("blocks", "blocks", "blocks")
-    said = [r.getMessage() for r in caplog.records if r.name == "shardpack"]
+    said = [r.getMessage() for r in caplog.records if r.name == "shardpack" and "reader's cache" in r.getMessage()]
     assert len(said) == 1 and "blocks order" in said[0] and "cache_bytes" in said[0]  # once a process
     # The loaders' order="auto" takes the blocks order, and the batches are right.
     loader = spt.Loader(big, 4, seed=1, dtype="uint8", label="index", label_dtype="uint8")
@@ -120,6 +120,34 @@ def test_auto_streams_cold_data_that_fits_and_reads_blocks_of_the_rest(built, tm
     # Every choice can be forced on the Loader too.
     reopened = spt.Loader(big, 4, io="stream", cache_bytes=4 * size)
     assert (reopened.dataset.io, reopened.dataset.cache_bytes, reopened.sampler.order) == ("stream", 4 * size, "global")
+
+
+def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, tmp_path):
+    import shardpack.torch as spt
+
+    folder = built.copy("onehot", tmp_path / "epochs")
+    if not _evict(folder):
+        pytest.skip("the file system keeps evicted pages (tmpfs?): no dropped pages to test with here")
+    warm = shardpack.open(built["onehot"], io="pread")
+    size = warm.data_bytes
+    ds = shardpack.open(folder, io="stream")
+    loader = spt.Loader(ds, 4, seed=2, dtype="uint8", label="index", label_dtype="uint8")
+    expect = warm.read_batch(shardpack.epoch_order(warm, 2, 1), dtype="uint8", label="index", label_dtype="uint8")
+    for epoch in range(2):
+        loader.set_epoch(epoch)
+        got = [(i.numpy().copy(), l.numpy().copy()) for i, l in loader]
+        counters = ds.io_counters()
+        assert counters["extent_bytes"] == size  # epoch 1: in the page cache still, nothing read again
+        assert counters["held_bytes"] == counters["peak_held_bytes"] == 0  # the page cache holds it, not the reader
+    assert np.array_equal(np.concatenate([b[0] for b in got]), expect[0])
+    assert not ds.begin_epoch()
+    _drop(folder)
+    loader.set_epoch(2)  # the Loader's epoch begins with the check: streamed again, whole
+    got = [(i.numpy().copy(), l.numpy().copy()) for i, l in loader]
+    assert ds.io_counters()["extent_bytes"] == 2 * size
+    expect = warm.read_batch(shardpack.epoch_order(warm, 2, 2), dtype="uint8", label="index", label_dtype="uint8")
+    assert np.array_equal(np.concatenate([b[1] for b in got]), expect[1])
+    assert not shardpack.open(folder, io="pread").begin_epoch()  # only a stream has anything to do
 
 
 def test_io_survives_pickling(built):

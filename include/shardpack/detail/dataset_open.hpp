@@ -333,6 +333,30 @@ inline std::string megabytes(std::uint64_t bytes) {
 }
 }  // namespace detail
 
+namespace detail {
+// Whether the page cache holds the dataset: at least 90% of a sample of up to 64 shards (mincore).
+inline bool resident(const local_storage& local, const dataset_state& st) {
+    constexpr std::size_t sample = 64;
+    constexpr double share = 0.9;
+    const std::size_t count = st.shard_count();
+    std::vector<std::string> names;
+    for (std::size_t j = 0; j < std::min(sample, count); ++j) names.push_back(st.name(j * count / std::min(sample, count)));
+    return local.resident_share(names) >= share;
+}
+}  // namespace detail
+
+inline bool dataset::begin_epoch() const {
+    const auto* local = dynamic_cast<const detail::local_storage*>(s_->store.get());
+    if (!local || !s_->engine) return false;
+    if (s_->io == io_mode::blocks) {  // the page cache may have dropped the last epoch's blocks: read them again when wanted
+        s_->engine->forget_arrived(false);
+        return false;
+    }
+    if (detail::resident(*local, *s_)) return false;
+    s_->engine->forget_arrived(true);
+    return true;
+}
+
 // io_mode::automatic's choice (reader.hpp, I/O), and the engine for stream and blocks. Asked at
 // open, of what open can see: whether the shards are in the page cache (a sample of up to 64
 // shards, mincore), and the dataset's size against cache_bytes.
@@ -345,13 +369,8 @@ inline void dataset::plan_io(const std::string& folder, const open_options& opti
     io_mode mode = options.io;
     if (mode == io_mode::automatic) {
         if (local) {
-            constexpr std::size_t sample = 64;
-            const std::size_t count = st.shard_count();
-            std::vector<std::string> names;
-            for (std::size_t j = 0; j < std::min(sample, count); ++j) names.push_back(st.name(j * count / std::min(sample, count)));
             // Resident: the page cache serves mapped reads at memory speed, with no copy.
-            constexpr double resident = 0.9;
-            mode = local->resident_share(names) >= resident ? io_mode::mmap : total <= budget ? io_mode::stream : io_mode::blocks;
+            mode = resident(*local, st) ? io_mode::mmap : total <= budget ? io_mode::stream : io_mode::blocks;
         } else {
             mode = total <= budget ? io_mode::stream : io_mode::blocks;
         }
@@ -380,6 +399,7 @@ inline void dataset::plan_io(const std::string& folder, const open_options& opti
     io_engine::settings s;
     s.cache_bytes = budget;
     s.threads = options.io_threads ? options.io_threads : local ? 1u : 4u;
+    s.keep_bytes = !local;  // a local folder's page cache keeps what the engine read (io_engine.hpp)
     st.engine = std::make_shared<io_engine>(s);
 }
 

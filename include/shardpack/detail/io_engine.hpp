@@ -1,6 +1,7 @@
 // The reader's own I/O engine: extents of shards (whole blocks of a few MiB, or a batch's merged
-// record ranges) read by a few I/O threads, in the storage's order, into a bounded cache of the
-// reader's own memory, ahead of the records that need them.
+// record ranges) read by a few I/O threads, in the storage's order, into a bounded cache (the
+// page cache for a local file, the engine's own memory for a remote one), ahead of the records
+// that need them.
 //
 // Why: a cold disk serves one request per seek. Left to the kernel, a reader's 4 KiB page
 // faults or WILLNEED hints are carried out in pieces of max(read-ahead, largest request): 128
@@ -8,6 +9,16 @@
 // asks for what it wants itself, in large reads, sorted by (shard, offset) among those in flight
 // (one sweep of the head, then around again: C-SCAN), so the speed no longer depends on
 // read_ahead_kb, fadvise/madvise being honoured, or fault-around.
+//
+// What comes first: extents a read waits for or a prefetch asked for ("wanted now") before
+// the stream's background queue, where the storage serves a jump as fast as the next block (an
+// SSD, NFS, object storage): a batch of a global shuffle then starts as soon as its own records
+// are there, not after most of the stream. Where a jump costs more (a disk head's seek), the
+// queue is read in order only. The engine tells the two apart by timing its own reads: after a
+// few blocks read in order, a wanted-now extent elsewhere is read out of order (twice, 4 reads
+// apart; then every 32 reads while jumps are dear), and what it took beyond a read in order of as
+// many bytes is the jump's cost: cheap at most max(2 ms, a fifth of that read). A disk head's
+// seek (4-15 ms against ~27 ms for 4 MiB at 150 MB/s) is dear; an SSD's or NFS's jump is not.
 //
 // Two uses (open_options::io, see reader.hpp's I/O):
 //   stream: every block of every shard is queued when the shard is opened; the threads read
@@ -19,11 +30,21 @@
 // A read of bytes no extent holds or awaits (a shard's header and index at open) is read
 // directly and not kept.
 //
-// Memory: ready and in-flight extents count against cache_bytes; a prefetch that would exceed
-// it, after evicting every extent not in use, is dropped (the read then reads directly). A read
-// copies out of the cache under no lock (an extent is freed by the last reader holding it).
+// Where the bytes stay (settings::keep_bytes): a remote source's extents are kept in the
+// engine's memory. A local file's are not: the engine reads them (sequentially, into one
+// scratch buffer a thread) to bring them into the page cache, and a read of an arrived extent
+// is a pread the page cache serves. Why: the kernel keeps what a buffered read brought in
+// anyway, so a copy in the reader's memory doubled the memory, and filling fresh anonymous
+// memory costs CPU (zeroed pages, faults; ~1 s a GB on a 2-core VM, most of a CPU-bound cold
+// epoch's overhead) that the page cache's reclaimed pages do not.
+//
+// Memory: ready and in-flight extents count against cache_bytes (also those the page cache
+// keeps: the count is what the engine assumes is there); a prefetch that would exceed it, after
+// evicting every extent not in use, is dropped (the read then reads directly). A read copies out
+// of the cache under no lock (an extent is freed by the last reader holding it).
 #pragma once
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -50,13 +71,16 @@ public:
         std::uint64_t cache_bytes = std::uint64_t(1) << 30;
         std::uint64_t block_bytes = std::uint64_t(4) << 20;  // stream: the size of each read
         unsigned threads = 1;  // one disk head: more threads interleave their requests (a seek each)
+        bool keep_bytes = true;  // false: the page cache keeps what was read (a local file), see above
     };
     struct counters {
         std::uint64_t extent_reads = 0, extent_bytes = 0;  // extents read by the I/O threads
         std::uint64_t direct_reads = 0, direct_bytes = 0;  // reads no extent covered
         std::uint64_t hits = 0, waits = 0;                 // reads served from the cache; of them, waited
+        std::uint64_t jumps = 0;  // extents that did not start where the last read ended (a seek on a disk)
         std::uint64_t evicted_bytes = 0, dropped_hints = 0;
         std::uint64_t cached_bytes = 0, peak_cached_bytes = 0;
+        std::uint64_t held_bytes = 0, peak_held_bytes = 0;  // of them, in the engine's memory
     };
 
     explicit io_engine(settings s) : settings_(s) {
@@ -93,6 +117,7 @@ public:
         for (auto& [offset, e] : s->second.extents) {
             if (e->state == extent::queued) {
                 queue_.erase(queue_key(*e));
+                wanted_now_.erase(queue_key(*e));
                 e->state = extent::failed;  // nobody can wait for it: the source is gone
                 e->failure = s->second.inner->describe() + ": closed while its read was queued";
             }
@@ -119,11 +144,40 @@ public:
         std::vector<byte_range> blocks;
         for (std::uint64_t o = 0; o < size; o += settings_.block_bytes)
             blocks.push_back({o, std::min(settings_.block_bytes, size - o)});
-        want(id, blocks.data(), blocks.size(), false);
+        want(id, blocks.data(), blocks.size(), false, false);
     }
 
-    // Queues the parts of these ranges (sorted, not overlapping) that no extent holds or awaits.
-    void want(std::uint32_t id, const byte_range* ranges, std::size_t count, bool start = true) {
+    // Forgets every arrived extent the page cache keeps (keep_bytes false), which may have
+    // dropped them since (dataset::begin_epoch): a later want reads them again instead of
+    // leaving their records to reads of the kernel's read-ahead. `again`: and queues each source
+    // whole again (stream).
+    void forget_arrived(bool again) {
+        std::vector<std::uint32_t> ids;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (auto& [id, src] : sources_) {
+                for (auto it = src.extents.begin(); it != src.extents.end();) {
+                    extent& e = *it->second;
+                    if (e.state != extent::ready || e.bytes) {
+                        ++it;
+                        continue;
+                    }
+                    lru_.erase(e.lru);
+                    used_ -= e.length;
+                    e.orphan = true;  // a reader holding it still reads through the page cache
+                    it = src.extents.erase(it);
+                }
+                ids.push_back(id);
+            }
+            note_used();
+        }
+        if (again)
+            for (const std::uint32_t id : ids) want_all(id);
+    }
+
+    // Queues the parts of these ranges (sorted, not overlapping) that no extent holds or awaits;
+    // `now`: they (and those of them queued already) are wanted now, not in the background.
+    void want(std::uint32_t id, const byte_range* ranges, std::size_t count, bool start = true, bool now = true) {
         std::vector<std::shared_ptr<extent>> evicted;  // freed outside the lock
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -140,6 +194,7 @@ public:
                     if (next != src.extents.begin()) {
                         auto prev = std::prev(next);
                         if (prev->first + prev->second->length > pos) {  // held or awaited already
+                            if (now) want_now(*prev->second);
                             pos = prev->first + prev->second->length;
                             continue;
                         }
@@ -157,6 +212,7 @@ public:
                     e->length = length;
                     src.extents.emplace(pos, e);
                     queue_.emplace(queue_key(*e), e);
+                    if (now) want_now(*e);
                     used_ += length;
                     note_used();
                     pos = gap_end;
@@ -199,14 +255,17 @@ public:
                 start_threads();
                 queued_cv_.notify_all();  // whoever queued it told the threads; told again, a lost wake-up cannot stall a read
                 ++counters_.waits;
-                e->demanded = true;
+                want_now(*e);
                 arrived_cv_.wait(lock, [&] { return e->state == extent::ready || e->state == extent::failed; });
             }
             if (e->state == extent::failed) throw error(e->failure);
             if (!e->orphan) lru_.splice(lru_.begin(), lru_, e->lru);  // most recently used first
             const std::uint64_t stop = std::min(end, e->offset + e->length);
             lock.unlock();
-            std::memcpy(out + (pos - offset), e->bytes.get() + (pos - e->offset), static_cast<std::size_t>(stop - pos));
+            if (e->bytes)
+                std::memcpy(out + (pos - offset), e->bytes.get() + (pos - e->offset), static_cast<std::size_t>(stop - pos));
+            else  // arrived in the page cache (keep_bytes false)
+                inner->read_at(pos, static_cast<std::size_t>(stop - pos), out + (pos - offset));
             lock.lock();
             pos = stop;
         }
@@ -223,7 +282,7 @@ private:
         std::uint32_t source = 0;
         std::uint64_t offset = 0, length = 0;
         status state = queued;
-        bool demanded = false, orphan = false;
+        bool wanted_now = false, orphan = false;
         std::unique_ptr<unsigned char[]> bytes;
         std::string failure;
         std::list<extent*>::iterator lru;  // valid while ready and not orphaned
@@ -251,9 +310,52 @@ private:
         }
         return used_ + length <= settings_.cache_bytes;
     }
+    void want_now(extent& e) {  // under the lock
+        if (e.state != extent::queued || e.wanted_now) return;
+        e.wanted_now = true;
+        wanted_now_.insert(queue_key(e));
+    }
+
+    // The next extent to read: one wanted now where jumps are cheap (or due a probe), else the
+    // next at or after where the last read ended (around again at the end: C-SCAN).
+    std::map<key, std::shared_ptr<extent>>::iterator next_extent() {
+        if (!wanted_now_.empty() && (jumps_cheap() || jump_probe_due())) {
+            auto w = wanted_now_.lower_bound(head_);
+            if (w == wanted_now_.end()) w = wanted_now_.begin();
+            return queue_.find(*w);
+        }
+        auto it = queue_.lower_bound(head_);
+        return it == queue_.end() ? queue_.begin() : it;
+    }
+    // The engine's reads, timed (the recent ones count most): seconds a byte of the reads that
+    // went on from where the last ended; for jumps, the seconds beyond such a read of as many
+    // bytes, and that read's seconds.
+    struct read_times {
+        double per_byte = 0, extra = 0, base = 0;
+        unsigned reads = 0;
+        static double mix(double old, double now, unsigned n) { return n == 0 ? now : 0.75 * old + 0.25 * now; }
+    };
+    void note_read(bool in_order, double seconds, std::uint64_t bytes) {
+        if (in_order || in_order_.reads == 0) {
+            in_order_.per_byte = read_times::mix(in_order_.per_byte, seconds / double(std::max<std::uint64_t>(bytes, 1)), in_order_.reads);
+            ++in_order_.reads;
+            if (in_order) return;
+        }
+        const double base = in_order_.per_byte * double(bytes);
+        jumps_.extra = read_times::mix(jumps_.extra, seconds - base, jumps_.reads);
+        jumps_.base = read_times::mix(jumps_.base, base, jumps_.reads);
+        ++jumps_.reads;
+    }
+    bool jumps_cheap() const { return jumps_.reads >= 2 && jumps_.extra <= std::max(0.002, 0.2 * jumps_.base); }
+    bool jump_probe_due() const { return in_order_.reads >= 2 && reads_since_jump_ >= (jumps_.reads < 2 ? 4u : 32u); }
+
     void note_used() {
         counters_.cached_bytes = used_;
         counters_.peak_cached_bytes = std::max(counters_.peak_cached_bytes, used_);
+        if (settings_.keep_bytes) {
+            counters_.held_bytes = used_;
+            counters_.peak_held_bytes = counters_.peak_cached_bytes;
+        }
     }
 
     void start_threads() {  // under the lock; the threads start with the first read or want
@@ -262,28 +364,43 @@ private:
     }
 
     void run() {
+        std::unique_ptr<unsigned char[]> scratch;  // keep_bytes false: what a read lands in, then drops
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             queued_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
             if (stopping_) return;
-            // The next extent at or after where the last read ended; around again at the end.
-            auto it = queue_.lower_bound(head_);
-            if (it == queue_.end()) it = queue_.begin();
+            auto it = next_extent();
             std::shared_ptr<extent> e = std::move(it->second);
             queue_.erase(it);
+            wanted_now_.erase(queue_key(*e));
             e->state = extent::reading;
+            const bool in_order = queue_key(*e) == head_;
             head_ = {e->source, e->offset + e->length};
             const std::shared_ptr<byte_source> inner = sources_.at(e->source).inner;
             lock.unlock();
             std::unique_ptr<unsigned char[]> bytes;
             std::string failure;
+            const auto started = std::chrono::steady_clock::now();
             try {
-                bytes.reset(new unsigned char[static_cast<std::size_t>(e->length)]);
-                inner->read_at(e->offset, static_cast<std::size_t>(e->length), bytes.get());
+                if (settings_.keep_bytes) {
+                    bytes.reset(new unsigned char[static_cast<std::size_t>(e->length)]);
+                    inner->read_at(e->offset, static_cast<std::size_t>(e->length), bytes.get());
+                } else {
+                    if (!scratch) scratch.reset(new unsigned char[static_cast<std::size_t>(settings_.block_bytes)]);
+                    for (std::uint64_t o = 0; o < e->length; o += settings_.block_bytes)
+                        inner->read_at(e->offset + o, static_cast<std::size_t>(std::min(settings_.block_bytes, e->length - o)),
+                                       scratch.get());
+                }
             } catch (const std::exception& ex) {
                 failure = ex.what();
             }
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
             lock.lock();
+            if (failure.empty()) {
+                note_read(in_order, seconds, e->length);
+                reads_since_jump_ = in_order ? reads_since_jump_ + 1 : 0;
+                if (!in_order) ++counters_.jumps;
+            }
             if (e->orphan) {
                 used_ -= e->length;  // forgotten while being read: kept only by its readers
                 e->bytes = std::move(bytes);
@@ -313,6 +430,9 @@ private:
     std::condition_variable queued_cv_, arrived_cv_;
     std::map<std::uint32_t, source> sources_;
     std::map<key, std::shared_ptr<extent>> queue_;
+    std::set<key> wanted_now_;  // of queue_, those a read waits for or a prefetch asked for
+    read_times in_order_, jumps_;
+    unsigned reads_since_jump_ = 0;
     std::list<extent*> lru_;  // ready extents, most recently used first
     key head_{0, 0};
     std::uint64_t used_ = 0;

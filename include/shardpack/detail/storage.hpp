@@ -107,7 +107,8 @@ public:
 //   pread:  each local shard is an open file; each record is one pread, and a batch's ranges are
 //           announced to the kernel (posix_fadvise WILLNEED) first;
 //   stream: the reader's I/O engine (io_engine.hpp) reads every shard whole, in file order, in
-//           the background, into its cache, and serves any order from what has arrived;
+//           the background, into the page cache (local) or its own memory (remote), and
+//           serves any order from what has arrived;
 //   blocks: the engine reads the extents dataset::prefetch and read_batch ask for, in the
 //           storage's order, into a cache bounded by open_options::cache_bytes;
 //   automatic: the default: mmap where the data is in the page cache already, else stream

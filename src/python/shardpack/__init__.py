@@ -263,6 +263,8 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
     seed, epoch = _checks.seed_and_epoch(seed, epoch, "epoch_order")
     rank, world = _checks.rank_and_world(rank, world, "epoch_order: ")
     order = _resolve_order(order, n, "epoch_order: order")
+    if isinstance(n, Dataset):
+        n.begin_epoch()  # an epoch begins: a streamed dataset the page cache dropped is read again, whole
     return _epoch_order(count, seed, epoch, rank, world, bool(drop_last), bool(shuffle), order, block, window, starts)
 
 
@@ -471,11 +473,22 @@ class Dataset:
         """The reader's cache for io "stream" and "blocks", in bytes (0 for mmap and pread)."""
         return int(self._reader.cache_bytes)
 
+    def begin_epoch(self) -> bool:
+        """Called by shardpack.epoch_order (so by every adapter) as each epoch begins: with io
+        "stream" over a local folder, where the page cache no longer holds the dataset (under
+        90% of a sample of up to 64 shards), the reader streams it again, whole, in file order,
+        ahead of the epoch's reads; True then. With io "blocks", the blocks read for the last
+        epoch are read again, whole, when the new one wants them (False). Else nothing (False)."""
+        return bool(self._reader.begin_epoch())
+
     def io_counters(self) -> Dict[str, int]:
         """The reader's I/O engine's counters (all 0 for mmap and pread): extent_reads and
         extent_bytes (read by its I/O threads), direct_reads/direct_bytes (reads no extent held),
-        hits, waits (reads that waited for an extent), evicted_bytes, dropped_hints,
-        cached_bytes and peak_cached_bytes."""
+        hits, waits (reads that waited for an extent), jumps (extents that did not start where the
+        last one ended: a seek on a disk), evicted_bytes, dropped_hints,
+        cached_bytes and peak_cached_bytes (what the engine counts as cached: for a local
+        folder the page cache holds it), held_bytes and peak_held_bytes (of them, in the
+        reader's own memory: object storage's extents; 0 for a local folder)."""
         return dict(self._reader.io_counters)
 
     @property
