@@ -232,6 +232,26 @@ shardpack::read_context& thread_context() {
 }
 
 enum class label_mode { one_hot, index, none };
+// The values of a batch's images and labels (read_batch's dtype and label_dtype).
+enum class image_type { uint8, uint16, float32 };
+enum class label_type { float32, uint8, uint16, int64 };
+
+// read_batch's options as one typed object, as grain's ReadOptions (shardpack._shardpack.ReadOptions):
+// shardpack.Dataset.read_batch builds it from its keyword arguments, checked and resolved there
+// (shardpack/_checks.py, _BatchOptions), and passes it with what changes from batch to batch.
+struct read_options {
+    image_type images = image_type::float32;
+    bool channels_first = true;                   // NCHW (else NHWC)
+    std::vector<float> mean, stddev;              // float32 images, per channel on the 0..1 scale (up to 4)
+    label_mode label = label_mode::one_hot;       // none: no labels
+    label_type label_dtype = label_type::float32;
+    std::size_t crop_height = 0, crop_width = 0;  // 0 x 0: the records' own size
+    shardpack::crop_position crop_position = shardpack::crop_position::center;  // given: read_batch's given_boxes
+    shardpack::flip_mode hflip = shardpack::flip_mode::none, vflip = shardpack::flip_mode::none;
+    float hflip_probability = 0, vflip_probability = 0;
+    std::vector<std::uint32_t> background{0};     // crop_position foreground: the classes that are not
+    std::size_t threads = 1;                      // parts the batch is split into (capped in Python)
+};
 
 // Argument errors raised here (about out= arrays and indices: see read_batch) become the Python classes
 // that are both a shardpack.Error and the matching built-in (registered in NB_MODULE).
@@ -707,200 +727,41 @@ public:
         ds_.prefetch(which.data(), which.size());
     }
 
-    // The batch: returns (images, labels, boxes), the caller's arrays where given. The arguments
-    // were checked and resolved by shardpack/__init__.py (_BatchOptions): names from its fixed
-    // sets, threads capped. Checked here: the indices (checked_indices, as they are copied) and
-    // the caller's out= arrays, because only here is their memory visible (buffer protocol or
-    // DLPack).
+    // The batch: returns (images, labels, boxes), the caller's arrays where given. The options
+    // were checked and resolved by shardpack/__init__.py (_BatchOptions): threads capped.
+    // seed and epoch draw the random crops and flips; given_boxes: int64 (N, 4) of y, x, hflip,
+    // vflip where the options say "given". Checked here: the indices (checked_indices, as they
+    // are copied) and the caller's out= arrays, because only here is their memory visible
+    // (buffer protocol or DLPack). The steps are the functions below (private:).
     nb::tuple read_batch(nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> indices,
-                         bool as_float, bool channels_first, std::vector<float> mean, std::vector<float> stddev,
-                         const std::string& label, const std::string& label_dtype, nb::object out_images,
-                         nb::object out_labels, std::size_t threads, std::size_t crop_height, std::size_t crop_width,
-                         const std::string& crop_position, const std::string& hflip, float hflip_probability,
-                         const std::string& vflip, float vflip_probability, nb::object given_boxes,
-                         std::uint64_t seed, std::uint64_t epoch, nb::object out_boxes, bool as_uint16,
-                         std::vector<std::uint32_t> background) {
-        const auto& sc = ds_.schema();
+                         const read_options& o, std::uint64_t seed, std::uint64_t epoch, nb::object out_images,
+                         nb::object out_labels, nb::object given_boxes, nb::object out_boxes) {
         const std::size_t n = indices.shape(0);
-
-        // Crops and flips: the output is crop_height x crop_width (0 x 0: the record's size).
-        shardpack::augmentation aug;
-        aug.height = crop_height;
-        aug.width = crop_width;
-        aug.seed = seed;
-        aug.epoch = epoch;
-        aug.hflip_probability = hflip_probability;
-        aug.vflip_probability = vflip_probability;
-        aug.position = crop_position == "random" ? shardpack::crop_position::random
-                     : crop_position == "given"  ? shardpack::crop_position::given
-                     : crop_position == "foreground" ? shardpack::crop_position::foreground
-                                                 : shardpack::crop_position::center;
-        aug.background = std::move(background);
-        const auto flip_mode = [](const std::string& m) {
-            return m == "random" ? shardpack::flip_mode::random
-                 : m == "given"  ? shardpack::flip_mode::given
-                                 : shardpack::flip_mode::none;
-        };
-        aug.hflip = flip_mode(hflip);
-        aug.vflip = flip_mode(vflip);
-        const bool augmented = crop_height != 0 || aug.hflip != shardpack::flip_mode::none ||
-                               aug.vflip != shardpack::flip_mode::none;
-        // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip (from _BatchOptions).
-        std::vector<shardpack::crop_box> given;
-        if (!given_boxes.is_none()) {
-            const auto g = nb::cast<nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
-                given_boxes);
-            given.resize(n);
-            for (std::size_t j = 0; j < n && g.shape(0) == n && g.shape(1) == 4; ++j) {
-                const std::int64_t* row = g.data() + 4 * j;
-                given[j].y = std::uint32_t(row[0]);
-                given[j].x = std::uint32_t(row[1]);
-                given[j].hflip = row[2] != 0;
-                given[j].vflip = row[3] != 0;
-            }
-        }
-
-        std::size_t h = crop_height ? crop_height : sc.fixed_height, w = crop_width ? crop_width : sc.fixed_width;
-        const std::size_t c = sc.channels, k = sc.class_count;
-        const bool seg = sc.task == shardpack::task::segmentation;
+        batch_augmentation aug = augmentation_of(o, seed, epoch, given_boxes, n);
         const std::vector<std::size_t> which = checked_indices(indices.data(), n);
-        if (h == 0 && n > 0) {
-            // Records of varying size (no --size) and no crop: the batch is its first record's
-            // size, and the reader refuses a record of another (sample_buffers::batch_height).
-            gil_released unlocked;
-            std::tie(h, w) = ds_.record_size(which[0], thread_context());
-        }
-
-        // A crop larger than the records is refused before the batch is allocated (a crop of
-        // 65536 x 65536 would otherwise be a MemoryError instead of this message).
-        if (n > 0 && crop_height != 0 && sc.fixed_height != 0 && (crop_height > sc.fixed_height || crop_width > sc.fixed_width))
-            throw shardpack::error(path_ + ": crop " + std::to_string(crop_width) + "x" + std::to_string(crop_height) +
-                                   " is larger than record " + std::to_string(which[0]) + " (" +
-                                   std::to_string(sc.fixed_width) + "x" + std::to_string(sc.fixed_height) +
-                                   "; every record of this dataset is that size)");
-
-        const label_mode mode = label == "onehot" ? label_mode::one_hot
-                              : label == "index"  ? label_mode::index
-                                                  : label_mode::none;
-        const auto image_dtype = as_float ? nb::dtype<float>() : as_uint16 ? nb::dtype<std::uint16_t>() : nb::dtype<std::uint8_t>();
-        const std::vector<std::size_t> image_shape =
-            channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
-        std::vector<std::size_t> label_shape;
-        const nb::dlpack::dtype label_type = label_dtype == "float32" ? nb::dtype<float>()
-                                           : label_dtype == "uint8"   ? nb::dtype<std::uint8_t>()
-                                           : label_dtype == "uint16"  ? nb::dtype<std::uint16_t>()
-                                                                      : nb::dtype<std::int64_t>();
-        if (mode == label_mode::one_hot) {
-            label_shape = !seg ? std::vector<std::size_t>{n, k}
-                        : channels_first ? std::vector<std::size_t>{n, k, h, w}
-                                         : std::vector<std::size_t>{n, h, w, k};
-        } else if (mode == label_mode::index) {
-            label_shape = seg ? std::vector<std::size_t>{n, h, w} : std::vector<std::size_t>{n};
-        }
-
-        shardpack::normalization norm;
-        for (std::size_t ch = 0; ch < c && ch < 4 && ch < mean.size() && ch < stddev.size(); ++ch) {
-            norm.mean[ch] = mean[ch];
-            norm.stddev[ch] = stddev[ch];
-        }
-
-        nb::object images_obj, labels_obj = nb::none();
-        try {
-            images_obj = out_images.is_none() ? new_numpy(image_shape, image_dtype) : nb::borrow(out_images);
-            if (mode != label_mode::none)
-                labels_obj = out_labels.is_none() ? new_numpy(label_shape, label_type) : nb::borrow(out_labels);
-        } catch (const std::bad_alloc&) {
-            // A crop larger than a record of a dataset of mixed sizes: say which record.
-            if (crop_height != 0) check_crop_fits(which, crop_height, crop_width);
-            throw;
-        }
-        any_array images = caller_array(images_obj, "images", image_shape, image_dtype);
-        any_array labels;
-        if (mode != label_mode::none) labels = caller_array(labels_obj, "labels", label_shape, label_type);
-        nb::object boxes_obj = nb::none();
-        any_array boxes;
-        if (!out_boxes.is_none()) {
-            boxes_obj = nb::borrow(out_boxes);
-            boxes = caller_array(boxes_obj, "boxes", {n, 4}, nb::dtype<std::int64_t>());
-        }
-        if (mode != label_mode::none && overlap(images, labels))
-            throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
-        // Foreground crops: the boxes always, to count the records that had no foreground.
-        const bool foreground = aug.position == shardpack::crop_position::foreground;
-        std::vector<shardpack::crop_box> applied(augmented && (!boxes_obj.is_none() || foreground) ? n : 0);
-
-        // One sample_buffers for the whole batch; each part reads its slice.
-        shardpack::sample_buffers all;
-        all.channels_first = channels_first;
-        all.norm = norm;
-        const std::size_t image_n = h * w * c;
-        std::size_t label_n = 0;
-        if (as_float) all.image_f32 = static_cast<float*>(images.data());
-        else if (as_uint16) all.image_u16 = static_cast<std::uint16_t*>(images.data());
-        else all.image_u8 = static_cast<std::uint8_t*>(images.data());
-        // Class ids of a classification batch in a type the reader has no output for (uint8,
-        // uint16) are read as int32 and narrowed afterwards.
-        std::vector<std::int32_t> class_ids;
-        if (mode == label_mode::one_hot) {
-            label_n = seg ? h * w * k : k;
-            if (label_type == nb::dtype<float>()) all.label_f32 = static_cast<float*>(labels.data());
-            else all.label_u8 = static_cast<std::uint8_t*>(labels.data());
-        } else if (mode == label_mode::index) {
-            label_n = seg ? h * w : 1;
-            const bool i64 = label_type == nb::dtype<std::int64_t>(), u8 = label_type == nb::dtype<std::uint8_t>();
-            if (seg && i64) all.label_index_i64 = static_cast<std::int64_t*>(labels.data());
-            else if (seg && u8) all.label_index_u8 = static_cast<std::uint8_t*>(labels.data());
-            else if (seg) all.label_index = static_cast<std::uint16_t*>(labels.data());
-            else if (i64) all.class_id_i64 = static_cast<std::int64_t*>(labels.data());
-            else {
-                class_ids.resize(n);
-                all.class_id = class_ids.data();
-            }
-        }
-        all.image_capacity = n * image_n;
-        all.label_capacity = all.label_index_capacity = n * label_n;
-        if (!crop_height) {
-            all.batch_height = h;
-            all.batch_width = w;
-        }
-        if (augmented) {
-            if (!given.empty()) aug.given = given.data();
-            all.augment = &aug;
+        const batch_shape shape = shape_of(o, which);
+        batch_arrays out = outputs_of(o, shape, which, out_images, out_labels, out_boxes);
+        // The windows and flips each sample got: for boxes=, and for foreground crops always (to
+        // count the records that had no foreground).
+        const bool foreground = aug.on && aug.aug.position == shardpack::crop_position::foreground;
+        std::vector<shardpack::crop_box> applied(aug.on && (!out.boxes_obj.is_none() || foreground) ? n : 0);
+        std::vector<std::int32_t> class_ids;  // see buffers_of
+        shardpack::sample_buffers all = buffers_of(o, shape, out, class_ids);
+        if (aug.on) {
+            if (!aug.given.empty()) aug.aug.given = aug.given.data();
+            all.augment = &aug.aug;
             if (!applied.empty()) all.applied = applied.data();
         }
-
-        std::size_t parts = std::max<std::size_t>(1, std::min(threads, n));
-        worker_pool& workers = pool();
-        const shardpack::dataset& ds = ds_;
-        const std::function<void(std::size_t)> part = [&](std::size_t p) {
-            const std::size_t begin = n * p / parts, end = n * (p + 1) / parts;
-            const std::size_t count = end - begin;
-            ds.read_batch(which.data() + begin, count, all.slice(begin, count, n), thread_context());
-        };
+        worker_pool& workers = pool();  // (with the GIL)
         {
             gil_released unlocked;
-            workers.run(parts, part);
-            if (!class_ids.empty()) {
-                if (label_type == nb::dtype<std::uint8_t>())
-                    std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint8_t*>(labels.data()));
-                else
-                    std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(labels.data()));
-            }
+            read_parts(workers, which, all, o.threads);
+            narrow_class_ids(class_ids, out);
             if (foreground)
                 for (const shardpack::crop_box& a : applied) fallbacks_ += a.fallback;
-            if (!boxes_obj.is_none()) {
-                // Without crops or flips each sample is its whole record: (0, 0, 0, 0).
-                std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
-                for (std::size_t j = 0; j < n; ++j) {
-                    const shardpack::crop_box a = applied.empty() ? shardpack::crop_box{} : applied[j];
-                    b[4 * j] = a.y;
-                    b[4 * j + 1] = a.x;
-                    b[4 * j + 2] = a.hflip;
-                    b[4 * j + 3] = a.vflip;
-                }
-            }
+            if (!out.boxes_obj.is_none()) write_boxes(applied, out.boxes, n);
         }
-        return nb::make_tuple(images_obj, labels_obj, boxes_obj);
+        return nb::make_tuple(out.images_obj, out.labels_obj, out.boxes_obj);
     }
 
     // -- class colors, contact sheets, foreground crops (issue 33)
@@ -985,11 +846,202 @@ private:
     std::string io_note_;  // what open() said about its choice of I/O (open_options::log)
     std::atomic<std::uint64_t> fallbacks_{0};
 
+    // -- read_batch's steps, in their order
+
+    // A batch's crops and flips (the reader's augmentation) and the given boxes it points to.
+    struct batch_augmentation {
+        shardpack::augmentation aug;
+        std::vector<shardpack::crop_box> given;  // crop_position or flips "given": per sample
+        bool on = false;                         // any crop or flip
+    };
+    static batch_augmentation augmentation_of(const read_options& o, std::uint64_t seed, std::uint64_t epoch,
+                                              const nb::object& given_boxes, std::size_t n) {
+        batch_augmentation a;
+        // The output is crop_height x crop_width (0 x 0: the record's size).
+        a.aug.height = o.crop_height;
+        a.aug.width = o.crop_width;
+        a.aug.seed = seed;
+        a.aug.epoch = epoch;
+        a.aug.hflip_probability = o.hflip_probability;
+        a.aug.vflip_probability = o.vflip_probability;
+        a.aug.position = o.crop_position;
+        a.aug.background = o.background;
+        a.aug.hflip = o.hflip;
+        a.aug.vflip = o.vflip;
+        a.on = o.crop_height != 0 || o.hflip != shardpack::flip_mode::none || o.vflip != shardpack::flip_mode::none;
+        // Given boxes and flips: int64 (N, 4) of y, x, hflip, vflip (made by Dataset.read_batch).
+        if (!given_boxes.is_none()) {
+            const auto g = nb::cast<nb::ndarray<const std::int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>>(
+                given_boxes);
+            a.given.resize(n);
+            for (std::size_t j = 0; j < n && g.shape(0) == n && g.shape(1) == 4; ++j) {
+                const std::int64_t* row = g.data() + 4 * j;
+                a.given[j].y = std::uint32_t(row[0]);
+                a.given[j].x = std::uint32_t(row[1]);
+                a.given[j].hflip = row[2] != 0;
+                a.given[j].vflip = row[3] != 0;
+            }
+        }
+        return a;
+    }
+
+    // The batch's geometry: n records of h x w x c, k classes.
+    struct batch_shape {
+        std::size_t n, h, w, c, k;
+        bool seg;
+    };
+    batch_shape shape_of(const read_options& o, const std::vector<std::size_t>& which) const {
+        const auto& sc = ds_.schema();
+        batch_shape s{which.size(), o.crop_height ? o.crop_height : sc.fixed_height,
+                      o.crop_width ? o.crop_width : sc.fixed_width, sc.channels, sc.class_count,
+                      sc.task == shardpack::task::segmentation};
+        if (s.h == 0 && s.n > 0) {
+            // Records of varying size (no --size) and no crop: the batch is its first record's
+            // size, and the reader refuses a record of another (sample_buffers::batch_height).
+            gil_released unlocked;
+            std::tie(s.h, s.w) = ds_.record_size(which[0], thread_context());
+        }
+        // A crop larger than the records is refused before the batch is allocated (a crop of
+        // 65536 x 65536 would otherwise be a MemoryError instead of this message).
+        if (s.n > 0 && o.crop_height != 0 && sc.fixed_height != 0 &&
+            (o.crop_height > sc.fixed_height || o.crop_width > sc.fixed_width))
+            throw shardpack::error(path_ + ": crop " + std::to_string(o.crop_width) + "x" + std::to_string(o.crop_height) +
+                                   " is larger than record " + std::to_string(which[0]) + " (" +
+                                   std::to_string(sc.fixed_width) + "x" + std::to_string(sc.fixed_height) +
+                                   "; every record of this dataset is that size)");
+        return s;
+    }
+
+    // The output arrays, fresh or the caller's (out=, checked: shape, dtype, memory, no overlap).
+    struct batch_arrays {
+        nb::object images_obj, labels_obj = nb::none(), boxes_obj = nb::none();
+        any_array images, labels, boxes;
+        nb::dlpack::dtype label_dtype;
+    };
+    batch_arrays outputs_of(const read_options& o, const batch_shape& s, const std::vector<std::size_t>& which,
+                            const nb::object& out_images, const nb::object& out_labels,
+                            const nb::object& out_boxes) const {
+        const std::size_t n = s.n, h = s.h, w = s.w, c = s.c, k = s.k;
+        const auto image_dtype = o.images == image_type::float32  ? nb::dtype<float>()
+                               : o.images == image_type::uint16 ? nb::dtype<std::uint16_t>()
+                                                                : nb::dtype<std::uint8_t>();
+        const std::vector<std::size_t> image_shape =
+            o.channels_first ? std::vector<std::size_t>{n, c, h, w} : std::vector<std::size_t>{n, h, w, c};
+        batch_arrays out;
+        out.label_dtype = o.label_dtype == label_type::float32 ? nb::dtype<float>()
+                        : o.label_dtype == label_type::uint8   ? nb::dtype<std::uint8_t>()
+                        : o.label_dtype == label_type::uint16  ? nb::dtype<std::uint16_t>()
+                                                               : nb::dtype<std::int64_t>();
+        std::vector<std::size_t> label_shape;
+        if (o.label == label_mode::one_hot) {
+            label_shape = !s.seg ? std::vector<std::size_t>{n, k}
+                        : o.channels_first ? std::vector<std::size_t>{n, k, h, w}
+                                           : std::vector<std::size_t>{n, h, w, k};
+        } else if (o.label == label_mode::index) {
+            label_shape = s.seg ? std::vector<std::size_t>{n, h, w} : std::vector<std::size_t>{n};
+        }
+        const bool labelled = o.label != label_mode::none;
+        try {
+            out.images_obj = out_images.is_none() ? new_numpy(image_shape, image_dtype) : nb::borrow(out_images);
+            if (labelled)
+                out.labels_obj = out_labels.is_none() ? new_numpy(label_shape, out.label_dtype) : nb::borrow(out_labels);
+        } catch (const std::bad_alloc&) {
+            // A crop larger than a record of a dataset of mixed sizes: say which record.
+            if (o.crop_height != 0) check_crop_fits(which, o.crop_height, o.crop_width);
+            throw;
+        }
+        out.images = caller_array(out.images_obj, "images", image_shape, image_dtype);
+        if (labelled) out.labels = caller_array(out.labels_obj, "labels", label_shape, out.label_dtype);
+        if (!out_boxes.is_none()) {
+            out.boxes_obj = nb::borrow(out_boxes);
+            out.boxes = caller_array(out.boxes_obj, "boxes", {n, 4}, nb::dtype<std::int64_t>());
+        }
+        if (labelled && overlap(out.images, out.labels))
+            throw argument_error("read_batch: out images and labels overlap in memory; give two separate arrays");
+        return out;
+    }
+
+    // One sample_buffers for the whole batch, over the output arrays; each part reads its slice.
+    // Class ids of a classification batch in a type the reader has no output for (uint8,
+    // uint16) are read as int32 into class_ids and narrowed afterwards (narrow_class_ids).
+    static shardpack::sample_buffers buffers_of(const read_options& o, const batch_shape& s, batch_arrays& out,
+                                                std::vector<std::int32_t>& class_ids) {
+        shardpack::sample_buffers all;
+        all.channels_first = o.channels_first;
+        for (std::size_t ch = 0; ch < s.c && ch < 4 && ch < o.mean.size() && ch < o.stddev.size(); ++ch) {
+            all.norm.mean[ch] = o.mean[ch];
+            all.norm.stddev[ch] = o.stddev[ch];
+        }
+        if (o.images == image_type::float32) all.image_f32 = static_cast<float*>(out.images.data());
+        else if (o.images == image_type::uint16) all.image_u16 = static_cast<std::uint16_t*>(out.images.data());
+        else all.image_u8 = static_cast<std::uint8_t*>(out.images.data());
+        std::size_t label_n = 0;
+        if (o.label == label_mode::one_hot) {
+            label_n = s.seg ? s.h * s.w * s.k : s.k;
+            if (out.label_dtype == nb::dtype<float>()) all.label_f32 = static_cast<float*>(out.labels.data());
+            else all.label_u8 = static_cast<std::uint8_t*>(out.labels.data());
+        } else if (o.label == label_mode::index) {
+            label_n = s.seg ? s.h * s.w : 1;
+            const bool i64 = out.label_dtype == nb::dtype<std::int64_t>(), u8 = out.label_dtype == nb::dtype<std::uint8_t>();
+            if (s.seg && i64) all.label_index_i64 = static_cast<std::int64_t*>(out.labels.data());
+            else if (s.seg && u8) all.label_index_u8 = static_cast<std::uint8_t*>(out.labels.data());
+            else if (s.seg) all.label_index = static_cast<std::uint16_t*>(out.labels.data());
+            else if (i64) all.class_id_i64 = static_cast<std::int64_t*>(out.labels.data());
+            else {
+                class_ids.resize(s.n);
+                all.class_id = class_ids.data();
+            }
+        }
+        all.image_capacity = s.n * s.h * s.w * s.c;
+        all.label_capacity = all.label_index_capacity = s.n * label_n;
+        if (!o.crop_height) {
+            all.batch_height = s.h;
+            all.batch_width = s.w;
+        }
+        return all;
+    }
+
+    // Reads the batch in contiguous parts on the process's pool (the calling thread takes one).
+    // Called with the GIL released.
+    void read_parts(worker_pool& workers, const std::vector<std::size_t>& which, const shardpack::sample_buffers& all,
+                    std::size_t threads) const {
+        const std::size_t n = which.size(), parts = std::max<std::size_t>(1, std::min(threads, n));
+        const shardpack::dataset& ds = ds_;
+        const std::function<void(std::size_t)> part = [&](std::size_t p) {
+            const std::size_t begin = n * p / parts, end = n * (p + 1) / parts;
+            const std::size_t count = end - begin;
+            ds.read_batch(which.data() + begin, count, all.slice(begin, count, n), thread_context());
+        };
+        workers.run(parts, part);
+    }
+
+    // The int32 class ids of buffers_of into the uint8 or uint16 labels.
+    static void narrow_class_ids(const std::vector<std::int32_t>& class_ids, batch_arrays& out) {
+        if (class_ids.empty()) return;
+        if (out.label_dtype == nb::dtype<std::uint8_t>())
+            std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint8_t*>(out.labels.data()));
+        else
+            std::copy(class_ids.begin(), class_ids.end(), static_cast<std::uint16_t*>(out.labels.data()));
+    }
+
+    // boxes=: (y, x, hflip, vflip) per sample; without crops or flips each sample is its whole
+    // record: (0, 0, 0, 0).
+    static void write_boxes(const std::vector<shardpack::crop_box>& applied, any_array& boxes, std::size_t n) {
+        std::int64_t* b = static_cast<std::int64_t*>(boxes.data());
+        for (std::size_t j = 0; j < n; ++j) {
+            const shardpack::crop_box a = applied.empty() ? shardpack::crop_box{} : applied[j];
+            b[4 * j] = a.y;
+            b[4 * j + 1] = a.x;
+            b[4 * j + 2] = a.hflip;
+            b[4 * j + 3] = a.vflip;
+        }
+    }
+
     // read_batch's indices as positions in [0, len), checked here as they are copied (the one
     // check: shardpack/__init__.py passes int64 arrays on unchecked, and other indices after
-    // its _checked_indices, which leaves them in range): each in [-len, len), negative ones
+    // _checks.indices, which leaves them in range): each in [-len, len), negative ones
     // counting from the end as in NumPy, else shardpack.IndexOutOfRange with the message
-    // _checked_indices gives. Called with the GIL held.
+    // _checks.indices gives. Called with the GIL held.
     std::vector<std::size_t> checked_indices(const std::int64_t* data, std::size_t n) const {
         const std::int64_t records = static_cast<std::int64_t>(ds_.size());
         std::vector<std::size_t> which(n);
@@ -1172,6 +1224,63 @@ NB_MODULE(_shardpack, m) {
     m.def("resumed_order", &resumed_order, "order"_a, "stages"_a, "rank"_a, "world"_a, "drop_last"_a, "contiguous"_a,
           "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
 
+    // read_batch's options (read_options): one object of typed fields, enums where a word was.
+    nb::enum_<image_type>(m, "ImageType", "read_batch's dtype: the images' values.")
+        .value("uint8", image_type::uint8)
+        .value("uint16", image_type::uint16)
+        .value("float32", image_type::float32);
+    nb::enum_<label_type>(m, "LabelType", "read_batch's label_dtype: the labels' values.")
+        .value("float32", label_type::float32)
+        .value("uint8", label_type::uint8)
+        .value("uint16", label_type::uint16)
+        .value("int64", label_type::int64);
+    nb::enum_<label_mode>(m, "LabelMode", "read_batch's label: one-hot, index (class ids), or none.")
+        .value("onehot", label_mode::one_hot)
+        .value("index", label_mode::index)
+        .value("none", label_mode::none);
+    nb::enum_<shardpack::crop_position>(m, "CropPosition", "read_batch's crop_position (given: read_batch's given_boxes).")
+        .value("center", shardpack::crop_position::center)
+        .value("random", shardpack::crop_position::random)
+        .value("foreground", shardpack::crop_position::foreground)
+        .value("given", shardpack::crop_position::given);
+    nb::enum_<shardpack::flip_mode>(m, "FlipMode", "read_batch's hflip and vflip (given: read_batch's given_boxes).")
+        .value("none", shardpack::flip_mode::none)
+        .value("random", shardpack::flip_mode::random)
+        .value("given", shardpack::flip_mode::given);
+    nb::class_<read_options>(m, "ReadOptions",
+                              "Reader.read_batch's options, checked and built by shardpack.Dataset.read_batch.")
+        .def("__init__",
+             [](read_options* self, image_type images, bool channels_first, std::vector<float> mean,
+                std::vector<float> stddev, label_mode label, label_type label_dtype, std::size_t crop_height,
+                std::size_t crop_width, shardpack::crop_position crop_position, shardpack::flip_mode hflip,
+                float hflip_probability, shardpack::flip_mode vflip, float vflip_probability,
+                std::vector<std::uint32_t> background, std::size_t threads) {
+                 new (self) read_options{images, channels_first, std::move(mean), std::move(stddev), label,
+                                          label_dtype, crop_height, crop_width, crop_position, hflip, vflip,
+                                          hflip_probability, vflip_probability, std::move(background), threads};
+             },
+             nb::kw_only(), "images"_a = image_type::float32, "channels_first"_a = true,
+             "mean"_a = std::vector<float>{}, "stddev"_a = std::vector<float>{}, "label"_a = label_mode::one_hot,
+             "label_dtype"_a = label_type::float32, "crop_height"_a = 0, "crop_width"_a = 0,
+             "crop_position"_a = shardpack::crop_position::center, "hflip"_a = shardpack::flip_mode::none,
+             "hflip_probability"_a = 0.0f, "vflip"_a = shardpack::flip_mode::none, "vflip_probability"_a = 0.0f,
+             "background"_a = std::vector<std::uint32_t>{0}, "threads"_a = 1)
+        .def_rw("images", &read_options::images)
+        .def_rw("channels_first", &read_options::channels_first)
+        .def_rw("mean", &read_options::mean)
+        .def_rw("stddev", &read_options::stddev)
+        .def_rw("label", &read_options::label)
+        .def_rw("label_dtype", &read_options::label_dtype)
+        .def_rw("crop_height", &read_options::crop_height)
+        .def_rw("crop_width", &read_options::crop_width)
+        .def_rw("crop_position", &read_options::crop_position)
+        .def_rw("hflip", &read_options::hflip)
+        .def_rw("hflip_probability", &read_options::hflip_probability)
+        .def_rw("vflip", &read_options::vflip)
+        .def_rw("vflip_probability", &read_options::vflip_probability)
+        .def_rw("background", &read_options::background)
+        .def_rw("threads", &read_options::threads);
+
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
         .def(nb::init<nb::bytes, bool, const std::string&, std::size_t, std::uint64_t, unsigned>(), "path"_a,
              "verify_checksums"_a = true, "io"_a = "auto", "max_open_shards"_a = 0, "cache_bytes"_a = 0, "io_threads"_a = 0)
@@ -1210,20 +1319,15 @@ NB_MODULE(_shardpack, m) {
         .def("prefetch", &reader::prefetch, "indices"_a,
              nb::sig("def prefetch(self, indices: numpy.typing.NDArray[numpy.int64]) -> None"),
              "Starts reading records `indices` (in [0, len)) from storage: a hint.")
-        .def("read_batch", &reader::read_batch, "indices"_a, "as_float"_a, "channels_first"_a, "mean"_a, "stddev"_a,
-             "label"_a, "label_dtype"_a, "out_images"_a.none(), "out_labels"_a.none(), "threads"_a, "crop_height"_a,
-             "crop_width"_a, "crop_position"_a, "hflip"_a, "hflip_probability"_a, "vflip"_a, "vflip_probability"_a,
-             "given_boxes"_a.none(), "seed"_a, "epoch"_a, "out_boxes"_a.none(), "as_uint16"_a = false,
-             "background"_a = std::vector<std::uint32_t>{0},
-             nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], as_float: bool, "
-                     "channels_first: bool, mean: collections.abc.Sequence[float], stddev: collections.abc.Sequence[float], label: str, "
-                     "label_dtype: str, out_images: object | None, out_labels: object | None, threads: int, "
-                     "crop_height: int, crop_width: int, crop_position: str, hflip: str, hflip_probability: float, "
-                     "vflip: str, vflip_probability: float, given_boxes: numpy.typing.NDArray[numpy.int64] | None, "
-                     "seed: int, epoch: int, out_boxes: numpy.typing.NDArray[numpy.int64] | None, as_uint16: bool = False, "
-                     "background: collections.abc.Sequence[int] = [0]) "
+        .def("read_batch", &reader::read_batch, "indices"_a, "options"_a, "seed"_a = 0, "epoch"_a = 0,
+             "out_images"_a.none() = nb::none(), "out_labels"_a.none() = nb::none(),
+             "given_boxes"_a.none() = nb::none(), "out_boxes"_a.none() = nb::none(),
+             nb::sig("def read_batch(self, indices: numpy.typing.NDArray[numpy.int64], options: ReadOptions, "
+                     "seed: int = 0, epoch: int = 0, out_images: object | None = None, out_labels: object | None = None, "
+                     "given_boxes: numpy.typing.NDArray[numpy.int64] | None = None, "
+                     "out_boxes: numpy.typing.NDArray[numpy.int64] | None = None) "
                      "-> tuple[typing.Any, typing.Any, numpy.typing.NDArray[numpy.int64] | None]"),
-             "The batch, from arguments checked by shardpack.Dataset.read_batch.")
+             "The batch, with options checked by shardpack.Dataset.read_batch.")
         // Contact sheets, class colors, foreground crops (issue 33).
         .def_prop_ro("class_colors", &reader::class_colors, nb::sig("def class_colors(self) -> list[tuple[int, int, int]]"))
         .def_prop_ro("foreground_fallbacks", &reader::foreground_fallbacks)

@@ -15,8 +15,9 @@ page faults once a loop is warm.
 
 Arguments are checked once, as NumPy checks its own: every argument error is a shardpack.Error
 that is also a ValueError (ArgumentValueError), a TypeError (ArgumentTypeError) or an IndexError
-(IndexOutOfRange). This module checks the options (_BatchOptions, remembered per set of
-arguments) and indices of other types (_checked_indices); the extension checks an int64 index
+(IndexOutOfRange). The checks are shardpack._checks, the one set of them, which the adapters
+share; this module checks the options (_BatchOptions, remembered per set of arguments) and
+indices of other types (_checks.indices) with them; the extension checks an int64 index
 array as it copies it, and the memory of out= arrays, which only it can see.
 
 Adapters, each importing its framework only when imported itself:
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import atexit as _atexit
 import logging as _logging
-import operator as _operator
 import os as _os
 import warnings as _warnings
 import weakref as _weakref
@@ -36,7 +36,9 @@ from typing import Any, Dict, Iterator, List, Literal, NamedTuple, Optional, Seq
 import numpy as _np
 import numpy.typing as _npt
 
-from ._shardpack import (ArgumentTypeError, ArgumentValueError, Error, IndexOutOfRange, Reader as _Reader,
+from ._shardpack import (ArgumentTypeError, ArgumentValueError, CropPosition as _CropPosition, Error,
+                         FlipMode as _FlipMode, ImageType as _ImageType, IndexOutOfRange, LabelMode as _LabelMode,
+                         LabelType as _LabelType, ReadOptions as _ReadOptions, Reader as _Reader,
                          epoch_order as _epoch_order, interpreter_exiting as _interpreter_exiting,
                          order_blocks as _order_blocks, version as __version__)
 
@@ -44,10 +46,10 @@ __all__ = ["open", "Dataset", "contact_sheet", "Error", "ArgumentValueError", "A
            "permutation", "epoch_order", "mix", "Mix", "IMAGENET_MEAN", "IMAGENET_STD", "Field", "Boxes", "Padded",
            "PaddedBoxes", "__version__", "write"]
 
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
+from . import _checks  # noqa: E402  (the argument checks: one place, shared with the adapters)
+from ._checks import IMAGENET_MEAN, IMAGENET_STD  # noqa: E402  (public here; _checks' normalization uses them)
 
-# The words each option takes: one table per option, which checks it (_choice, _dtype_name) and
+# The words each option takes: one table per option, which checks it (_checks.choice, _checks.dtype_name) and
 # names it in the error message, here and in the adapters (shardpack.torch, shardpack._adapt).
 # The Literal aliases below repeat them for type checkers (a Literal cannot be made from a
 # tuple); tests/python/test_api.py checks that the two agree.
@@ -105,29 +107,6 @@ def open(path: PathLike, *, verify_checksums: bool = True, io: IO = "auto", max_
                    cache_bytes=cache_bytes, io_threads=io_threads)
 
 
-# -- argument checks: the one place (the extension trusts what these return)
-
-def _integer(value: Any, what: str) -> int:
-    """An integer argument (int, NumPy integer, anything with __index__), or ArgumentTypeError."""
-    if isinstance(value, (bool, _np.bool_)):
-        raise ArgumentTypeError(f"{what} must be an integer, not a boolean")
-    try:
-        return int(_operator.index(value))
-    except TypeError:
-        raise ArgumentTypeError(f"{what} must be an integer, not {type(value).__name__}") from None
-
-
-
-def _optional_count(value: Any, what: str, limit: int) -> int:
-    """None (automatic, 0 for the extension) or a positive integer below limit."""
-    if value is None:
-        return 0
-    count = _integer(value, what)
-    if not 0 < count < limit:
-        raise ArgumentValueError(f"{what} must be None (automatic) or a positive integer below {limit}, not {count}")
-    return count
-
-
 # What the reader said at open about its choice of I/O, logged once a process.
 _io_notes_said: set[str] = set()
 # Whether normalize="auto" choosing ImageNet's statistics was logged (once a process): a model
@@ -147,64 +126,6 @@ def _say_imagenet_default(mean: Sequence[float], std: Sequence[float]) -> None:
         "Pass normalize=None for x / 255 or normalize=(mean, std) for your own (logged once)", *numbers)
 
 
-def _choice(value: Any, what: str, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str):
-        raise ArgumentTypeError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {type(value).__name__}")
-    if value not in allowed:
-        raise ArgumentValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
-    return value
-
-
-def _dtype_name(value: Any, what: str, allowed: Sequence[str]) -> str:
-    """A dtype given as a name, a NumPy type or a np.dtype, as one of `allowed`."""
-    if isinstance(value, str):
-        return _choice(value, what, allowed)
-    try:
-        name = _np.dtype(value).name
-    except TypeError:
-        raise ArgumentTypeError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {value!r}") from None
-    if name not in allowed:
-        raise ArgumentValueError(f"{what} must be one of {', '.join(map(repr, allowed))}, not {name}")
-    return name
-
-
-def _checked_index(i: Any, n: int, path: str) -> int:
-    """Record index i in [-n, n) as a position in [0, n)."""
-    k = _integer(i, "a record index")
-    if not -n <= k < n:
-        raise IndexOutOfRange(f"{path}: index {k} is out of range ({n} records)")
-    return k + n if k < 0 else k
-
-
-def _checked_indices(indices: Any, n: int, path: str, what: str = "read_batch") -> _npt.NDArray[_np.int64]:
-    """Indices as NumPy would take them, each in [-n, n) whatever its integer type (no wrapping:
-    np.uint64(2**64 - 1) is out of range, not -1), as a contiguous int64 array in [0, n)."""
-    idx = _np.asarray(indices)
-    if idx.ndim != 1:
-        if idx.ndim == 0:
-            raise ArgumentTypeError(f"{what}: indices must be a sequence or a 1-d array of integers")
-        raise ArgumentValueError(f"{what}: indices must be 1-d, not of shape {idx.shape}")
-    if idx.size == 0:
-        return _np.empty(0, dtype=_np.int64)
-    if idx.dtype.kind == "O":  # Python integers beyond 64 bits, or other objects
-        values = [_integer(v, f"{what}: indices") for v in idx.tolist()]
-        for v in values:
-            if not -n <= v < n:
-                raise IndexOutOfRange(f"{path}: index {v} is out of range ({n} records)")
-        idx = _np.array(values, dtype=_np.int64)
-    elif idx.dtype.kind not in "iu":
-        raise ArgumentTypeError(f"{what}: indices must be integers, not {idx.dtype}")
-    else:
-        lo, hi = idx.min(), idx.max()  # compared as Python ints: exact for any integer dtype
-        if int(hi) >= n or int(lo) < -n:
-            bad = int(hi) if int(hi) >= n else int(lo)
-            raise IndexOutOfRange(f"{path}: index {bad} is out of range ({n} records)")
-    idx = idx.astype(_np.int64, copy=False)  # exact: every value is in [-n, n) now
-    if (idx < 0).any():
-        idx = idx + n * (idx < 0)
-    return _np.ascontiguousarray(idx)
-
-
 def _cores() -> int:
     """The cores this process may use (its CPU affinity), as the CLI counts them."""
     try:
@@ -216,9 +137,7 @@ def _cores() -> int:
 def _threads(threads: Any) -> int:
     """read_batch's threads: 0 is every core; more than 4 x the cores is capped there with a
     warning, as `shardpack build --threads` does."""
-    t = _integer(threads, "read_batch: threads")
-    if t < 0:
-        raise ArgumentValueError(f"read_batch: threads must be 0 (all cores) or more, not {t}")
+    t = _checks.integer(threads, "read_batch: threads", 0)
     cores = _cores()
     if t == 0:
         return cores
@@ -227,60 +146,6 @@ def _threads(threads: Any) -> int:
                        RuntimeWarning, stacklevel=3)
         return 4 * cores
     return t
-
-
-def _normalization(norm: Any, channels: int, order: str = "RGB") -> Tuple[List[float], List[float]]:
-    """(mean, std) per channel on the 0..1 scale, from read_batch's `normalize` ("auto" resolved)."""
-    if norm is None:
-        return [0.0] * channels, [1.0] * channels
-    if isinstance(norm, str):
-        _choice(norm, "read_batch: normalize", _NORMALIZE_WORDS)
-        if order == "bands" and channels != 3:
-            raise ArgumentValueError(f'read_batch: normalize="imagenet" is defined for 3 bands; these images have '
-                                     f"{channels} (give None, or a (mean, std) pair)")
-        if channels == 1:  # grey images: the mean of the three channels' statistics
-            return [sum(IMAGENET_MEAN) / 3], [sum(IMAGENET_STD) / 3]
-        mean, std = list(IMAGENET_MEAN), list(IMAGENET_STD)
-        return mean + [0.0] * (channels - 3), std + [1.0] * (channels - 3)  # alpha: x / 255
-    try:
-        mean, std = norm
-    except (TypeError, ValueError):
-        raise ArgumentTypeError('read_batch: normalize must be None, "auto", "imagenet" or a (mean, std) pair, '
-                                f"not {norm!r}") from None
-
-    def per_channel(v: Any, what: str) -> List[float]:
-        try:
-            v = _np.asarray(v, dtype=_np.float64).reshape(-1)
-        except (TypeError, ValueError):
-            raise ArgumentTypeError(f"read_batch: normalize {what} must be numbers, not {v!r}") from None
-        if v.size == 1:
-            v = _np.repeat(v, channels)
-        if v.size != channels:
-            raise ArgumentValueError(f"read_batch: normalize {what} has {v.size} values, "
-                                     f"the images have {channels} channels")
-        if not _np.isfinite(v).all():
-            raise ArgumentValueError(f"read_batch: normalize {what} must be finite numbers")
-        return [float(x) for x in v]
-
-    mean, std = per_channel(mean, "mean"), per_channel(std, "std")
-    if channels > 4 and (len(set(mean)) > 1 or len(set(std)) > 1):
-        raise ArgumentValueError(f"read_batch: normalize per channel is defined for up to 4 channels; these images "
-                                 f"have {channels}: give one mean and one std for all")
-    if 0.0 in std:
-        raise ArgumentValueError("read_batch: a standard deviation of normalize is 0")
-    return mean, std
-
-
-def _crop_size(crop: Any) -> Tuple[int, int]:
-    """(height, width) of read_batch's `crop`, checked."""
-    try:
-        h, w = crop
-    except (TypeError, ValueError):
-        raise ArgumentTypeError(f"read_batch: crop must be None or (height, width), not {crop!r}") from None
-    h, w = _integer(h, "read_batch: crop height"), _integer(w, "read_batch: crop width")
-    if h < 1 or w < 1 or h > 65536 or w > 65536:
-        raise ArgumentValueError(f"read_batch: crop ({h}, {w}) must be between 1 and 65536 pixels each way")
-    return h, w
 
 
 class _BatchOptions(NamedTuple):
@@ -296,13 +161,13 @@ class _BatchOptions(NamedTuple):
     @staticmethod
     def check(r: "_Reader", path: str, dtype: Any, layout: Any, label: Any, label_dtype: Any,
               crop: Any) -> "_BatchOptions":
-        image_dtype = _dtype_name(dtype, "read_batch: dtype", _DTYPES)
+        image_dtype = _checks.dtype_name(dtype, "read_batch: dtype", _DTYPES)
         as_float = image_dtype == "float32"
         if image_dtype == "uint8" and getattr(r, "image_dtype", "uint8") == "uint16":  # (a Mix's schema has none)
             raise ArgumentValueError(f'read_batch: {path} stores uint16 images; read them as dtype="uint16" '
                                      '(as stored) or "float32" (x / 65535 before normalize)')
-        channels_first = _choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
-        label = _choice(label, "read_batch: label", _LABELS)
+        channels_first = _checks.choice(layout, "read_batch: layout", _LAYOUTS) == "NCHW"
+        label = _checks.choice(label, "read_batch: label", _LABELS)
         seg = r.task == "segmentation"
         if label == "stored":
             label = "onehot" if seg and r.label_layout == "onehot" else "index"
@@ -310,10 +175,10 @@ class _BatchOptions(NamedTuple):
         if label == "onehot":
             if label_dtype is None:
                 label_dtype = "float32" if as_float else "uint8"
-            label_dtype = _dtype_name(label_dtype, "read_batch: label_dtype of one-hot labels",
+            label_dtype = _checks.dtype_name(label_dtype, "read_batch: label_dtype of one-hot labels",
                                       _ONEHOT_LABEL_DTYPES)
         else:
-            label_dtype = _dtype_name("int64" if label_dtype is None else label_dtype,
+            label_dtype = _checks.dtype_name("int64" if label_dtype is None else label_dtype,
                                       "read_batch: label_dtype of index labels", _INDEX_LABEL_DTYPES)
             # Every value must fit: class ids 0..K-1, and for segmentation the ignore value.
             largest = max(k - 1, r.ignore_value if seg else 0, 0)
@@ -325,7 +190,7 @@ class _BatchOptions(NamedTuple):
         if crop is None:  # the dataset's fixed size, or, when its records vary, each batch's own
             crop_height = crop_width = 0
         else:
-            crop_height, crop_width = _crop_size(crop)
+            crop_height, crop_width = _checks.crop_size(crop, "read_batch: crop")
         return _BatchOptions(as_float, channels_first, label, label_dtype, crop_height, crop_width,
                              image_dtype == "uint16")
 
@@ -351,7 +216,7 @@ def _resolve_order(order: Any, source: Any, what: str = "order") -> Order:
     """"global" or "blocks" for an order argument: "auto" is what the dataset's reader prefers
     (Dataset.preferred_order: "blocks" when it reads blocks because the dataset is larger than its
     cache and not in memory), "global" without a Dataset."""
-    choice = _choice(order, what, _LOADER_ORDERS)
+    choice = _checks.choice(order, what, _LOADER_ORDERS)
     if choice == "auto":
         choice = source.preferred_order if isinstance(source, (Dataset, Mix)) else "global"
     return "blocks" if choice == "blocks" else "global"
@@ -395,12 +260,8 @@ def epoch_order(n: Union[int, "Dataset", "Mix"], seed: int = 0, epoch: int = 0, 
     if isinstance(n, Mix):  # the mixed order (shardpack.mix)
         return n.epoch_order(seed, epoch, shuffle, rank, world, drop_last, order=order, block=block, window=window)
     count, block, window, starts = _block_parameters(n, block, window, shard_starts)
-    seed, epoch = _integer(seed, "epoch_order: seed"), _integer(epoch, "epoch_order: epoch")
-    rank, world = _integer(rank, "epoch_order: rank"), _integer(world, "epoch_order: world")
-    if seed < 0 or epoch < 0 or seed >= 2**64 or epoch >= 2**64:
-        raise ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
-    if world < 1 or not 0 <= rank < world:
-        raise ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
+    seed, epoch = _checks.seed_and_epoch(seed, epoch, "epoch_order")
+    rank, world = _checks.rank_and_world(rank, world, "epoch_order: ")
     order = _resolve_order(order, n, "epoch_order: order")
     if isinstance(n, Dataset):
         n.begin_epoch()  # an epoch begins: a streamed dataset the page cache dropped is read again, whole
@@ -420,13 +281,9 @@ def _block_parameters(n: Union[int, "Dataset"], block: Optional[int], window: Op
             layout_block, layout_window = ds.blocks_layout
             block = layout_block if block is None else block
             window = layout_window if window is None else window
-    count = _integer(n, "epoch_order: n")
-    if count < 0:
-        raise ArgumentValueError(f"epoch_order: n must be at least 0, not {count}")
-    block = BLOCK_RECORDS if block is None else _integer(block, "epoch_order: block")
-    window = WINDOW_BLOCKS if window is None else _integer(window, "epoch_order: window")
-    if block < 1 or window < 1:
-        raise ArgumentValueError(f"epoch_order: block and window must be at least 1, not {block} and {window}")
+    count = _checks.integer(n, "epoch_order: n", 0)
+    block = BLOCK_RECORDS if block is None else _checks.integer(block, "epoch_order: block", 1)
+    window = WINDOW_BLOCKS if window is None else _checks.integer(window, "epoch_order: window", 1)
     starts = [] if shard_starts is None else [int(s) for s in _np.asarray(shard_starts, dtype=_np.int64)]
     return count, block, window, starts
 
@@ -531,12 +388,10 @@ class Dataset:
         path = _os.fspath(path)
         self._path: str = _os.fsdecode(path) if isinstance(path, bytes) else path
         self._verify = bool(verify_checksums)
-        self._io = _choice(io, "io", _IOS)
-        self._max_open = _integer(max_open_shards, "max_open_shards")
-        if self._max_open < 0:
-            raise ArgumentValueError(f"max_open_shards must be 0 (automatic) or more, not {self._max_open}")
-        self._cache_bytes = _optional_count(cache_bytes, "cache_bytes", 2**63)
-        self._io_threads = _optional_count(io_threads, "io_threads", 256)
+        self._io = _checks.choice(io, "io", _IOS)
+        self._max_open = _checks.integer(max_open_shards, "max_open_shards", 0)
+        self._cache_bytes = _checks.optional_count(cache_bytes, "cache_bytes", 2**63)
+        self._io_threads = _checks.optional_count(io_threads, "io_threads", 256)
         self._content_hash: Optional[str] = None
         self._reader_: Optional[_Reader] = None
         self._resolved: Dict[Any, Tuple[_BatchOptions, List[float], List[float]]] = {}
@@ -715,7 +570,7 @@ class Dataset:
                     raise ArgumentValueError(f"{what}: no class named {c!r} (the classes: {', '.join(names)})")
                 ids.append(names.index(c))
             else:
-                i = _integer(c, what)
+                i = _checks.integer(c, what)
                 if not 0 <= i < len(names):
                     raise ArgumentValueError(f"{what}: class id {i} is not in [0, {len(names)})")
                 ids.append(i)
@@ -738,7 +593,7 @@ class Dataset:
         (--compression none) come as read-only views of the memory map (no copy); zstd records
         as writable arrays of their own."""
         r = self._reader
-        return r.get(_checked_index(i, len(r), self._path))
+        return r.get(_checks.index(i, len(r), self._path))
 
     def __iter__(self) -> Iterator[Tuple[_npt.NDArray[Any], Union[_npt.NDArray[Any], int]]]:
         r = self._reader
@@ -748,7 +603,7 @@ class Dataset:
     def key(self, i: int) -> str:
         """The image path of record i, as the CSV wrote it (surrogateescape where not UTF-8)."""
         r = self._reader
-        return r.key(_checked_index(i, len(r), self._path))
+        return r.key(_checks.index(i, len(r), self._path))
 
     @property
     def field_info(self) -> List[Field]:
@@ -772,7 +627,7 @@ class Dataset:
         float64 array, tags -> (T,) uint8 multi-hot over field_info's names, boxes -> Boxes.
         fields: the names to read (default: all)."""
         r = self._reader
-        idx = _np.array([_checked_index(i, len(r), self._path)], dtype=_np.int64)
+        idx = _np.array([_checks.index(i, len(r), self._path)], dtype=_np.int64)
         names = self._field_names(fields, "fields")
         cols = r.read_fields(idx, names, None, 0, 0, 0.0)
         kinds = {f[0]: f[1] for f in r.fields}
@@ -800,7 +655,7 @@ class Dataset:
         calls it ahead of its batches (whole blocks with order="blocks"). Indices are checked as
         read_batch's."""
         r = self._reader
-        r.prefetch(_checked_indices(indices, len(r), self._path, "prefetch"))
+        r.prefetch(_checks.indices(indices, len(r), self._path, "prefetch"))
 
     def batch_spec(self, batch_size: int, *, dtype: DType = "float32", layout: Layout = "NCHW",
                    label: Label = "onehot", label_dtype: LabelDType = None, crop: Optional[Tuple[int, int]] = None
@@ -810,9 +665,7 @@ class Dataset:
         Without a crop, a dataset whose records vary in size (built without --size) gives record
         0's size: that of every batch when all its records share one."""
         r = self._reader
-        n = _integer(batch_size, "batch_spec: batch_size")
-        if n < 0:
-            raise ArgumentValueError(f"batch_spec: batch_size must be 0 or more, not {n}")
+        n = _checks.integer(batch_size, "batch_spec: batch_size", 0)
         o = _BatchOptions.check(r, self._path, dtype, layout, label, label_dtype, crop)
         return self._spec(r, n, o)
 
@@ -859,7 +712,7 @@ class Dataset:
         elif not o.as_float and normalize is not None:
             raise ArgumentValueError("read_batch: normalize applies to float32 batches; uint8 and uint16 batches are "
                                      f"as stored (dtype=\"uint8\" or \"uint16\" takes normalize=None, not {normalize!r})")
-        mean, std = _normalization(normalize, r.channels, r.channel_order)
+        mean, std = _checks.normalization(normalize, r.channels, "read_batch: normalize", r.channel_order)
         if implicit and normalize == "imagenet":
             _say_imagenet_default(mean, std)
         resolved = (o, mean, std)
@@ -942,7 +795,7 @@ class Dataset:
             # the extension checks each index (IndexOutOfRange) as it copies them
             idx = cast(_npt.NDArray[_np.int64], indices)
         else:
-            idx = _checked_indices(indices, len(r), self._path)
+            idx = _checks.indices(indices, len(r), self._path, "read_batch")
         o, mean, std = self._resolve(dtype, layout, normalize, label, label_dtype, crop)
         if out is None:
             out_images = out_labels = None
@@ -956,7 +809,7 @@ class Dataset:
         n = idx.shape[0]
         given = None
         if isinstance(crop_position, str):
-            position = _choice(crop_position, "read_batch: crop_position", _CROP_POSITIONS)
+            position = _checks.choice(crop_position, "read_batch: crop_position", _CROP_POSITIONS)
         else:
             if crop is None:
                 raise ArgumentValueError("read_batch: crop boxes (crop_position as an array) need crop=(height, width)")
@@ -976,15 +829,7 @@ class Dataset:
                 flips.append(("random" if flip > 0.0 else "none", flip))
                 continue
             if _np.ndim(flip) == 0:
-                if isinstance(flip, (str, bytes)):
-                    raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, not {flip!r}")
-                try:
-                    p = float(flip)
-                except (TypeError, ValueError):
-                    raise ArgumentTypeError(f"read_batch: {what} must be a probability or a boolean array, "
-                                            f"not {flip!r}") from None
-                if not 0.0 <= p <= 1.0:
-                    raise ArgumentValueError(f"read_batch: {what} probability {p} is not in [0, 1]")
+                p = _checks.probability(flip, f"read_batch: {what}")
                 flips.append(("random" if p > 0.0 else "none", p))
                 continue
             f = _np.asarray(flip)
@@ -996,10 +841,7 @@ class Dataset:
                 given = _np.zeros((n, 4), dtype=_np.int64)
             given[:, column] = f
             flips.append(("given", 0.0))
-        if type(seed) is not int or type(epoch) is not int:
-            seed, epoch = _integer(seed, "read_batch: seed"), _integer(epoch, "read_batch: epoch")
-        if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
-            raise ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
+        seed, epoch = _checks.seed_and_epoch(seed, epoch, "read_batch")
         if position == "foreground" and r.task != "segmentation":
             raise ArgumentValueError('read_batch: crop_position="foreground" needs a segmentation dataset')
         if crop_background is not None and position != "foreground":
@@ -1007,14 +849,18 @@ class Dataset:
         background = {} if crop_background is None else \
             {"background": self._class_ids(crop_background, "read_batch: crop_background")}
         names = None if fields is None else self._field_names(fields, "read_batch")
-        if names is not None and (type(min_box_visibility) not in (int, float) or not 0.0 <= min_box_visibility <= 1.0):
-            raise ArgumentValueError(f"read_batch: min_box_visibility must be a number in [0, 1], not {min_box_visibility!r}")
+        if names is not None:
+            min_box_visibility = _checks.probability(min_box_visibility, "read_batch: min_box_visibility")
         windows = names is not None and (o.crop_height != 0 or flips[0][0] != "none" or flips[1][0] != "none")
         boxes = _np.empty((n, 4), dtype=_np.int64) if return_boxes or windows else None
-        images, labels, boxes = r.read_batch(idx, o.as_float, o.channels_first, mean, std, o.label, o.label_dtype,
-                                             out_images, out_labels, threads, o.crop_height, o.crop_width, position,
-                                             flips[0][0], flips[0][1], flips[1][0], flips[1][1], given, seed, epoch,
-                                             boxes, as_uint16=o.as_uint16, **background)
+        options = _ReadOptions(images=_ImageType.float32 if o.as_float else _ImageType.uint16 if o.as_uint16
+                               else _ImageType.uint8, channels_first=o.channels_first, mean=mean, stddev=std,
+                               label=_LabelMode[o.label], label_dtype=_LabelType[o.label_dtype],
+                               crop_height=o.crop_height, crop_width=o.crop_width,
+                               crop_position=_CropPosition[position], hflip=_FlipMode[flips[0][0]],
+                               hflip_probability=flips[0][1], vflip=_FlipMode[flips[1][0]],
+                               vflip_probability=flips[1][1], threads=threads, **background)
+        images, labels, boxes = r.read_batch(idx, options, seed, epoch, out_images, out_labels, given, boxes)
         if names is None:
             return (images, labels, boxes) if return_boxes else (images, labels)
         cols = r.read_fields(_np.where(idx < 0, idx + len(r), idx), names, boxes if windows else None, o.crop_height,

@@ -1,4 +1,5 @@
-"""What the Keras, tf.data and Grain adapters share: their argument checks and the epoch order.
+"""What the Keras, tf.data and Grain adapters share: their options (checked by shardpack._checks,
+read_batch's checks) and the epoch order.
 
 Private: the adapters' documentation is in their own modules and src/python/README.md."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, cast
 import numpy as np
 
 import shardpack as _sp
+from shardpack import _checks
 from shardpack._readahead import ReadAhead, records_ahead
 
 Source = Union[str, "os.PathLike[str]", _sp.Dataset, _sp.Mix]
@@ -17,50 +19,13 @@ Normalize = Union[None, str, Tuple[object, object]]  # None, "auto", "imagenet" 
 DType = Union[str, type, np.dtype]  # "float32" / "uint8" / "uint16", or the NumPy type or dtype
 
 
-def _error_class(name: str, builtin: type) -> type:
-    """shardpack's own argument error class when the package has one, else one made here: an
-    exception that is both a shardpack.Error and the built-in error (ValueError or TypeError)."""
-    existing = getattr(_sp, name, None)
-    if isinstance(existing, type) and issubclass(existing, _sp.Error) and issubclass(existing, builtin):
-        return existing
-    return type(name, (_sp.Error, builtin), {"__module__": "shardpack"})
-
-
-ValueError_ = _error_class("ArgumentValueError", ValueError)
-TypeError_ = _error_class("ArgumentTypeError", TypeError)
-
-
 def open_source(source: Source, verify_checksums: bool) -> Union[_sp.Dataset, _sp.Mix]:
     if isinstance(source, (_sp.Dataset, _sp.Mix)):
         return source
     if not isinstance(source, (str, bytes, os.PathLike)):
-        raise TypeError_(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
-                         f"not {type(source).__name__}")
+        raise _sp.ArgumentTypeError(f"source must be a dataset folder (a path) or a shardpack.Dataset, "
+                                    f"not {type(source).__name__}")
     return _sp.open(source, verify_checksums=verify_checksums)
-
-
-def integer(value: object, what: str, minimum: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise TypeError_(f"{what} must be an integer, not {value!r}")
-    value = int(value.__index__())
-    if minimum is not None and value < minimum:
-        raise ValueError_(f"{what} must be at least {minimum}, not {value}")
-    return value
-
-
-def boolean(value: object, what: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError_(f"{what} must be True or False, not {value!r}")
-    return bool(value)
-
-
-def probability(value: object, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError_(f"{what} must be a probability (a number in [0, 1]), not {value!r}")
-    p = float(value)
-    if not 0.0 <= p <= 1.0:
-        raise ValueError_(f"{what} probability {p} is not in [0, 1]")
-    return p
 
 
 class Options:
@@ -80,30 +45,24 @@ class Options:
                  who: str = "shardpack") -> None:
         # The words are read_batch's, checked by its checkers against its tables (shardpack._DTYPES
         # and so on): "float32", numpy.float32 or numpy.dtype("float32") alike.
-        dtype = _sp._dtype_name(dtype, "dtype", _sp._DTYPES)
-        layout = _sp._choice(layout, "layout", _sp._LAYOUTS)
-        label = _sp._choice(label, "label", _sp._LABELS)
+        dtype = _checks.dtype_name(dtype, "dtype", _sp._DTYPES)
+        layout = _checks.choice(layout, "layout", _sp._LAYOUTS)
+        label = _checks.choice(label, "label", _sp._LABELS)
         if isinstance(normalize, str) and normalize == "auto":
             # read_batch resolves it: ImageNet's for float32 (None for bands other than 3)
             normalize = "auto" if dtype == "float32" else None
         elif dtype != "float32" and normalize is not None:
-            raise ValueError_(f'normalize applies to float32 batches: with dtype="{dtype}" pass normalize=None or '
-                              f'"auto" ({dtype} batches are as stored)')
-        crop_position = _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
+            raise _sp.ArgumentValueError(f'normalize applies to float32 batches: with dtype="{dtype}" pass '
+                                         f'normalize=None or "auto" ({dtype} batches are as stored)')
+        crop_position = _checks.choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
         if crop is not None:
-            try:
-                values = tuple(crop)
-            except TypeError:
-                raise TypeError_(f"crop must be None or (height, width), not {crop!r}") from None
-            if len(values) != 2:
-                raise ValueError_(f"crop must be None or (height, width), not {crop!r}")
-            crop = (integer(values[0], "crop height", 1), integer(values[1], "crop width", 1))
-        self.seed = integer(seed, "seed", 0)
-        self.threads = integer(threads, "threads", 0)
+            crop = _checks.crop_size(crop, "crop")
+        self.seed = _checks.integer(seed, "seed", 0)
+        self.threads = _checks.integer(threads, "threads", 0)
         self.spec: Dict[str, Any] = dict(dtype=dtype, layout=layout, label=label, crop=crop)
         self.read: Dict[str, Any] = dict(dtype=dtype, layout=layout, normalize=normalize, label=label, crop=crop,
-                         crop_position=crop_position, hflip=probability(hflip, "hflip"),
-                         vflip=probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
+                         crop_position=crop_position, hflip=_checks.probability(hflip, "hflip"),
+                         vflip=_checks.probability(vflip, "vflip"), seed=self.seed, threads=self.threads)
         if label_dtype is not None:  # read_batch's own check says what it takes
             self.spec["label_dtype"] = self.read["label_dtype"] = label_dtype
         if crop_background is not None:  # crop_position="foreground": read_batch checks the classes
@@ -162,16 +121,14 @@ class Order:
                  window: Optional[int] = None) -> None:
         self.dataset = dataset
         n = self.n = _sp._mix.epoch_size_of(dataset)  # a Mix's epoch_size
-        self.batch_size = integer(batch_size, "batch_size", 1)
-        self.shuffle = boolean(shuffle, "shuffle")
-        self.drop_last = boolean(drop_last, "drop_last")
-        self.seed = integer(seed, "seed", 0)
-        self.rank, self.world = integer(rank, "rank", 0), integer(world, "world", 1)
-        if self.rank >= self.world:
-            raise ValueError_(f"rank {self.rank} is not in [0, world) for world {self.world}")
+        self.batch_size = _checks.integer(batch_size, "batch_size", 1)
+        self.shuffle = _checks.boolean(shuffle, "shuffle")
+        self.drop_last = _checks.boolean(drop_last, "drop_last")
+        self.seed = _checks.integer(seed, "seed", 0)
+        self.rank, self.world = _checks.rank_and_world(rank, world, "")
         self.order = _sp._resolve_order(order, dataset)
-        self.block = None if block is None else integer(block, "block", 1)
-        self.window = None if window is None else integer(window, "window", 1)
+        self.block = None if block is None else _checks.integer(block, "block", 1)
+        self.window = None if window is None else _checks.integer(window, "window", 1)
         per_rank = n // self.world if self.drop_last else -(-n // self.world)
         self.per_rank = per_rank
         self.batches = per_rank // self.batch_size if self.drop_last else -(-per_rank // self.batch_size)

@@ -38,6 +38,7 @@ import numpy as _np
 import numpy.typing as _npt
 
 import shardpack as _sp
+from . import _checks
 from ._shardpack import mix_counts as _mix_counts, mix_full_order as _mix_full_order, resumed_order as _resumed_order
 
 __all__ = ["Mix", "mix", "resumed_order"]
@@ -89,9 +90,7 @@ class Mix:
         if len(w) != len(parts):
             raise _sp.ArgumentValueError(f"mix: {len(w)} weights for {len(parts)} datasets")
         self.weights = w
-        size = int(self.offsets[-1]) if epoch_size is None else _sp._integer(epoch_size, "mix: epoch_size")
-        if size < 0:
-            raise _sp.ArgumentValueError(f"mix: epoch_size must be 0 or more, not {size}")
+        size = int(self.offsets[-1]) if epoch_size is None else _checks.integer(epoch_size, "mix: epoch_size", 0)
         self.epoch_size = size
         self.replacement = bool(replacement)
         self.counts: List[int] = list(_mix_counts(w, size))  # checks the weights (ArgumentValueError)
@@ -210,7 +209,7 @@ class Mix:
 
     def locate(self, indices: _sp.Indices) -> Tuple[_npt.NDArray[_np.int64], _npt.NDArray[_np.int64]]:
         """(dataset, record) of each mixed index: two int64 arrays."""
-        idx = _sp._checked_indices(indices, len(self), self._path, "locate")
+        idx = _checks.indices(indices, len(self), self._path, "locate")
         part = _np.searchsorted(self.offsets, idx, side="right") - 1
         return part, idx - self.offsets[part]
 
@@ -219,7 +218,7 @@ class Mix:
         return self.datasets[k].key(r)
 
     def _one(self, i: int) -> Tuple[int, int]:
-        g = _sp._checked_index(i, len(self), self._path)
+        g = _checks.index(i, len(self), self._path)
         k = int(_np.searchsorted(self.offsets, g, side="right") - 1)
         return k, g - int(self.offsets[k])
 
@@ -260,9 +259,7 @@ class Mix:
                    label: _sp.Label = "onehot", label_dtype: _sp.LabelDType = None,
                    crop: Optional[Tuple[int, int]] = None) -> _sp.Spec:
         """As Dataset.batch_spec, with the mix's classes."""
-        n = _sp._integer(batch_size, "batch_spec: batch_size")
-        if n < 0:
-            raise _sp.ArgumentValueError(f"batch_spec: batch_size must be 0 or more, not {n}")
+        n = _checks.integer(batch_size, "batch_spec: batch_size", 0)
         return _sp.Dataset._spec(self._schema, n, self._check(dtype, layout, label, label_dtype, crop))
 
     def read_batch(self, indices: _sp.Indices, *, dtype: _sp.DType = "float32", layout: _sp.Layout = "NCHW",
@@ -272,15 +269,13 @@ class Mix:
                    seed: int = 0, epoch: int = 0, return_boxes: bool = False) -> Tuple[Any, ...]:
         """Dataset.read_batch over mixed indices, with the same options; labels in the mix's class
         ids. Dataset k draws its random crops and flips with seed + k (mod 2**64)."""
-        idx = _sp._checked_indices(indices, len(self), self._path)
+        idx = _checks.indices(indices, len(self), self._path, "read_batch")
         o = self._check(dtype, layout, label, label_dtype, crop)
         n = len(idx)
         (ishape, idtype), (lshape, ldtype) = _sp.Dataset._spec(self._schema, n, o)
         part = _np.searchsorted(self.offsets, idx, side="right") - 1
         present = _np.unique(part)
-        seed = _sp._integer(seed, "read_batch: seed")
-        if not 0 <= seed < 2**64:
-            raise _sp.ArgumentValueError("read_batch: seed and epoch must be integers in [0, 2**64)")
+        seed, epoch = _checks.seed_and_epoch(seed, epoch, "read_batch")
         options: Dict[str, Any] = dict(dtype=dtype, layout=layout, normalize=normalize, threads=threads, crop=crop, epoch=epoch)
         label_words: Any = "onehot" if o.label == "onehot" else "index"
 
@@ -354,12 +349,10 @@ class Mix:
     def full_order(self, seed: int = 0, epoch: int = 0, shuffle: bool = True, *, order: str = "global",
                    block: Optional[int] = None, window: Optional[int] = None) -> _npt.NDArray[_np.int64]:
         """The whole mixed order of an epoch (epoch_size mixed indices) before it is split between ranks."""
-        seed, epoch = _sp._integer(seed, "epoch_order: seed"), _sp._integer(epoch, "epoch_order: epoch")
-        if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
-            raise _sp.ArgumentValueError(f"epoch_order: seed and epoch must be in [0, 2**64), not {seed} and {epoch}")
+        seed, epoch = _checks.seed_and_epoch(seed, epoch, "epoch_order")
         if order == "auto":
             order = self.preferred_order
-        order = _sp._choice(order, "epoch_order: order", _sp._ORDERS)
+        order = _checks.choice(order, "epoch_order: order", _sp._ORDERS)
         blocks, starts, w = self._parts(block, window)
         return cast(_npt.NDArray[_np.int64],
                     _mix_full_order([len(d) for d in self.datasets], self.weights, blocks, starts, seed, epoch,
@@ -415,9 +408,7 @@ def resumed_order(source: Any, seed: int, epoch: int, shuffle: bool, rank: int, 
     Dataset or a Mix) after the changes of world in `stages` (each: how many of its share every
     rank of that world read; include/shardpack/mix.hpp's remaining_order). No stages: the
     epoch's share, as shardpack.epoch_order gives it."""
-    rank, world = _sp._integer(rank, "epoch_order: rank"), _sp._integer(world, "epoch_order: world")
-    if world < 1 or not 0 <= rank < world:
-        raise _sp.ArgumentValueError(f"epoch_order: rank {rank} is not in [0, world) for world {world}")
+    rank, world = _checks.rank_and_world(rank, world, "epoch_order: ")
     if isinstance(source, Mix):
         full = source.full_order(seed, epoch, shuffle, order=order, block=block, window=window)
     else:

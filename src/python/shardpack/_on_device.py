@@ -9,6 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 import shardpack as _sp
+from . import _checks
 
 
 class Plan:
@@ -24,12 +25,12 @@ class Plan:
         if len(images_shape) != 4:
             raise _sp.ArgumentValueError(f"{what}: images must be 4-d (N, H, W, C) or (N, C, H, W), "
                                          f"not {tuple(images_shape)}")
-        layout = _sp._choice(layout, f"{what}: layout", _sp._LAYOUTS)
+        layout = _checks.choice(layout, f"{what}: layout", _sp._LAYOUTS)
         self.channel_axis = 1 if layout == "NCHW" else 3
         channels = int(images_shape[self.channel_axis])
         if isinstance(normalize, str) and normalize == "auto":
             normalize = "imagenet"
-        mean, std = _sp._normalization(normalize, channels)
+        mean, std = _checks.normalization(normalize, channels, f"{what}: normalize")
         self.mean: List[float] = [float(np.float32(v)) for v in mean]
         self.std: List[float] = [float(np.float32(v)) for v in std]
         shape = [1, 1, 1, 1]
@@ -38,11 +39,7 @@ class Plan:
         self.onehot: Optional[int] = None
         self.layout = layout
         if onehot is not None:
-            if isinstance(onehot, bool) or not hasattr(onehot, "__index__"):
-                raise _sp.ArgumentTypeError(f"{what}: onehot must be the number of classes, not {onehot!r}")
-            k = int(onehot.__index__())
-            if k < 1:
-                raise _sp.ArgumentValueError(f"{what}: onehot must be the number of classes (1 or more), not {k}")
+            k = _checks.integer(onehot, f"{what}: onehot (the number of classes)", 1)
             kind = np.dtype(labels_dtype).kind
             if kind not in "iu" or len(labels_shape) not in (1, 3) or (len(labels_shape) and
                                                                        labels_shape[0] != images_shape[0]):

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 import shardpack as _sp
+from . import _checks
 
 
 def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = None, count: int = 16,
@@ -45,34 +46,21 @@ def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = 
     what = "contact_sheet"
     chosen: List[int] = []
     if records is not None:
-        chosen = [int(i) for i in _sp._checked_indices(records, n, dataset.path, what)]
+        chosen = [int(i) for i in _checks.indices(records, n, dataset.path, what)]
         chosen = [i % n for i in chosen]
         if not chosen:
             raise _sp.ArgumentValueError("contact_sheet: records is empty")
-    count = _sp._integer(count, "contact_sheet: count")
-    if not 1 <= count <= 10000:
-        raise _sp.ArgumentValueError(f"contact_sheet: count must be in [1, 10000], not {count}")
+    count = _checks.integer(count, "contact_sheet: count", 1, 10000)
     if sample_seed is not None:
-        sample_seed = _sp._integer(sample_seed, "contact_sheet: sample_seed")
-        if not 0 <= sample_seed < 2**64:
-            raise _sp.ArgumentValueError("contact_sheet: sample_seed must be in [0, 2**64)")
-    tile = _sp._integer(tile, "contact_sheet: tile")
-    if not 8 <= tile <= 4096:
-        raise _sp.ArgumentValueError(f"contact_sheet: tile must be in [8, 4096], not {tile}")
-    columns = _sp._integer(columns, "contact_sheet: columns")
-    if columns < 0:
-        raise _sp.ArgumentValueError(f"contact_sheet: columns must be 0 or more, not {columns}")
-    alpha = _probability(alpha, "contact_sheet: alpha")
+        sample_seed = _checks.integer(sample_seed, "contact_sheet: sample_seed", 0, 2**64 - 1)
+    tile = _checks.integer(tile, "contact_sheet: tile", 8, 4096)
+    columns = _checks.integer(columns, "contact_sheet: columns", 0)
+    alpha = _checks.probability(alpha, "contact_sheet: alpha")
     hidden = dataset._class_ids(hide, "contact_sheet: hide") if hide else []
-    position = _sp._choice(crop_position, "contact_sheet: crop_position", _sp._CROP_POSITIONS)
+    position = _checks.choice(crop_position, "contact_sheet: crop_position", _sp._CROP_POSITIONS)
     crop_h = crop_w = 0
     if crop is not None:
-        try:
-            crop_h, crop_w = (int(v) for v in crop)
-        except (TypeError, ValueError):
-            raise _sp.ArgumentTypeError(f"contact_sheet: crop must be None or (height, width), not {crop!r}") from None
-        if not (1 <= crop_h <= 65536 and 1 <= crop_w <= 65536):
-            raise _sp.ArgumentValueError(f"contact_sheet: crop sides must be in [1, 65536], not {crop!r}")
+        crop_h, crop_w = _checks.crop_size(crop, "contact_sheet: crop")
     elif position != "center":
         raise _sp.ArgumentValueError(f"contact_sheet: crop_position={position!r} needs crop=(height, width)")
     if position == "foreground" and dataset.task != "segmentation":
@@ -80,11 +68,9 @@ def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = 
     if crop_background is not None and position != "foreground":
         raise _sp.ArgumentValueError('contact_sheet: crop_background applies to crop_position="foreground"')
     background = [0] if crop_background is None else dataset._class_ids(crop_background, "contact_sheet: crop_background")
-    hflip = _probability(hflip, "contact_sheet: hflip")
-    vflip = _probability(vflip, "contact_sheet: vflip")
-    seed, epoch = _sp._integer(seed, "contact_sheet: seed"), _sp._integer(epoch, "contact_sheet: epoch")
-    if not 0 <= seed < 2**64 or not 0 <= epoch < 2**64:
-        raise _sp.ArgumentValueError("contact_sheet: seed and epoch must be integers in [0, 2**64)")
+    hflip = _checks.probability(hflip, "contact_sheet: hflip")
+    vflip = _checks.probability(vflip, "contact_sheet: vflip")
+    seed, epoch = _checks.seed_and_epoch(seed, epoch, "contact_sheet")
     augmented = crop is not None or hflip > 0.0 or vflip > 0.0
     pixels, tiles, legend = r.contact_sheet(chosen, count, sample_seed is not None, sample_seed or 0, tile, columns,
                                             alpha, hidden, dataset.path, augmented, crop_h, crop_w, position, hflip,
@@ -94,18 +80,6 @@ def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = 
     if return_layout:
         return pixels, {"tiles": tiles, "legend": legend}
     return pixels
-
-
-def _probability(p: Any, what: str) -> float:
-    if isinstance(p, (str, bytes, bool)):
-        raise _sp.ArgumentTypeError(f"{what} must be a number in [0, 1], not {p!r}")
-    try:
-        v = float(p)
-    except (TypeError, ValueError):
-        raise _sp.ArgumentTypeError(f"{what} must be a number in [0, 1], not {p!r}") from None
-    if not 0.0 <= v <= 1.0:
-        raise _sp.ArgumentValueError(f"{what} must be in [0, 1], not {v}")
-    return v
 
 
 def write_png(path: Union[str, "os.PathLike[str]"], pixels: npt.NDArray[np.uint8]) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequen
 
 import numpy as _np
 
+from . import _checks
 from ._cli import cli_path as _cli_path
 from ._shardpack import ArgumentTypeError, ArgumentValueError, Error
 
@@ -53,20 +54,11 @@ _READAHEAD_ITEMS = 16
 
 
 def _word(value: Any, what: str, allowed: Sequence[str]) -> str:
-    if not isinstance(value, str):
-        raise ArgumentTypeError(f"write: {what} must be one of {', '.join(map(repr, allowed))}, not {type(value).__name__}")
-    if value not in allowed:
-        raise ArgumentValueError(f"write: {what} must be one of {', '.join(map(repr, allowed))}, not {value!r}")
-    return value
+    return _checks.choice(value, f"write: {what}", allowed)
 
 
 def _count(value: Any, what: str, low: int = 0, high: int = 2**63 - 1) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise ArgumentTypeError(f"write: {what} must be an integer, not {type(value).__name__}")
-    v = int(value.__index__())
-    if not low <= v <= high:
-        raise ArgumentValueError(f"write: {what} must be in [{low}, {high}], not {v}")
-    return v
+    return _checks.integer(value, f"write: {what}", low, high)
 
 
 def _depth(value: Any) -> str:

@@ -41,7 +41,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import grain as _grain
 import numpy as _np
 
-from shardpack import _adapt
+import shardpack as _sp
+from shardpack import _adapt, _checks
 
 __all__ = ["DataSource", "dataset", "read_options"]
 
@@ -49,7 +50,7 @@ __all__ = ["DataSource", "dataset", "read_options"]
 def read_options(prefetch: int = 2) -> _grain.ReadOptions:
     """grain.ReadOptions for batches that are one read_batch each: one thread (read_batch spreads
     each batch over every core already) and `prefetch` batches read ahead."""
-    return _grain.ReadOptions(num_threads=1, prefetch_buffer_size=_adapt.integer(prefetch, "prefetch", 0))
+    return _grain.ReadOptions(num_threads=1, prefetch_buffer_size=_checks.integer(prefetch, "prefetch", 0))
 
 
 _read_options = read_options  # the name, for _Batches.to_iter_dataset, whose argument hides it
@@ -90,14 +91,14 @@ class DataSource:
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
-        self.epoch = _adapt.integer(epoch, "epoch", 0)
+        self.epoch = _checks.integer(epoch, "epoch", 0)
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __getitem__(self, record_key: int) -> Tuple[Any, ...]:
         n = len(self.dataset)
-        i = _adapt.integer(record_key, "record key")
+        i = _checks.integer(record_key, "record key")
         if not 0 <= i < n:
             raise IndexError(f"{self.dataset.path}: record key {i} is out of range ({n} records)")
         return self._records(_np.array([i], dtype=_np.int64))[0]
@@ -138,7 +139,7 @@ class _Batches(_grain.MapDataset):  # type: ignore[misc]  # grain has no type in
 
     def epoch_and_batch(self, index: int) -> Tuple[int, int]:
         """(epoch, batch number in it) of element `index` (indices past the end: later epochs)."""
-        index = _adapt.integer(index, "index", 0)
+        index = _checks.integer(index, "index", 0)
         epoch, batch = divmod(index, self._order.batches)
         return self._first_epoch + epoch, batch
 
@@ -189,4 +190,4 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
                              label_dtype=label_dtype, crop_background=crop_background, fields=fields,
                              min_box_visibility=min_box_visibility, who="shardpack.grain.dataset")
-    return _Batches(ds, plan, options, _adapt.integer(epoch, "epoch", 0), _adapt.integer(prefetch, "prefetch", 0))
+    return _Batches(ds, plan, options, _checks.integer(epoch, "epoch", 0), _checks.integer(prefetch, "prefetch", 0))

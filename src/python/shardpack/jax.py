@@ -16,6 +16,7 @@ import jax as _jax
 import jax.numpy as _jnp
 import numpy as _np
 
+import shardpack as _sp
 from shardpack import _adapt, _on_device
 
 __all__ = ["to_device"]
@@ -40,7 +41,7 @@ def to_device(batch: Tuple[Any, Any], device: Any = None, *, normalize: _adapt.N
     The uint8 batch is a quarter of float32's bytes (and uint8 index labels 1/(4K) of float32
     one-hot's): that is what crosses to the device."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:  # (an array would unpack along its first axis)
-        raise _adapt.TypeError_("to_device: batch must be a pair (images, labels)")
+        raise _sp.ArgumentTypeError("to_device: batch must be a pair (images, labels)")
     images, labels = batch
     images = images if isinstance(images, _jax.Array) else _np.asarray(images)
     labels = labels if isinstance(labels, _jax.Array) else _np.asarray(labels)

@@ -20,7 +20,8 @@ from typing import Any, Dict, Optional, Sequence, Tuple, Union
 import keras as _keras
 import numpy as _np
 
-from shardpack import _adapt
+import shardpack as _sp
+from shardpack import _adapt, _checks
 
 __all__ = ["PyDataset"]
 
@@ -73,7 +74,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
                                        fields=fields, min_box_visibility=min_box_visibility,
                                        who="shardpack.keras.PyDataset")
         if "images" in self._options.fields:
-            raise _adapt.ValueError_('shardpack.keras.PyDataset: a field named "images" would replace the images '
+            raise _sp.ArgumentValueError('shardpack.keras.PyDataset: a field named "images" would replace the images '
                                      'in the batch\'s x dict; read it with read_batch')
         self.set_epoch(epoch)
 
@@ -95,7 +96,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose order and random crops and flips the batches come from."""
-        self.epoch = _adapt.integer(epoch, "epoch", 0)
+        self.epoch = _checks.integer(epoch, "epoch", 0)
         self._begun = False  # whether an epoch has begun (on_epoch_begin) since
 
     def __len__(self) -> int:
@@ -103,7 +104,7 @@ class PyDataset(_keras.utils.PyDataset):  # type: ignore[misc]  # keras has no t
 
     def batch_indices(self, index: int) -> _np.ndarray:
         """The record indices of batch `index` of the current epoch."""
-        index = _adapt.integer(index, "batch index")
+        index = _checks.integer(index, "batch index")
         if not 0 <= index < len(self):
             raise IndexError(f"batch {index} is out of range ({len(self)} batches)")
         return self._order.batch(self.epoch, index)

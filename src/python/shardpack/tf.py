@@ -29,7 +29,8 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as _np
 import tensorflow as _tf
 
-from shardpack import _adapt, _on_device
+import shardpack as _sp
+from shardpack import _adapt, _checks, _on_device
 
 __all__ = ["dataset", "to_device"]
 
@@ -80,9 +81,9 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
                              crop_position=crop_position, hflip=hflip, vflip=vflip, seed=seed, threads=threads,
                              label_dtype=label_dtype, crop_background=crop_background, fields=fields,
                              min_box_visibility=min_box_visibility, who="shardpack.tf.dataset")
-    first_epoch = _adapt.integer(epoch, "epoch", 0)
+    first_epoch = _checks.integer(epoch, "epoch", 0)
     if prefetch != _tf.data.AUTOTUNE:
-        prefetch = _adapt.integer(prefetch, "prefetch", 0)
+        prefetch = _checks.integer(prefetch, "prefetch", 0)
     batch_size = plan.batch_size
     (ishape, idtype), (lshape, ldtype) = ds.batch_spec(batch_size, **options.spec)
     first = batch_size if plan.drop_last else None
@@ -190,7 +191,7 @@ def to_device(batch: Tuple[Any, Any], *, normalize: _adapt.Normalize = "imagenet
     convert on the GPU. With Keras' fit, a loss on index labels
     (SparseCategoricalCrossentropy) needs no one-hot."""
     if not isinstance(batch, (tuple, list)) or len(batch) != 2:  # (an array would unpack along its first axis)
-        raise _adapt.TypeError_("to_device: batch must be a pair (images, labels)")
+        raise _sp.ArgumentTypeError("to_device: batch must be a pair (images, labels)")
     images, labels = batch
     with _tf.device(device) if device is not None else _contextlib.nullcontext():
         images = _tf.convert_to_tensor(images)

@@ -47,7 +47,7 @@ import torch as _torch
 import torch.utils.data as _data
 
 import shardpack as _sp
-from shardpack import _mix
+from shardpack import _checks, _mix
 from shardpack._readahead import ReadAhead as _ReadAhead, records_ahead as _records_ahead
 
 __all__ = ["Dataset", "Samples", "Sampler", "Loader", "collate", "Batch", "to_device"]
@@ -242,10 +242,10 @@ class Dataset(_data.Dataset):
         self.dataset = _open(source, verify_checksums)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
-                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
-                            seed=_nonnegative(seed, "seed"), **_background(crop_background))
+                            hflip=_checks.probability(hflip, "hflip"), vflip=_checks.probability(vflip, "vflip"),
+                            seed=_checks.integer(seed, "seed", 0), **_background(crop_background))
         if threads is not None:
-            threads = _nonnegative(threads, "threads")
+            threads = _checks.integer(threads, "threads", 0)
         self.threads = threads
         self.epoch = 0
         self._spec_options = dict(dtype=dtype, layout=layout, **_label_options(label, label_dtype), crop=crop)
@@ -257,7 +257,7 @@ class Dataset(_data.Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch random crops and flips are drawn for."""
-        self.epoch = _nonnegative(epoch, "epoch")
+        self.epoch = _checks.integer(epoch, "epoch", 0)
 
     def __len__(self) -> int:
         return len(self.dataset)
@@ -290,15 +290,8 @@ class Dataset(_data.Dataset):
         if isinstance(i, (list, tuple, range, _np.ndarray, _torch.Tensor)) and getattr(i, "ndim", 1) == 1:
             return self._read(_checked_indices(self.dataset, i), self.epoch,
                               shared=_data.get_worker_info() is not None)
-        n = len(self.dataset)
-        try:
-            i = i.__index__()
-        except AttributeError:
-            raise _TypeError(f"shardpack.torch.Dataset indices must be integers or 1-d sequences of them, "
-                            f"not {type(i).__name__}") from None
-        if not -n <= i < n:
-            raise _sp.IndexOutOfRange(f"{self.dataset.path}: index {i} is out of range ({n} records)")
-        batch = self._read(_np.array([i % n], dtype=_np.int64), self.epoch, shared=False)
+        i = _checks.index(i, len(self.dataset), self.dataset.path)
+        batch = self._read(_np.array([i], dtype=_np.int64), self.epoch, shared=False)
         if len(batch) == 3:
             return batch[0][0], batch[1][0], _sample_fields(batch[2], 0)
         return batch[0][0], batch[1][0]
@@ -307,11 +300,7 @@ class Dataset(_data.Dataset):
 def _checked_indices(dataset: "_sp.Dataset", indices: Any) -> _np.ndarray:
     if isinstance(indices, _torch.Tensor):
         indices = indices.cpu().numpy()
-    idx = _np.asarray(indices)
-    if idx.ndim != 1 or (idx.size and idx.dtype.kind not in "iu"):
-        raise (_ValueError if idx.ndim != 1 else _TypeError)(
-            f"{dataset.path}: a batch's indices must be a 1-d sequence of integers, not {idx.dtype} {idx.shape}")
-    return idx.astype(_np.int64, copy=False)
+    return _checks.indices(indices, len(dataset), dataset.path, "shardpack.torch.Dataset")
 
 
 def _background(crop_background: Any) -> Dict[str, Any]:
@@ -321,29 +310,7 @@ def _background(crop_background: Any) -> Dict[str, Any]:
 
 def _position(crop_position: Any) -> str:
     """A word of read_batch's (a Loader or Dataset crops by position, not by boxes)."""
-    return _sp._choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
-
-
-def _probability(p: Any, what: str) -> float:
-    if isinstance(p, (str, bytes)):
-        raise _TypeError(f"{what} must be a probability, not {p!r}")
-    try:
-        p = float(p)
-    except (TypeError, ValueError):
-        raise _TypeError(f"{what} must be a probability, not {p!r}") from None
-    if not 0.0 <= p <= 1.0:
-        raise _ValueError(f"{what} probability {p} is not in [0, 1]")
-    return p
-
-
-def _nonnegative(v: Any, what: str) -> int:
-    try:
-        v = v.__index__()
-    except AttributeError:
-        raise _TypeError(f"{what} must be an integer, not {v!r}") from None
-    if v < 0:
-        raise _ValueError(f"{what} must be 0 or more, not {v}")
-    return v
+    return _checks.choice(crop_position, "crop_position", _sp._CROP_POSITIONS)
 
 
 def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int]:
@@ -354,10 +321,7 @@ def _rank_and_world(rank: Optional[int], world: Optional[int]) -> Tuple[int, int
             world = dist.get_world_size() if ready else 1
         if rank is None:
             rank = dist.get_rank() if ready else 0
-    rank, world = int(rank), int(world)
-    if world < 1 or not 0 <= rank < world:
-        raise _ValueError(f"rank {rank} is not in [0, world) for world {world}")
-    return rank, world
+    return _checks.rank_and_world(rank, world, "")
 
 
 def _order_source(data_source: Any) -> Any:
@@ -424,11 +388,11 @@ class Sampler(_data.Sampler):
         self.block, self.window = block, window
         # A shardpack Dataset gives the blocks order its shards and record size, and "auto" its choice.
         self._order_source = _order_source(data_source)
-        self._order_asked = _sp._choice(order, "order", _sp._LOADER_ORDERS)
+        self._order_asked = _checks.choice(order, "order", _sp._LOADER_ORDERS)
         self.order = _sp._resolve_order(order, self._order_source)
         _sp.epoch_order(0, order=self.order, block=block, window=window)  # checks the arguments now
         self.shuffle = bool(shuffle)
-        self.seed = _nonnegative(seed, "seed")
+        self.seed = _checks.integer(seed, "seed", 0)
         self.rank, self.world = _rank_and_world(rank, world)
         self._agreed: Tuple[Optional[int], Optional[int]] = (None, None)  # the ranks' blocks layout
         if self._order_asked == "auto" and isinstance(self._order_source, _sp.Dataset):
@@ -449,7 +413,7 @@ class Sampler(_data.Sampler):
         self._yielded = 0        # indices the current iteration has yielded
 
     def set_epoch(self, epoch: int) -> None:
-        epoch = _nonnegative(epoch, "epoch")
+        epoch = _checks.integer(epoch, "epoch", 0)
         if epoch != self.epoch:
             self._start = self._iter_start = self._yielded = 0
             self._stages = []
@@ -808,19 +772,15 @@ class Loader:
             d = self.dataset
             self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
                                     cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
-        self.batch_size = _nonnegative(batch_size, "Loader: batch_size")
-        if self.batch_size < 1:
-            raise _ValueError("Loader: batch_size must be at least 1")
+        self.batch_size = _checks.integer(batch_size, "Loader: batch_size", 1)
         self.drop_last = bool(drop_last)
         self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
                                drop_last=drop_last, order=order, block=block, window=window)
-        self.threads = _nonnegative(threads, "Loader: threads")
-        self.prefetch = _nonnegative(prefetch, "Loader: prefetch")
-        if self.prefetch < 1:
-            raise _ValueError("Loader: prefetch must be at least 1")
+        self.threads = _checks.integer(threads, "Loader: threads", 0)
+        self.prefetch = _checks.integer(prefetch, "Loader: prefetch", 1)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
                             **_label_options(label, label_dtype), crop=crop, crop_position=_position(crop_position),
-                            hflip=_probability(hflip, "hflip"), vflip=_probability(vflip, "vflip"),
+                            hflip=_checks.probability(hflip, "hflip"), vflip=_checks.probability(vflip, "vflip"),
                             **_background(crop_background))
         self.pin_memory = bool(pin_memory)
         if self.pin_memory and not _torch.cuda.is_available():
@@ -849,7 +809,7 @@ class Loader:
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
-        if _nonnegative(epoch, "epoch") != self.sampler.epoch:
+        if _checks.integer(epoch, "epoch", 0) != self.sampler.epoch:
             self._delivered = 0
         self.sampler.set_epoch(epoch)
         self._epoch_set = True
@@ -1007,32 +967,6 @@ class Loader:
 # ---------------------------------------------------------------------------------------------
 # to_device: uint8 in, converted on the device
 
-def _mean_std(normalize: Any, channels: int) -> Tuple[list, list]:
-    """(mean, std) per channel on the 0..1 scale, as read_batch's `normalize` gives them."""
-    if normalize is None:
-        return [0.0] * channels, [1.0] * channels
-    if isinstance(normalize, str):
-        if normalize != "imagenet":
-            raise _ValueError(f'to_device: normalize must be None, "imagenet" or a (mean, std) pair, not {normalize!r}')
-        if channels == 1:  # grey images: the mean of the three channels' statistics
-            return [sum(_sp.IMAGENET_MEAN) / 3], [sum(_sp.IMAGENET_STD) / 3]
-        return (list(_sp.IMAGENET_MEAN) + [0.0] * (channels - 3), list(_sp.IMAGENET_STD) + [1.0] * (channels - 3))
-    try:
-        mean, std = normalize
-    except (TypeError, ValueError):
-        raise _ValueError('to_device: normalize must be None, "imagenet" or a (mean, std) pair') from None
-
-    def per_channel(v: Any, what: str) -> list:
-        v = _np.asarray(v, dtype=_np.float64).reshape(-1)
-        if v.size == 1:
-            v = _np.repeat(v, channels)
-        if v.size != channels:
-            raise _ValueError(f"to_device: normalize {what} has {v.size} values, the images have {channels} channels")
-        return [float(x) for x in v]
-
-    return per_channel(mean, "mean"), per_channel(std, "std")
-
-
 def to_device(batch: Sequence[_torch.Tensor], device: Union[str, _torch.device], *,
               normalize: Any = "imagenet", onehot: Optional[int] = None, layout: str = "NCHW",
               stream: Any = None) -> Tuple[_torch.Tensor, _torch.Tensor]:
@@ -1071,15 +1005,14 @@ def to_device(batch: Sequence[_torch.Tensor], device: Union[str, _torch.device],
                           "float32 batches are converted already: move them with .to(device)")
     if images.dim() != 4:
         raise _ValueError(f"to_device: images must be 4-d (N, C, H, W) or (N, H, W, C), not {tuple(images.shape)}")
-    _sp._choice(layout, "to_device: layout", _sp._LAYOUTS)
+    _checks.choice(layout, "to_device: layout", _sp._LAYOUTS)
     device = _torch.device(device)
     cuda = device.type == "cuda"
     channel_dim = 1 if layout == "NCHW" else 3
-    mean, std = _mean_std(normalize, images.shape[channel_dim])
+    # read_batch's rule, but "imagenet" is the default here (to_device has no "auto")
+    mean, std = _checks.normalization(normalize, images.shape[channel_dim], "to_device: normalize", words=("imagenet",))
     if onehot is not None:
-        onehot = int(onehot)
-        if onehot < 1:
-            raise _ValueError(f"to_device: onehot must be the number of classes (1 or more), not {onehot}")
+        onehot = _checks.integer(onehot, "to_device: onehot (the number of classes)", 1)
         if labels.dtype.is_floating_point or labels.dtype == _torch.bool or labels.dim() not in (1, 3) or \
                 labels.shape[0] != images.shape[0]:
             raise _ValueError(f"to_device: onehot needs index labels (Loader(label=\"index\")): integer (N,) or "
