@@ -513,6 +513,7 @@ TEST_CASE("a stream serves what a read waits for first where jumps are cheap, an
         s.block_bytes = block;
         s.cache_bytes = blocks * block;
         s.keep_bytes = false;
+        s.cheap_jump_seconds = 0.03;  // the sleeps of a loaded machine (a sanitizer run) wake late by ms
         detail::io_engine engine(s);
         const auto src = std::make_shared<timed_source>(blocks * block, 50, seeks ? 150 : 0);
         const std::uint32_t id = engine.add(src);

@@ -17,8 +17,9 @@
 // queue is read in order only. The engine tells the two apart by timing its own reads: after a
 // few blocks read in order, a wanted-now extent elsewhere is read out of order (twice, 4 reads
 // apart; then every 32 reads while jumps are dear), and what it took beyond a read in order of as
-// many bytes is the jump's cost: cheap at most max(2 ms, a fifth of that read). A disk head's
-// seek (4-15 ms against ~27 ms for 4 MiB at 150 MB/s) is dear; an SSD's or NFS's jump is not.
+// many bytes is the jump's cost: cheap up to 2 ms. A disk head's seek (4-15 ms) is dear; an SSD's
+// or NFS's jump (~0.1 ms) is not. Noise (a loaded CPU delaying the I/O thread) errs towards
+// dear, which is reading in order: what the engine did before it timed anything.
 //
 // Two uses (open_options::io, see reader.hpp's I/O):
 //   stream: every block of every shard is queued when the shard is opened; the threads read
@@ -72,6 +73,7 @@ public:
         std::uint64_t block_bytes = std::uint64_t(4) << 20;  // stream: the size of each read
         unsigned threads = 1;  // one disk head: more threads interleave their requests (a seek each)
         bool keep_bytes = true;  // false: the page cache keeps what was read (a local file), see above
+        double cheap_jump_seconds = 0.002;  // a jump costing at most this more than a read in order is cheap
     };
     struct counters {
         std::uint64_t extent_reads = 0, extent_bytes = 0;  // extents read by the I/O threads
@@ -328,10 +330,9 @@ private:
         return it == queue_.end() ? queue_.begin() : it;
     }
     // The engine's reads, timed (the recent ones count most): seconds a byte of the reads that
-    // went on from where the last ended; for jumps, the seconds beyond such a read of as many
-    // bytes, and that read's seconds.
+    // went on from where the last ended; for jumps, the seconds beyond such a read of as many bytes.
     struct read_times {
-        double per_byte = 0, extra = 0, base = 0;
+        double per_byte = 0, extra = 0;
         unsigned reads = 0;
         static double mix(double old, double now, unsigned n) { return n == 0 ? now : 0.75 * old + 0.25 * now; }
     };
@@ -341,12 +342,10 @@ private:
             ++in_order_.reads;
             if (in_order) return;
         }
-        const double base = in_order_.per_byte * double(bytes);
-        jumps_.extra = read_times::mix(jumps_.extra, seconds - base, jumps_.reads);
-        jumps_.base = read_times::mix(jumps_.base, base, jumps_.reads);
+        jumps_.extra = read_times::mix(jumps_.extra, seconds - in_order_.per_byte * double(bytes), jumps_.reads);
         ++jumps_.reads;
     }
-    bool jumps_cheap() const { return jumps_.reads >= 2 && jumps_.extra <= std::max(0.002, 0.2 * jumps_.base); }
+    bool jumps_cheap() const { return jumps_.reads >= 2 && jumps_.extra <= settings_.cheap_jump_seconds; }
     bool jump_probe_due() const { return in_order_.reads >= 2 && reads_since_jump_ >= (jumps_.reads < 2 ? 4u : 32u); }
 
     void note_used() {
@@ -447,7 +446,13 @@ private:
 class engine_source final : public byte_source {
 public:
     engine_source(std::shared_ptr<io_engine> engine, std::shared_ptr<byte_source> inner)
-        : engine_(std::move(engine)), inner_(std::move(inner)), id_(engine_->add(inner_)) {}
+        : engine_(std::move(engine)), inner_(std::move(inner)), id_(engine_->add(inner_)) {
+        // The page cache keeps the extents (a local file): no kernel read-ahead on this file, so
+        // that a record's read of an arrived extent does not set off the kernel's own reads
+        // (128 KiB at a time, wherever the record is: seeks between the engine's) and the
+        // engine's reads bring in what they ask for, no more.
+        if (!engine_->config().keep_bytes) inner_->advise(access_pattern::random);
+    }
     ~engine_source() override { engine_->forget(id_); }
     engine_source(const engine_source&) = delete;
     engine_source& operator=(const engine_source&) = delete;
