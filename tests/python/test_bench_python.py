@@ -72,7 +72,8 @@ def test_uint8_runs_time_bare_zstd_in_their_own_process(cls_job, tmp_path):
     result = json.loads([x for x in r.stdout.splitlines() if x.startswith("{")][-1])
     bare = result["bare_zstd_in_process"]
     assert len(bare["epoch_s"]) == 2 and bare["samples_per_s"] > 0
-    assert bare["ratio"] == pytest.approx(result["samples_per_s"] / bare["samples_per_s"], rel=0.01)
+    # The bench rounds the ratio to 3 decimals: at ratios near 0.03 that alone is over 1%.
+    assert bare["ratio"] == pytest.approx(result["samples_per_s"] / bare["samples_per_s"], rel=0.01, abs=0.0005)
 
 
 def test_the_epoch_check_fails_on_wrong_values(cls_job, tmp_path):
