@@ -49,7 +49,15 @@ for tool in before/shardpack before/bench_read before/peak_rss after/shardpack a
 done
 
 n_seg=240 n_cls=3000
+# WORK is this script's own folder: it removes and renames names of its own there (the datasets,
+# DIR.part), so it refuses a folder that is not empty and that it did not make, and a link.
+if [ -L "$work" ]; then echo "ab_bench.sh: --work $work is a symbolic link; give a folder" >&2; exit 2; fi
+if [ -d "$work" ] && [ -n "$(ls -A "$work")" ] && [ ! -f "$work/.ab_bench" ]; then
+  echo "ab_bench.sh: --work $work holds files this script did not make (no .ab_bench in it); give a new or empty folder" >&2
+  exit 2
+fi
 mkdir -p "$work"
+touch "$work/.ab_bench"
 work=$(realpath "$work")
 results=$work/results.jsonl
 : >"$results"
