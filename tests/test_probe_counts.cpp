@@ -137,7 +137,7 @@ TEST_CASE("probe counts: index masks are probed once, the value decoder reading 
         write_file(dir / "ids.csv", "name,id\nzero,0\none,1\ntwo,2\n");
         build_options o = options_for(dir, "idx");
         o.input.classes_path = dir / "ids.csv";
-        o.mask_values = mask_value_kind::index;
+        o.mask.values = mask_value_kind::index;
         const per_file p = build_and_count(o, 2 * rows, rows);
         CHECK(p.sniffs == 1.0);
         // image: the probe and the fast decoder's IHDR; mask: the probe only, whose libpng

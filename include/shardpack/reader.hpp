@@ -359,6 +359,10 @@ struct sample_buffers {
 // The state dataset handles share (it uses schema_info and class_info above).
 #include "detail/dataset_state.hpp"
 
+namespace shardpack::detail {
+struct band_table;  // detail/band_frames.hpp
+}
+
 namespace shardpack {
 
 // Scratch for reads that allocate nothing once warm: a zstd context and a growing buffer.
@@ -621,6 +625,7 @@ private:
                                detail::json manifest);
     static std::size_t resolve_max_open_shards(const open_options& options);
     static void plan_io(const std::string& folder, const open_options& options, detail::dataset_state& st);
+    static void open_shards(const open_options& options, detail::dataset_state& st);
     std::size_t checked_shard(std::size_t k) const {
         if (k >= s_->shard_count())
             throw error(s_->path + ": shard " + std::to_string(k) + " is out of range (" +
@@ -661,6 +666,14 @@ private:
                                      detail::record_layout& layout) const;
     void read_slot_pinned(std::size_t i, std::size_t k, std::size_t local, const detail::shard_file& shard,
                           const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    // Parts of read_slot_pinned for band-frame records (spec 8): the bands a read-time crop
+    // needs (returns its window), and a whole record into the caller's buffers.
+    crop_box decompress_window(std::size_t i, std::size_t k, std::size_t local, const augmentation& aug,
+                               std::size_t batch_slot, const detail::record_layout& layout,
+                               const detail::band_table& bands, read_context& ctx) const;
+    void fill_banded(std::size_t k, std::size_t local, const detail::record_layout& layout,
+                     const detail::band_table& bands, const sample_buffers& out, read_context& ctx,
+                     std::size_t slot) const;
     // The window `b` of `full`, flipped, as a compact record in ctx's window buffer.
     sample window(const sample& full, const crop_box& b, read_context& ctx) const;
 };

@@ -324,10 +324,10 @@ build_options to_build_options(const build_command_options& o) {
     b.geometry.crop = value_of(crop_words, o.crop, "--crop");
     b.geometry.filter = value_of(filter_words, o.filter, "--filter");
     b.label_layout = value_of(label_layout_words, o.label_layout, "--label-layout");
-    b.unknown_label = value_of(unknown_label_words, o.unknown_label, "--unknown-label");
-    b.color_tolerance = o.color_tolerance;
-    b.mask_values = value_of(mask_values_words, o.mask_values, "--mask-values");
-    b.ignore_values = parse_ignore_values(o.ignore_values);
+    b.mask.unknown_label = value_of(unknown_label_words, o.unknown_label, "--unknown-label");
+    b.mask.color_tolerance = o.color_tolerance;
+    b.mask.values = value_of(mask_values_words, o.mask_values, "--mask-values");
+    b.mask.ignore_values = parse_ignore_values(o.ignore_values);
     b.codec = value_of(compression_words, o.compression, "--compression");
     b.band_rows = o.band_rows;
     if (o.band_rows && !uses_band_frames(b.codec)) throw usage_error("--band-rows needs --compression zstd or auto");

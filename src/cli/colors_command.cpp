@@ -51,10 +51,10 @@ int run_colors_command(const colors_command_options& o) {
         if (o.masks.empty()) throw usage_error("--images DIR needs --masks DIR here: colors reads masks");
         log_folder_listing(list_image_folders({o.images, o.masks, o.mask_suffix, o.image_suffix}, co.input));
     }
-    co.mask_values = o.mask_values == "index" ? mask_value_kind::index
+    co.mask.values = o.mask_values == "index" ? mask_value_kind::index
                    : o.mask_values == "color" ? mask_value_kind::color : mask_value_kind::automatic;
-    co.tolerance = o.tolerance;
-    co.ignore_values = parse_ignore_values(o.ignore_values);
+    co.mask.color_tolerance = o.tolerance;
+    co.mask.ignore_values = parse_ignore_values(o.ignore_values);
     co.threads = o.threads;
     const color_census census = scan_mask_colors(co);
     if (o.json) std::cout << census_to_json(census).dump();

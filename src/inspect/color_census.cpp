@@ -65,15 +65,10 @@ void tally_runs(std::uint32_t width, std::uint32_t height, Key key_at, std::unor
 // mapper: its lookups match the census's colors or values to classes as a build would map them.
 mask_value_kind set_up_mapper(const color_census_options& o, const input_options& in, const input_list& list,
                               std::optional<mask_mapper>& mapper) {
-    mask_value_kind kind = o.mask_values;
+    mask_value_kind kind = o.mask.values;
     if (!list.classes.empty()) {
-        mask_options m;
-        m.values = o.mask_values;
-        m.color_tolerance = o.tolerance;
-        m.ignore_values = o.ignore_values;
-        m.classes_path = in.classes_path;
-        kind = resolve_mask_values(m, list.classes);
-        mapper.emplace(list.classes, kind, m, std::string());
+        kind = resolve_mask_values(o.mask, list.classes, in.classes_path);
+        mapper.emplace(list.classes, kind, o.mask, std::string());
     } else if (kind == mask_value_kind::automatic) {
         kind = mask_value_kind::color;
     }
@@ -163,7 +158,7 @@ color_census scan_mask_colors(const color_census_options& o) {
 
     color_census census;
     census.classes = list.classes;
-    census.tolerance = o.tolerance;
+    census.tolerance = o.mask.color_tolerance;
     std::optional<mask_mapper> mapper;
     const mask_value_kind kind = set_up_mapper(o, in, list, mapper);
     census.index_masks = kind == mask_value_kind::index;

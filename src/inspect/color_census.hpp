@@ -14,9 +14,7 @@ namespace shardpack {
 
 struct color_census_options {
     input_options input;        // task is forced to segmentation; classes_path may be empty
-    mask_value_kind mask_values = mask_value_kind::automatic;
-    unsigned tolerance = 0;     // --color-tolerance
-    std::vector<std::uint16_t> ignore_values;
+    mask_options mask;          // --mask-values, --color-tolerance, --ignore-values (unknown_label unused)
     unsigned threads = 0;       // 0: all cores
 };
 

@@ -27,7 +27,7 @@ json effective_options_json(const build_options& o, task_kind task) {
     b.set("filter", word_of(filter_words, o.geometry.filter));
     if (task == task_kind::segmentation) {
         b.set("label_layout", word_of(label_layout_words, o.label_layout));
-        b.set("unknown_label", word_of(unknown_label_words, o.unknown_label));
+        b.set("unknown_label", word_of(unknown_label_words, o.mask.unknown_label));
     }
     b.set("compression", word_of(compression_words, o.codec));
     b.set("level", o.level);
@@ -66,13 +66,13 @@ json manifest_build_json(const build_options& o, const input_list& input, mask_v
     if (input.task == task_kind::segmentation) {
         const bool index_masks = mask_values == mask_value_kind::index;
         build.set("mask_values", word_of(mask_values_words, mask_values));
-        if (!index_masks) build.set("color_tolerance", o.color_tolerance);
+        if (!index_masks) build.set("color_tolerance", o.mask.color_tolerance);
         if (index_masks) {
             // The number arrays are filled as json::array_t and wrapped once: json::push of a
             // temporary number makes GCC 12 warn (-Wmaybe-uninitialized, a false positive in
             // std::variant's move of the string alternative). The JSON is the same.
             json::array_t ignored;
-            for (auto v : o.ignore_values) ignored.emplace_back(unsigned(v));
+            for (auto v : o.mask.ignore_values) ignored.emplace_back(unsigned(v));
             build.set("ignore_values", std::move(ignored));
             json::array_t values;
             for (std::size_t c = 0; c < input.classes.size(); ++c)
@@ -92,11 +92,11 @@ std::string record_options_digest(const build_options& o, const detail::schema_r
     d.set("resize", word_of(resize_words, o.geometry.resize));
     d.set("crop", word_of(crop_words, o.geometry.crop));
     d.set("filter", word_of(filter_words, o.geometry.filter));
-    d.set("unknown_label", word_of(unknown_label_words, o.unknown_label));
+    d.set("unknown_label", word_of(unknown_label_words, o.mask.unknown_label));
     d.set("mask_values", mask_values);
-    d.set("color_tolerance", o.color_tolerance);
+    d.set("color_tolerance", o.mask.color_tolerance);
     json::array_t ignored;  // not json::push: see manifest_build_json
-    for (auto v : o.ignore_values) ignored.emplace_back(unsigned(v));
+    for (auto v : o.mask.ignore_values) ignored.emplace_back(unsigned(v));
     d.set("ignore_values", std::move(ignored));
     d.set("compression", word_of(compression_words, o.codec));
     d.set("level", o.level);

@@ -25,10 +25,7 @@ struct build_options {
     unsigned depth = 0;                                   // --depth: 8 or 16 bits a sample; 0: auto (the first row's image)
     geometry_options geometry;
     label_layout_option label_layout = label_layout_option::one_hot;
-    unknown_color_policy unknown_label = unknown_color_policy::error;
-    unsigned color_tolerance = 0;                        // --color-tolerance
-    mask_value_kind mask_values = mask_value_kind::automatic;
-    std::vector<std::uint16_t> ignore_values;             // --ignore-values (index masks)
+    mask_options mask;                                    // --mask-values, --unknown-label, --color-tolerance, --ignore-values
     record_codec codec = record_codec::zstd;
     int level = 1;
     std::uint32_t band_rows = 0;   // codec 2 band height; 0: chosen per record (codec 3 for segmentation, record_compressor.hpp)
@@ -45,16 +42,5 @@ struct build_options {
     bool progress = false;         // a progress line on stderr (the CLI sets it for terminals)
     std::optional<partition_spec> partition;  // --partition K/N: pack only the K-th slice of the order
 };
-
-// What transform/mask_mapper is told of these options.
-inline mask_options mask_options_of(const build_options& o) {
-    mask_options m;
-    m.values = o.mask_values;
-    m.unknown_label = o.unknown_label;
-    m.color_tolerance = o.color_tolerance;
-    m.ignore_values = o.ignore_values;
-    m.classes_path = o.input.classes_path;
-    return m;
-}
 
 }  // namespace shardpack

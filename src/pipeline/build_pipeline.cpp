@@ -177,7 +177,7 @@ build_result run_build(const build_options& options) {
     for (const auto& note : input.notes) spdlog::info("{}", note);
     for (const auto& warning : input.warnings) spdlog::warn("{}", warning);
     const mask_value_kind mask_values =
-        input.task == task_kind::segmentation ? resolve_mask_values(mask_options_of(options), input.classes) : mask_value_kind::color;
+        input.task == task_kind::segmentation ? resolve_mask_values(options.mask, input.classes, options.input.classes_path) : mask_value_kind::color;
     const bool index_masks = mask_values == mask_value_kind::index;
     // Before anything is written: is the folder shardpack's to write (exit 2 if not), would the
     // build overwrite an input, then one build at a time per output folder.

@@ -68,7 +68,7 @@ std::string colors_command_hint(const build_options& o) {
     if (!o.input.root.empty() && o.input.list_text.empty()) hint += " --root " + shell_word(o.input.root);
     if (o.input.label_col != "1") hint += " --label-col " + shell_word(o.input.label_col);
     if (o.input.image_col != "0") hint += " --image-col " + shell_word(o.input.image_col);
-    if (o.mask_values == mask_value_kind::index) hint += " --mask-values index";
+    if (o.mask.values == mask_value_kind::index) hint += " --mask-values index";
     return hint;
 }
 

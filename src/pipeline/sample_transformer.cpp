@@ -127,7 +127,7 @@ sample_transformer::sample_transformer(const build_options& options, const schem
                                        const std::vector<class_entry>& classes, mask_value_kind mask_values,
                                        std::string hint, std::uint64_t max_row_bytes, const std::atomic<int>* interrupt)
     : options_(options), max_row_bytes_(max_row_bytes), interrupt_(interrupt), schema_(schema) {
-    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, mask_options_of(options), std::move(hint));
+    if (schema_.task == task_code::segmentation) masks_.emplace(classes, mask_values, options.mask, std::move(hint));
 }
 
 void sample_transformer::operator()(sample_job& job, transform_scratch& scratch) const {

@@ -48,7 +48,7 @@ inline nb::object column(const shardpack::field_info& f, const std::vector<const
         case field_kind::string: {
             nb::list v;
             for (const auto* r : rows) v.append(text(r->text));
-            return std::move(v);
+            return v;
         }
         case field_kind::int64_list: {
             std::vector<std::int64_t> v;

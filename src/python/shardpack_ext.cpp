@@ -253,6 +253,19 @@ struct read_options {
     std::size_t threads = 1;                      // parts the batch is split into (capped in Python)
 };
 
+// shardpack.contact_sheet's options, checked there (shardpack/_sheet.py): which records, and how
+// they are drawn (shardpack::contact_sheet_options, src/inspect/contact_sheet.hpp).
+struct sheet_options {
+    std::vector<std::size_t> records;             // empty: `count` records, the first or drawn
+    std::size_t count = 16;
+    bool random = false;                          // drawn with sample_seed (as the CLI's --sample-seed)
+    std::uint64_t sample_seed = 0;
+    std::size_t tile = 256, columns = 0;
+    double alpha = 0.5;
+    std::vector<std::uint32_t> hidden;            // class ids left out of the overlay
+    std::string title;
+};
+
 // Argument errors raised here (about out= arrays and indices: see read_batch) become the Python classes
 // that are both a shardpack.Error and the matching built-in (registered in NB_MODULE).
 struct argument_error : shardpack::error {  // shardpack.ArgumentValueError (ValueError)
@@ -776,35 +789,23 @@ public:
     }
     // Foreground-crop reads (read_batch) that found no foreground pixel and took a uniform window.
     std::uint64_t foreground_fallbacks() const { return fallbacks_.load(); }
-    // shardpack.contact_sheet, from arguments it checked: (pixels (H, W, 3) uint8, tiles, legend).
-    // No records given: `count` of them, the first or (random) drawn with sample_seed, as the CLI's.
-    nb::tuple contact_sheet(std::vector<std::size_t> records, std::size_t count, bool random, std::uint64_t sample_seed,
-                            std::size_t tile, std::size_t columns, double alpha,
-                            std::vector<std::uint32_t> hidden, const std::string& title, bool augmented,
-                            std::size_t crop_height, std::size_t crop_width, const std::string& crop_position,
-                            float hflip, float vflip, std::uint64_t seed, std::uint64_t epoch,
-                            std::vector<std::uint32_t> background) const {
+    // shardpack.contact_sheet, from options it checked: (pixels (H, W, 3) uint8, tiles, legend).
+    // `augment` (a ReadOptions, or None for the records as stored): the crops and flips of read_batch.
+    nb::tuple contact_sheet(const sheet_options& options, nb::object augment, std::uint64_t seed,
+                            std::uint64_t epoch) const {
         shardpack::augmentation aug;
-        aug.height = crop_height;
-        aug.width = crop_width;
-        aug.position = crop_position == "random" ? shardpack::crop_position::random
-                     : crop_position == "foreground" ? shardpack::crop_position::foreground
-                                                     : shardpack::crop_position::center;
-        aug.background = std::move(background);
-        aug.hflip = hflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
-        aug.vflip = vflip > 0 ? shardpack::flip_mode::random : shardpack::flip_mode::none;
-        aug.hflip_probability = hflip;
-        aug.vflip_probability = vflip;
-        aug.seed = seed;
-        aug.epoch = epoch;
+        if (!augment.is_none())
+            aug = augmentation_of(nb::cast<const read_options&>(augment), seed, epoch, nb::none(), 0).aug;
         shardpack::contact_sheet_options o;
-        o.records = records.empty() ? shardpack::sheet_records(ds_.size(), count, random, sample_seed) : std::move(records);
-        o.tile = tile;
-        o.columns = columns;
-        o.alpha = alpha;
-        o.hidden = std::move(hidden);
-        o.title = title;
-        o.augment = augmented ? &aug : nullptr;
+        o.records = options.records.empty()
+                        ? shardpack::sheet_records(ds_.size(), options.count, options.random, options.sample_seed)
+                        : options.records;
+        o.tile = options.tile;
+        o.columns = options.columns;
+        o.alpha = options.alpha;
+        o.hidden = options.hidden;
+        o.title = options.title;
+        o.augment = augment.is_none() ? nullptr : &aug;
         shardpack::contact_sheet sheet;
         {
             gil_released unlocked;
@@ -1153,13 +1154,9 @@ private:
     }
 };
 
-}  // namespace
-
-NB_MODULE(_shardpack, m) {
-    m.doc() = "The binding of the shardpack C++ reader; use the shardpack package, not this module.";
-    m.attr("version") = SHARDPACK_VERSION;  // CMake's project(VERSION), as pyproject's; shardpack.__version__
-    // The exception classes: every error is a shardpack.Error; argument errors are also the
-    // built-in a NumPy user expects. Made here so that errors raised in C++ get them.
+// The exception classes: every error is a shardpack.Error; argument errors are also the
+// built-in a NumPy user expects. Made here so that errors raised in C++ get them.
+void bind_errors(nb::module_& m) {
     const auto new_type = [&m](const char* name, PyObject* bases, const char* doc) {
         // "_shardpack.X", the name stubgen loads the module by; shardpack/__init__.py sets
         // __module__ to "shardpack", which re-exports them.
@@ -1194,7 +1191,10 @@ NB_MODULE(_shardpack, m) {
             set_error(error_type, e.what());
         }
     });
+}
 
+// Module functions: the epoch orders, mixing, and the process's hooks.
+void bind_functions(nb::module_& m) {
     static const bool atfork_registered = pthread_atfork(nullptr, nullptr, forget_parents_pool_and_cache) == 0;
     if (!atfork_registered) throw std::runtime_error("_shardpack: pthread_atfork failed");
     m.def("interpreter_exiting", &interpreter_exiting,
@@ -1223,7 +1223,10 @@ NB_MODULE(_shardpack, m) {
           "shardpack.mix's whole order of an epoch (include/shardpack/mix.hpp), from checked arguments.");
     m.def("resumed_order", &resumed_order, "order"_a, "stages"_a, "rank"_a, "world"_a, "drop_last"_a, "contiguous"_a,
           "A rank's share of the rest of an epoch after changes of world (include/shardpack/mix.hpp).");
+}
 
+// Reader.read_batch's and Reader.contact_sheet's options.
+void bind_options(nb::module_& m) {
     // read_batch's options (read_options): one object of typed fields, enums where a word was.
     nb::enum_<image_type>(m, "ImageType", "read_batch's dtype: the images' values.")
         .value("uint8", image_type::uint8)
@@ -1280,7 +1283,30 @@ NB_MODULE(_shardpack, m) {
         .def_rw("vflip_probability", &read_options::vflip_probability)
         .def_rw("background", &read_options::background)
         .def_rw("threads", &read_options::threads);
+    nb::class_<sheet_options>(m, "SheetOptions",
+                              "Reader.contact_sheet's options, checked and built by shardpack.contact_sheet.")
+        .def("__init__",
+             [](sheet_options* self, std::vector<std::size_t> records, std::size_t count, bool random,
+                std::uint64_t sample_seed, std::size_t tile, std::size_t columns, double alpha,
+                std::vector<std::uint32_t> hidden, std::string title) {
+                 new (self) sheet_options{std::move(records), count, random, sample_seed, tile, columns, alpha,
+                                          std::move(hidden), std::move(title)};
+             },
+             nb::kw_only(), "records"_a = std::vector<std::size_t>{}, "count"_a = 16, "random"_a = false,
+             "sample_seed"_a = 0, "tile"_a = 256, "columns"_a = 0, "alpha"_a = 0.5,
+             "hidden"_a = std::vector<std::uint32_t>{}, "title"_a = "")
+        .def_rw("records", &sheet_options::records)
+        .def_rw("count", &sheet_options::count)
+        .def_rw("random", &sheet_options::random)
+        .def_rw("sample_seed", &sheet_options::sample_seed)
+        .def_rw("tile", &sheet_options::tile)
+        .def_rw("columns", &sheet_options::columns)
+        .def_rw("alpha", &sheet_options::alpha)
+        .def_rw("hidden", &sheet_options::hidden)
+        .def_rw("title", &sheet_options::title);
+}
 
+void bind_reader(nb::module_& m) {
     nb::class_<reader>(m, "Reader", "One open dataset (the index stays in C++); see shardpack.Dataset.")
         .def(nb::init<nb::bytes, bool, const std::string&, std::size_t, std::uint64_t, unsigned>(), "path"_a,
              "verify_checksums"_a = true, "io"_a = "auto", "max_open_shards"_a = 0, "cache_bytes"_a = 0, "io_threads"_a = 0)
@@ -1331,16 +1357,11 @@ NB_MODULE(_shardpack, m) {
         // Contact sheets, class colors, foreground crops (issue 33).
         .def_prop_ro("class_colors", &reader::class_colors, nb::sig("def class_colors(self) -> list[tuple[int, int, int]]"))
         .def_prop_ro("foreground_fallbacks", &reader::foreground_fallbacks)
-        .def("contact_sheet", &reader::contact_sheet, "records"_a, "count"_a, "random"_a, "sample_seed"_a, "tile"_a, "columns"_a, "alpha"_a, "hidden"_a, "title"_a,
-             "augmented"_a, "crop_height"_a, "crop_width"_a, "crop_position"_a, "hflip"_a, "vflip"_a, "seed"_a, "epoch"_a,
-             "background"_a,
-             nb::sig("def contact_sheet(self, records: collections.abc.Sequence[int], count: int, random: bool, "
-                     "sample_seed: int, tile: int, columns: int, alpha: float, "
-                     "hidden: collections.abc.Sequence[int], title: str, augmented: bool, crop_height: int, crop_width: int, "
-                     "crop_position: str, hflip: float, vflip: float, seed: int, epoch: int, "
-                     "background: collections.abc.Sequence[int]) -> tuple[numpy.typing.NDArray[numpy.uint8], "
-                     "list[dict[str, typing.Any]], list[dict[str, typing.Any]]]"),
-             "shardpack.contact_sheet, from arguments it checked.")
+        .def("contact_sheet", &reader::contact_sheet, "options"_a, "augment"_a.none(), "seed"_a, "epoch"_a,
+             nb::sig("def contact_sheet(self, options: SheetOptions, augment: ReadOptions | None, seed: int, "
+                     "epoch: int) -> tuple[numpy.typing.NDArray[numpy.uint8], list[dict[str, typing.Any]], "
+                     "list[dict[str, typing.Any]]]"),
+             "shardpack.contact_sheet, from options it checked.")
         .def_prop_ro("fields", [](const reader& r) { return fields_ext::declarations(r.dataset()); },
                      nb::sig("def fields(self) -> list[tuple[str, str, list[str]]]"))
         .def("read_fields",
@@ -1354,4 +1375,15 @@ NB_MODULE(_shardpack, m) {
                      "windows: numpy.typing.NDArray[numpy.int64] | None, crop_height: int, crop_width: int, "
                      "min_box_visibility: float) -> dict[str, typing.Any]"),
              "Fields `names` of records `indices` as columns; boxes follow `windows` (see shardpack.Dataset.fields).");
+}
+
+}  // namespace
+
+NB_MODULE(_shardpack, m) {
+    m.doc() = "The binding of the shardpack C++ reader; use the shardpack package, not this module.";
+    m.attr("version") = SHARDPACK_VERSION;  // CMake's project(VERSION), as pyproject's; shardpack.__version__
+    bind_errors(m);
+    bind_functions(m);
+    bind_options(m);
+    bind_reader(m);
 }

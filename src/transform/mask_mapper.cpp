@@ -10,8 +10,8 @@ std::string color_text(std::uint32_t rgb) {
            std::to_string(rgb & 0xFF) + ")";
 }
 
-mask_value_kind resolve_mask_values(const mask_options& o, const std::vector<class_entry>& classes) {
-    const std::string& path = o.classes_path;
+mask_value_kind resolve_mask_values(const mask_options& o, const std::vector<class_entry>& classes,
+                                    const std::string& path) {
     mask_value_kind kind = o.values;
     if (kind == mask_value_kind::automatic)
         kind = classes_have_values(classes) ? mask_value_kind::index : mask_value_kind::color;

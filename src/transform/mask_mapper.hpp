@@ -23,7 +23,8 @@ namespace shardpack {
 // `automatic` resolved against the class table (index when it gives ids); throws usage_error
 // for a kind the table cannot serve (color masks with a name,id table) and for options that
 // do not apply to the kind (--ignore-values with colors, --color-tolerance with index masks).
-mask_value_kind resolve_mask_values(const mask_options& options, const std::vector<class_entry>& classes);
+mask_value_kind resolve_mask_values(const mask_options& options, const std::vector<class_entry>& classes,
+                                    const std::string& classes_path);
 
 struct mask_scratch {
     image_u8 colors;

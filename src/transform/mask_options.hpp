@@ -1,9 +1,8 @@
 // What a build (and `colors`) is told about its masks, for transform/mask_mapper: how their
-// values name classes and what becomes of a value the class table lacks. pipeline/ fills it from
-// build_options (mask_options_of).
+// values name classes and what becomes of a value the class table lacks. build_options and
+// color_census_options hold one each.
 #pragma once
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "transform/label_map.hpp"
@@ -20,7 +19,6 @@ struct mask_options {
     unknown_color_policy unknown_label = unknown_color_policy::error;  // --unknown-label
     unsigned color_tolerance = 0;                                      // --color-tolerance (color masks)
     std::vector<std::uint16_t> ignore_values;                          // --ignore-values (index masks)
-    std::string classes_path;                                          // the class table, named in errors
 };
 
 }  // namespace shardpack

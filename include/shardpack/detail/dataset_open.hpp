@@ -135,6 +135,138 @@ inline dataset dataset::open_once(const std::string& folder, const open_options&
     return open_parsed(folder, options, manifest_version, std::move(manifest));
 }
 
+namespace detail {
+// The manifest's "format" and "format_version": this reader reads its own major version.
+inline void check_manifest_format(const json& m) {
+    if (m.string_at("format") != "shardpack") throw error("not a shardpack manifest");
+    const std::string& version = m.string_at("format_version");
+    if (version.rfind(std::to_string(version_major) + ".", 0) != 0) {
+        const std::string shown = json::quoted(version);  // escaped, without its quotes
+        throw error("format version " + shown.substr(1, shown.size() - 2) +
+                    " is not supported by this reader (it reads major version " + std::to_string(version_major) + ")");
+    }
+}
+
+// Room for n shards in the vectors both shard listings below fill.
+inline void reserve_shards(dataset_state& st, std::size_t n) {
+    st.shard_hash.reserve(n);
+    st.shard_bytes.reserve(n);
+    st.index_hash.reserve(n);
+    st.index_hash_listed.reserve(n);
+    st.first_record.reserve(n + 1);
+}
+
+// Format 1.2: the shards are listed in a binary table (spec 13.8), checked whole against the
+// manifest's size and XXH3-64 before any entry is used. Returns the records in all shards.
+inline std::uint64_t list_shards_from_table(const json& table, const storage& store, dataset_state& st) {
+    std::string file, hash_text;
+    std::uint64_t bytes = 0;
+    try {
+        file = table.string_at("file");
+        bytes = table.u64_at("bytes");
+        hash_text = table.string_at("xxh3");
+    } catch (const error& e) {
+        const std::string what = e.what();
+        throw error("\"shard_table\": " + (what.rfind("JSON: ", 0) == 0 ? what.substr(6) : what));
+    }
+    if (!plain_file_name(file)) throw error("shard table name " + json::quoted(file) + " is not a plain file name");
+    std::uint64_t hash = 0;
+    if (!parse_hex16(hash_text, hash)) throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
+    if (bytes > shard_table_max_bytes)
+        throw error(file + ": the manifest says " + std::to_string(bytes) + " bytes, more than a shard table may have (" +
+                    std::to_string(shard_table_max_bytes) + ")");
+    std::string bytes_read;
+    try {
+        bytes_read = store.read_small_file(file, shard_table_max_bytes);
+    } catch (const error& e) {
+        throw error(std::string(e.what()) + " (the manifest's shard table)");
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes_read.data());
+    if (bytes_read.size() != bytes)
+        throw error(file + ": the shard table is " + std::to_string(bytes_read.size()) + " bytes, the manifest says " +
+                    std::to_string(bytes) + " (truncated, or not the table this manifest names)");
+    const std::uint64_t h = XXH3_64bits(p, bytes_read.size());
+    if (h != hash)
+        throw error(file + ": the shard table's XXH3-64 is " + hex16(h) + ", the manifest says " + hex16(hash) +
+                    ": it is damaged");
+    std::vector<shard_table_entry> entries;
+    try {
+        entries = decode_shard_table(p, bytes_read.size());
+    } catch (const error& e) {
+        throw error(file + ": " + e.what());
+    }
+    bytes_read = std::string();
+    st.names_from_hashes = true;
+    reserve_shards(st, entries.size());
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+        try {
+            check_shard_entry(entries[k].records, entries[k].bytes, total);
+        } catch (const error& e) {
+            const std::string name = shard_file_name(k, entries[k].hash);
+            throw error(file + ": " + shard_entry_error(k, &name, e).what());
+        }
+        st.shard_hash.push_back(entries[k].hash);
+        st.shard_bytes.push_back(entries[k].bytes);
+        st.index_hash.push_back(entries[k].index_hash);
+        st.index_hash_listed.push_back(entries[k].has_index_hash);
+        st.first_record.push_back(total);
+        total += entries[k].records;
+    }
+    return total;
+}
+
+// The manifest's "shards" array (formats before 1.2, and small datasets). Returns the records in
+// all shards.
+inline std::uint64_t list_shards_from_manifest(const json::array_t& shards, dataset_state& st) {
+    if (shards.empty()) throw error("\"shards\": lists no shards");
+    reserve_shards(st, shards.size());
+    st.name_end.reserve(shards.size());
+    st.shard_hash_problem.reserve(shards.size());
+    std::uint64_t total = 0;
+    for (std::size_t k = 0; k < shards.size(); ++k) {
+        const json& e = shards[k];
+        const std::string* name = nullptr;  // in errors once known
+        std::uint64_t records = 0, bytes = 0, index_hash = 0;
+        bool index_hash_listed = false;
+        try {
+            name = &e.string_at("file");
+            if (!plain_file_name(*name)) throw error("not a plain file name (empty, holding '/' or NUL, or starting with '.')");
+            records = e.u64_at("records");
+            const std::uint64_t first = e.u64_at("first_record");
+            bytes = e.u64_at("bytes");
+            check_shard_entry(records, bytes, total);
+            if (first != total)
+                throw error("the manifest lists it as starting at record " + std::to_string(first) + ", after " +
+                            std::to_string(total) + " records in the shards before it");
+            // 1.6: absent from an older writer's manifest (then not checked); a value that
+            // is there but malformed is damage.
+            if (const json* ix = e.find("index_xxh3")) {
+                if (!ix->is_string() || !parse_hex16(ix->as_string(), index_hash))
+                    throw error("\"index_xxh3\": expected 16 lowercase hex digits");
+                index_hash_listed = true;
+            }
+        } catch (const error& x) {
+            throw shard_entry_error(k, name, x);
+        }
+        st.names += *name;
+        st.name_end.push_back(st.names.size());
+        st.shard_bytes.push_back(bytes);
+        st.index_hash.push_back(index_hash);
+        st.index_hash_listed.push_back(index_hash_listed);
+        st.first_record.push_back(total);
+        // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
+        const json* x = e.is_object() ? e.find("xxh3") : nullptr;
+        std::uint64_t hash = 0;
+        st.shard_hash_problem.push_back(!x ? 1 : !x->is_string() ? 2 : parse_hex16(x->as_string(), hash) ? 0 : 3);
+        st.shard_hash.push_back(hash);
+        total += records;
+    }
+    st.names.shrink_to_fit();
+    return total;
+}
+}  // namespace detail
+
 inline dataset dataset::open_parsed(const std::string& folder, const open_options& options, const std::string& manifest_version,
                                     detail::json manifest) {
     using namespace detail;
@@ -142,133 +274,18 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
     st->path = folder;
     st->store = options.storage;
     st->verify = options.verify_checksums;
-    const storage& given = *st->store;  // plan_io below may reopen a local folder with another mode
     st->manifest_version = manifest_version;
     st->manifest = std::move(manifest);
     const json& m = st->manifest;
     try {
-        if (m.string_at("format") != "shardpack") throw error("not a shardpack manifest");
-        const std::string& version = m.string_at("format_version");
-        if (version.rfind(std::to_string(version_major) + ".", 0) != 0) {
-            const std::string shown = json::quoted(version);  // escaped, without its quotes
-            throw error("format version " + shown.substr(1, shown.size() - 2) +
-                        " is not supported by this reader (it reads major version " + std::to_string(version_major) + ")");
-        }
+        check_manifest_format(m);
         const json* table = m.find("shard_table");
         const json* list = m.find("shards");
         if (table && list)
             throw error("has both \"shards\" and \"shard_table\"; a manifest lists its shards in one of them");
-        std::uint64_t total = 0;
-        if (table) {
-            // Format 1.2: the shards are listed in a binary table (spec 13.8), checked whole
-            // against the manifest's size and XXH3-64 before any entry is used.
-            std::string file, hash_text;
-            std::uint64_t bytes = 0;
-            try {
-                file = table->string_at("file");
-                bytes = table->u64_at("bytes");
-                hash_text = table->string_at("xxh3");
-            } catch (const error& e) {
-                const std::string what = e.what();
-                throw error("\"shard_table\": " + (what.rfind("JSON: ", 0) == 0 ? what.substr(6) : what));
-            }
-            if (!plain_file_name(file)) throw error("shard table name " + json::quoted(file) + " is not a plain file name");
-            std::uint64_t hash = 0;
-            if (!parse_hex16(hash_text, hash)) throw error("shard_table: \"xxh3\" is not 16 lowercase hex digits");
-            if (bytes > shard_table_max_bytes)
-                throw error(file + ": the manifest says " + std::to_string(bytes) + " bytes, more than a shard table may have (" +
-                            std::to_string(shard_table_max_bytes) + ")");
-            std::string bytes_read;
-            try {
-                bytes_read = given.read_small_file(file, shard_table_max_bytes);
-            } catch (const error& e) {
-                throw error(std::string(e.what()) + " (the manifest's shard table)");
-            }
-            const auto* p = reinterpret_cast<const unsigned char*>(bytes_read.data());
-            if (bytes_read.size() != bytes)
-                throw error(file + ": the shard table is " + std::to_string(bytes_read.size()) + " bytes, the manifest says " +
-                            std::to_string(bytes) + " (truncated, or not the table this manifest names)");
-            const std::uint64_t h = XXH3_64bits(p, bytes_read.size());
-            if (h != hash)
-                throw error(file + ": the shard table's XXH3-64 is " + hex16(h) + ", the manifest says " + hex16(hash) +
-                            ": it is damaged");
-            std::vector<shard_table_entry> entries;
-            try {
-                entries = decode_shard_table(p, bytes_read.size());
-            } catch (const error& e) {
-                throw error(file + ": " + e.what());
-            }
-            bytes_read = std::string();
-            st->names_from_hashes = true;
-            st->shard_hash.reserve(entries.size());
-            st->shard_bytes.reserve(entries.size());
-            st->index_hash.reserve(entries.size());
-            st->index_hash_listed.reserve(entries.size());
-            st->first_record.reserve(entries.size() + 1);
-            for (std::size_t k = 0; k < entries.size(); ++k) {
-                try {
-                    check_shard_entry(entries[k].records, entries[k].bytes, total);
-                } catch (const error& e) {
-                    const std::string name = shard_file_name(k, entries[k].hash);
-                    throw error(file + ": " + shard_entry_error(k, &name, e).what());
-                }
-                st->shard_hash.push_back(entries[k].hash);
-                st->shard_bytes.push_back(entries[k].bytes);
-                st->index_hash.push_back(entries[k].index_hash);
-                st->index_hash_listed.push_back(entries[k].has_index_hash);
-                st->first_record.push_back(total);
-                total += entries[k].records;
-            }
-        } else {
-            const auto& shards = m.array_at("shards");
-            if (shards.empty()) throw error("\"shards\": lists no shards");
-            st->name_end.reserve(shards.size());
-            st->shard_hash.reserve(shards.size());
-            st->shard_hash_problem.reserve(shards.size());
-            st->shard_bytes.reserve(shards.size());
-            st->index_hash.reserve(shards.size());
-            st->index_hash_listed.reserve(shards.size());
-            st->first_record.reserve(shards.size() + 1);
-            for (std::size_t k = 0; k < shards.size(); ++k) {
-                const json& e = shards[k];
-                const std::string* name = nullptr;  // in errors once known
-                std::uint64_t records = 0, bytes = 0, index_hash = 0;
-                bool index_hash_listed = false;
-                try {
-                    name = &e.string_at("file");
-                    if (!plain_file_name(*name)) throw error("not a plain file name (empty, holding '/' or NUL, or starting with '.')");
-                    records = e.u64_at("records");
-                    const std::uint64_t first = e.u64_at("first_record");
-                    bytes = e.u64_at("bytes");
-                    check_shard_entry(records, bytes, total);
-                    if (first != total)
-                        throw error("the manifest lists it as starting at record " + std::to_string(first) + ", after " +
-                                    std::to_string(total) + " records in the shards before it");
-                    // 1.6: absent from an older writer's manifest (then not checked); a value that
-                    // is there but malformed is damage.
-                    if (const json* ix = e.find("index_xxh3")) {
-                        if (!ix->is_string() || !parse_hex16(ix->as_string(), index_hash))
-                            throw error("\"index_xxh3\": expected 16 lowercase hex digits");
-                        index_hash_listed = true;
-                    }
-                } catch (const error& x) {
-                    throw shard_entry_error(k, name, x);
-                }
-                st->names += *name;
-                st->name_end.push_back(st->names.size());
-                st->shard_bytes.push_back(bytes);
-                st->index_hash.push_back(index_hash);
-                st->index_hash_listed.push_back(index_hash_listed);
-                st->first_record.push_back(total);
-                // Not needed to read (verify checks it): kept compactly, with what is wrong with it.
-                const json* x = e.is_object() ? e.find("xxh3") : nullptr;
-                std::uint64_t hash = 0;
-                st->shard_hash_problem.push_back(!x ? 1 : !x->is_string() ? 2 : parse_hex16(x->as_string(), hash) ? 0 : 3);
-                st->shard_hash.push_back(hash);
-                total += records;
-            }
-            st->names.shrink_to_fit();
-        }
+        // The storage given: plan_io below may reopen a local folder with another mode.
+        const std::uint64_t total = table ? list_shards_from_table(*table, *st->store, *st)
+                                          : list_shards_from_manifest(m.array_at("shards"), *st);
         st->first_record.push_back(total);
         if (const std::uint64_t records = m.u64_at("records"); total != records)
             throw error("the shards hold " + std::to_string(total) + " records, the manifest says " + std::to_string(records));
@@ -282,42 +299,47 @@ inline dataset dataset::open_parsed(const std::string& folder, const open_option
             st->manifest = std::move(kept);
         }
         plan_io(folder, options, *st);
-        // Shard 0 gives the schema; with no more shards than may be open at once, every shard
-        // is opened and checked now (a damaged dataset is refused at open); else, or when the
-        // storage's opens cost requests (object storage) and max_open_shards is automatic,
-        // each is opened and checked when first read.
-        const std::size_t count = st->shard_count();
-        open_options planned = options;
-        planned.storage = st->store;
-        const std::size_t limit = resolve_max_open_shards(planned);
-        const storage& store = *st->store;  // plan_io may have reopened the folder with pread
-        st->shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
-        auto first = st->open_shard(0);
-        st->schema_bytes = first->schema_bytes();
-        if (st->shards.eager()) {
-            st->shards.set_eager(0, first);
-            constexpr std::size_t announce = 64;  // shards whose opens the storage may start ahead
-            std::vector<std::string> next;
-            for (std::size_t k = 1; k < count; ++k) {
-                if (k % announce == 1) {
-                    next.clear();
-                    for (std::size_t j = k; j < std::min(count, k + announce); ++j) next.push_back(st->name(j));
-                    store.will_open(next.data(), next.size());
-                }
-                st->shards.set_eager(k, st->open_shard(k));
-            }
-        } else {
-            st->shards.get(0, [&first](std::size_t) { return first; });
-        }
-        st->schema = first->schema();
-        st->info = to_info(st->schema);
-        for (const auto& c : first->classes()) st->classes.push_back({c.name, c.has_color, c.r, c.g, c.b});
+        open_shards(options, *st);
     } catch (const error& e) {
         throw error(folder + ": " + e.what());
     }
     dataset ds;
     ds.s_ = std::move(st);
     return ds;
+}
+
+// Shard 0 gives the schema; with no more shards than may be open at once, every shard is opened
+// and checked now (a damaged dataset is refused at open); else, or when the storage's opens cost
+// requests (object storage) and max_open_shards is automatic, each is opened and checked when
+// first read.
+inline void dataset::open_shards(const open_options& options, detail::dataset_state& st) {
+    using namespace detail;
+    const std::size_t count = st.shard_count();
+    open_options planned = options;
+    planned.storage = st.store;
+    const std::size_t limit = resolve_max_open_shards(planned);
+    const storage& store = *st.store;  // plan_io may have reopened the folder with pread
+    st.shards.init(count, limit, count <= limit && !(options.max_open_shards == 0 && store.opens_shards_lazily()));
+    auto first = st.open_shard(0);
+    st.schema_bytes = first->schema_bytes();
+    if (st.shards.eager()) {
+        st.shards.set_eager(0, first);
+        constexpr std::size_t announce = 64;  // shards whose opens the storage may start ahead
+        std::vector<std::string> next;
+        for (std::size_t k = 1; k < count; ++k) {
+            if (k % announce == 1) {
+                next.clear();
+                for (std::size_t j = k; j < std::min(count, k + announce); ++j) next.push_back(st.name(j));
+                store.will_open(next.data(), next.size());
+            }
+            st.shards.set_eager(k, st.open_shard(k));
+        }
+    } else {
+        st.shards.get(0, [&first](std::size_t) { return first; });
+    }
+    st.schema = first->schema();
+    st.info = to_info(st.schema);
+    for (const auto& c : first->classes()) st.classes.push_back({c.name, c.has_color, c.r, c.g, c.b});
 }
 
 namespace detail {

@@ -210,63 +210,77 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     band_table bands;
     parse_banded(*s_, k, local, stored, e, layout, bands);
     check_batch_size(out, layout, k, local);
+    if (aug) {
+        ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
+        const crop_box b = decompress_window(i, k, local, *aug, out.first_slot + slot, layout, bands, ctx);
+        if (out.applied) out.applied[slot] = b;
+        sample decoded;  // the window's rows, decoded into ctx.buffer_
+        decoded.state_ = s_;
+        decoded.index_ = i;
+        decoded.layout_ = layout;
+        decoded.rec_ = ctx.buffer_.data();
+        return fill(window(decoded, b, ctx), out, slot);
+    }
+    fill_banded(k, local, layout, bands, out, ctx, slot);
+}
+
+// Only the bands that hold the window's rows, into their places in ctx's buffer (sized for the
+// whole record); returns the window.
+inline crop_box dataset::decompress_window(std::size_t i, std::size_t k, std::size_t local, const augmentation& aug,
+                                           std::size_t batch_slot, const detail::record_layout& layout,
+                                           const detail::band_table& bands, read_context& ctx) const {
+    using namespace detail;
     const schema_record& s = s_->schema;
     const bool seg = s.task == task_code::segmentation;
-    sample smp;
-    smp.state_ = s_;
-    smp.index_ = i;
-    smp.layout_ = layout;
-    smp.rec_ = stored;  // only the header is read from here; decoded regions go to ctx.buffer_
-    if (aug) {
-        // Only the bands that hold the window's rows, into their places in the context's buffer.
-        ctx.buffer_.resize(static_cast<std::size_t>(e.decoded_size));
-        unsigned char* buf = ctx.buffer_.data();
-        unsigned char* label = seg ? buf + layout.label_offset : nullptr;
-        crop_box b;
-        try {
-            if (aug->position != crop_position::foreground) {
-                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, nullptr);
-                decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset, label);
-            } else {
-                // A foreground crop needs the label's foreground per row: counted from the whole
-                // label at the record's first read, then kept by the dataset (s_->foreground),
-                // so later reads decompress only the window's rows, as uniform crops do.
-                if (!seg) throw error("crop_position::foreground needs a segmentation dataset");
-                const foreground_map fm(s, aug->background);
-                foreground_rows::counts rows = s_->foreground.find(i, aug->background);
-                bool whole = false;
-                if (!rows) {
-                    decompress_bands(ctx.dctx_.get(), bands, layout.height, 0, layout.height, nullptr, label);
-                    auto counted = std::make_shared<std::vector<std::uint32_t>>();
-                    fm.count_rows(label, layout.height, layout.width, *counted);
-                    s_->foreground.keep(i, aug->background, counted);
-                    rows = std::move(counted);
-                    whole = true;
-                }
-                foreground_pick fg;
-                std::uint64_t rank = 0;
-                fg.found = foreground_map::pick_row(*rows, splitmix64(augmentation_seed(*aug, i) + 5), fg.y, rank);
-                // The window's rows: those of the chosen pixel's window, or of the uniform fallback.
-                const crop_box rows_of = detail::plan_augmentation(*aug, i, layout.height, layout.width,
-                                                                   out.first_slot + slot, &fg);
-                decompress_bands(ctx.dctx_.get(), bands, layout.height, rows_of.y, rows_of.y + rows_of.height,
-                                 buf + layout.image_offset, whole ? nullptr : label);
-                if (fg.found) fg.x = fm.nth_in_row(label + fg.y * fm.row_bytes(layout.width), rank);
-                b = detail::plan_augmentation(*aug, i, layout.height, layout.width, out.first_slot + slot, &fg);
-            }
-        } catch (const error& ex) {
-            throw error(s_->where(k, local) + ": " + ex.what());
+    unsigned char* buf = ctx.buffer_.data();
+    unsigned char* label = seg ? buf + layout.label_offset : nullptr;
+    try {
+        if (aug.position != crop_position::foreground) {
+            const crop_box b = detail::plan_augmentation(aug, i, layout.height, layout.width, batch_slot, nullptr);
+            decompress_bands(ctx.dctx_.get(), bands, layout.height, b.y, b.y + b.height, buf + layout.image_offset, label);
+            return b;
         }
-        if (out.applied) out.applied[slot] = b;
-        smp.rec_ = buf;
-        return fill(window(smp, b, ctx), out, slot);
+        // A foreground crop needs the label's foreground per row: counted from the whole label
+        // at the record's first read, then kept by the dataset (s_->foreground), so later reads
+        // decompress only the window's rows, as uniform crops do.
+        if (!seg) throw error("crop_position::foreground needs a segmentation dataset");
+        const foreground_map fm(s, aug.background);
+        foreground_rows::counts rows = s_->foreground.find(i, aug.background);
+        bool whole = false;
+        if (!rows) {
+            decompress_bands(ctx.dctx_.get(), bands, layout.height, 0, layout.height, nullptr, label);
+            auto counted = std::make_shared<std::vector<std::uint32_t>>();
+            fm.count_rows(label, layout.height, layout.width, *counted);
+            s_->foreground.keep(i, aug.background, counted);
+            rows = std::move(counted);
+            whole = true;
+        }
+        foreground_pick fg;
+        std::uint64_t rank = 0;
+        fg.found = foreground_map::pick_row(*rows, splitmix64(augmentation_seed(aug, i) + 5), fg.y, rank);
+        // The window's rows: those of the chosen pixel's window, or of the uniform fallback.
+        const crop_box rows_of = detail::plan_augmentation(aug, i, layout.height, layout.width, batch_slot, &fg);
+        decompress_bands(ctx.dctx_.get(), bands, layout.height, rows_of.y, rows_of.y + rows_of.height,
+                         buf + layout.image_offset, whole ? nullptr : label);
+        if (fg.found) fg.x = fm.nth_in_row(label + fg.y * fm.row_bytes(layout.width), rank);
+        return detail::plan_augmentation(aug, i, layout.height, layout.width, batch_slot, &fg);
+    } catch (const error& ex) {
+        throw error(s_->where(k, local) + ": " + ex.what());
     }
-    // No augmentation: a region's frames decompress straight into the caller's buffers where
-    // those hold the stored bytes as they are (uint8 image, interleaved; one-hot label stored
-    // one-hot; uint8 index map stored as one). Otherwise they decompress band by band into the
-    // context's band buffer, and each band is converted into the outputs while its rows are
-    // still in the cache (a whole record decompressed first, then converted, would come back
-    // from memory: 2.4 MB for a 512x512 RGB record with a 6-class one-hot label).
+}
+
+// A banded record without augmentation: a region's frames decompress straight into the caller's buffers where
+// those hold the stored bytes as they are (uint8 image, interleaved; one-hot label stored
+// one-hot; uint8 index map stored as one). Otherwise they decompress band by band into the
+// context's band buffer, and each band is converted into the outputs while its rows are
+// still in the cache (a whole record decompressed first, then converted, would come back
+// from memory: 2.4 MB for a 512x512 RGB record with a 6-class one-hot label).
+inline void dataset::fill_banded(std::size_t k, std::size_t local, const detail::record_layout& layout,
+                                 const detail::band_table& bands, const sample_buffers& out, read_context& ctx,
+                                 std::size_t slot) const {
+    using namespace detail;
+    const schema_record& s = s_->schema;
+    const bool seg = s.task == task_code::segmentation;
     const std::size_t pixels = std::size_t(layout.height) * layout.width;
     const std::size_t image_n = pixels * s.channels;
     sample_buffers rest = out;

@@ -14,6 +14,8 @@ import numpy.typing as npt
 
 import shardpack as _sp
 from . import _checks
+from ._shardpack import (CropPosition as _CropPosition, FlipMode as _FlipMode, ReadOptions as _ReadOptions,
+                         SheetOptions as _SheetOptions)
 
 
 def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = None, count: int = 16,
@@ -71,10 +73,16 @@ def contact_sheet(dataset: "_sp.Dataset", *, records: Optional[Sequence[int]] = 
     hflip = _checks.probability(hflip, "contact_sheet: hflip")
     vflip = _checks.probability(vflip, "contact_sheet: vflip")
     seed, epoch = _checks.seed_and_epoch(seed, epoch, "contact_sheet")
-    augmented = crop is not None or hflip > 0.0 or vflip > 0.0
-    pixels, tiles, legend = r.contact_sheet(chosen, count, sample_seed is not None, sample_seed or 0, tile, columns,
-                                            alpha, hidden, dataset.path, augmented, crop_h, crop_w, position, hflip,
-                                            vflip, seed, epoch, background)
+    augment = None
+    if crop is not None or hflip > 0.0 or vflip > 0.0:
+        augment = _ReadOptions(crop_height=crop_h, crop_width=crop_w, crop_position=_CropPosition[position],
+                               hflip=_FlipMode.random if hflip > 0.0 else _FlipMode.none, hflip_probability=hflip,
+                               vflip=_FlipMode.random if vflip > 0.0 else _FlipMode.none, vflip_probability=vflip,
+                               background=background)
+    options = _SheetOptions(records=chosen, count=count, random=sample_seed is not None,
+                            sample_seed=sample_seed or 0, tile=tile, columns=columns, alpha=alpha, hidden=hidden,
+                            title=dataset.path)
+    pixels, tiles, legend = r.contact_sheet(options, augment, seed, epoch)
     if path is not None:
         write_png(path, pixels)
     if return_layout:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 import threading as _threading
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as _np
 import tensorflow as _tf
@@ -36,6 +36,51 @@ __all__ = ["dataset", "to_device"]
 
 _TF_DTYPES = {_np.dtype(_np.float32): _tf.float32, _np.dtype(_np.uint8): _tf.uint8, _np.dtype(_np.uint16): _tf.uint16,
               _np.dtype(_np.int64): _tf.int64}
+
+
+# Per field kind, the flat arrays tf.numpy_function hands over (variable-length values with counts).
+_FLAT_TYPES = {"int": [_tf.int64], "float": [_tf.float64], "str": [_tf.string], "tags": [_tf.uint8],
+               "int-list": [_tf.int64, _tf.int64], "float-list": [_tf.float64, _tf.int64],
+               "boxes": [_tf.float32, _tf.int64, _tf.int64]}
+
+
+def _flat_fields(fields: Dict[str, Any], names: Sequence[str], kinds: Dict[str, str]) -> Tuple[Any, ...]:
+    """read_batch's fields as the flat NumPy arrays of _FLAT_TYPES (padded values without their padding)."""
+    out: List[Any] = []
+    for name in names:
+        v = fields[name]
+        kind = kinds[name]
+        if kind in ("int-list", "float-list"):
+            keep = _np.arange(v.values.shape[1]) < v.counts[:, None]
+            out += [v.values[keep], v.counts]
+        elif kind == "boxes":
+            keep = _np.arange(v.boxes.shape[1]) < v.counts[:, None]
+            out += [v.boxes[keep].reshape(-1, 4), v.labels[keep], v.counts]
+        elif kind == "str":
+            out.append(_np.array([t.encode() for t in v], dtype=object))
+        else:
+            out.append(v)
+    return tuple(out)
+
+
+def _ragged_fields(flat: Sequence[Any], names: Sequence[str], kinds: Dict[str, str]) -> Dict[str, Any]:
+    """The tensors of _flat_fields as the fields' dict: variable-length values as RaggedTensors."""
+    out: Dict[str, Any] = {}
+    at = 0
+    for name in names:
+        kind = kinds[name]
+        if kind in ("int-list", "float-list"):
+            out[name] = _tf.RaggedTensor.from_row_lengths(flat[at], flat[at + 1])
+            at += 2
+        elif kind == "boxes":
+            boxes = _tf.reshape(flat[at], (-1, 4))
+            out[name] = {"boxes": _tf.RaggedTensor.from_row_lengths(boxes, flat[at + 2]),
+                         "labels": _tf.RaggedTensor.from_row_lengths(flat[at + 1], flat[at + 2])}
+            at += 3
+        else:
+            out[name] = flat[at]
+            at += 1
+    return out
 
 
 def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, seed: int = 0, epoch: int = 0,
@@ -95,10 +140,6 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
     # and Grain adapters do: the fields' dict is then empty.
     with_fields = "fields" in read
     kinds = {f.name: f.kind for f in ds.field_info}
-    # Per field, the flat arrays numpy_function hands over (variable-length values with counts).
-    flat_types = {"int": [_tf.int64], "float": [_tf.float64], "str": [_tf.string], "tags": [_tf.uint8],
-                  "int-list": [_tf.int64, _tf.int64], "float-list": [_tf.float64, _tf.int64],
-                  "boxes": [_tf.float32, _tf.int64, _tf.int64]}
     counter = {"next": first_epoch}
     lock = _threading.Lock()
 
@@ -113,48 +154,20 @@ def dataset(source: _adapt.Source, batch_size: int, *, shuffle: bool = True, see
         got = ds.read_batch(plan.batch(e, int(batch_number)), epoch=e, **read)
         if not names:
             return got[0], got[1]
-        out = [got[0], got[1]]
-        for name in names:
-            v = got[2][name]
-            kind = kinds[name]
-            if kind in ("int-list", "float-list"):
-                keep = _np.arange(v.values.shape[1]) < v.counts[:, None]
-                out += [v.values[keep], v.counts]
-            elif kind == "boxes":
-                keep = _np.arange(v.boxes.shape[1]) < v.counts[:, None]
-                out += [v.boxes[keep].reshape(-1, 4), v.labels[keep], v.counts]
-            elif kind == "str":
-                out.append(_np.array([t.encode() for t in v], dtype=object))
-            else:
-                out.append(v)
-        return tuple(out)
+        return (got[0], got[1]) + _flat_fields(got[2], names, kinds)
 
     def batch(e: _tf.Tensor, b: _tf.Tensor) -> Tuple[Any, ...]:  # (images, labels), then the fields' dict
         # stateful=True keeps tf.data from running reads concurrently (its map_parallelization
         # rewrites stateless maps): one read_batch already spreads over every core, and two at
         # once ran slower (0.75x on 2 cores).
-        types = [image_spec.dtype, label_spec.dtype] + [t for name in names for t in flat_types[kinds[name]]]
+        types = [image_spec.dtype, label_spec.dtype] + [t for name in names for t in _FLAT_TYPES[kinds[name]]]
         got = _tf.numpy_function(read_batch, [e, b], types, stateful=True, name="shardpack_read_batch")
         images, labels = got[0], got[1]
         images.set_shape(image_spec.shape)
         labels.set_shape(label_spec.shape)
         if not with_fields:
             return images, labels
-        out, at = {}, 2
-        for name in names:
-            kind = kinds[name]
-            if kind in ("int-list", "float-list"):
-                out[name] = _tf.RaggedTensor.from_row_lengths(got[at], got[at + 1])
-                at += 2
-            elif kind == "boxes":
-                boxes = _tf.reshape(got[at], (-1, 4))
-                out[name] = {"boxes": _tf.RaggedTensor.from_row_lengths(boxes, got[at + 2]),
-                             "labels": _tf.RaggedTensor.from_row_lengths(got[at + 1], got[at + 2])}
-                at += 3
-            else:
-                out[name] = got[at]
-                at += 1
-        return images, labels, out
+        return images, labels, _ragged_fields(got[2:], names, kinds)
 
     batches = plan.batches
     # One element per pass: the pass's epoch number, drawn when the pass starts (a new iterator,
