@@ -547,3 +547,118 @@ TEST_CASE("a stream serves what a read waits for first where jumps are cheap, an
         }
     }
 }
+
+TEST_CASE("keep_decoded: a streamed dataset decoded as it arrives; reads from the copy are bit for bit the mapped ones",
+          "[engine][decoded]") {
+    struct variant {
+        bool seg;
+        record_codec codec;
+    };
+    for (const variant v : {variant{true, record_codec::zstd}, variant{true, record_codec::zstd_record},
+                            variant{true, record_codec::none}, variant{false, record_codec::zstd_record}}) {
+        temp_dir dir("engine-decoded");
+        synthetic_options o;
+        o.records = 80;
+        o.width = 24;
+        o.height = 16;
+        o.segmentation = v.seg;
+        o.codec = v.codec;
+        o.shard_size = 8 * 1024;  // several shards
+        write_synthetic(dir.str(), o);
+        const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
+        const dataset streamed = dataset::open(dir.str(), with(io_mode::stream));
+        // Not kept: not streamed, or the stored and decoded bytes together over the cache.
+        CHECK_FALSE(mapped.keep_decoded());
+        CHECK_FALSE(dataset::open(dir.str(), with(io_mode::blocks)).keep_decoded());
+        CHECK_FALSE(dataset::open(dir.str(), with(io_mode::stream, data_bytes(mapped) + 1)).keep_decoded());
+        CHECK(streamed.decoded_count() == 0);
+        REQUIRE(streamed.keep_decoded());
+        REQUIRE(streamed.keep_decoded());  // asked twice: one copy
+        CHECK(streamed.decoded_count() == 0);  // nothing is decoded before the first read
+        read_context c1, c2;
+        // The first epoch races the copy's thread: some records come from it, some are read.
+        for (const auto i : permutation(mapped.size(), 7, 0)) REQUIRE(everything(streamed, i, c2) == everything(mapped, i, c1));
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (streamed.decoded_count() < streamed.size() && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        REQUIRE(streamed.decoded_count() == streamed.size());
+        // Every record from the copy: single reads and a cropped, flipped batch.
+        for (const auto i : permutation(mapped.size(), 7, 1)) REQUIRE(everything(streamed, i, c2) == everything(mapped, i, c1));
+        const auto order = permutation(mapped.size(), 3, 2);
+        augmentation aug;
+        aug.height = 10;
+        aug.width = 14;
+        aug.position = crop_position::random;
+        aug.hflip = flip_mode::random;
+        aug.vflip = flip_mode::random;
+        aug.seed = 11;
+        const std::size_t per = std::size_t(aug.height) * aug.width;
+        const auto batch = [&](const dataset& ds, std::vector<float>& img, std::vector<float>& lab, std::vector<std::int32_t>& ids) {
+            img.assign(order.size() * per * ds.schema().channels, -1.f);
+            lab.assign(order.size() * per * ds.schema().class_count, -1.f);
+            ids.assign(order.size(), -1);
+            sample_buffers b;
+            b.image_f32 = img.data();
+            b.image_capacity = img.size();
+            if (ds.schema().task == task::segmentation) {
+                b.label_f32 = lab.data();
+                b.label_capacity = lab.size();
+            } else {
+                b.class_id = ids.data();
+            }
+            b.augment = &aug;
+            read_context ctx;
+            ds.read_batch(order.data(), order.size(), b, ctx);
+        };
+        std::vector<float> i1, l1, i2, l2;
+        std::vector<std::int32_t> d1, d2;
+        batch(mapped, i1, l1, d1);
+        batch(streamed, i2, l2, d2);
+        CHECK(i1 == i2);
+        CHECK(l1 == l2);
+        CHECK(d1 == d2);
+        // Complete: an epoch streams nothing again, even where the page cache dropped the shards.
+        const std::uint64_t read_before = streamed.io_counters().extent_bytes;
+        (void)evict(shard_paths(streamed, dir.str()));
+        CHECK_FALSE(streamed.begin_epoch());
+        for (const auto i : order) {
+            sample_buffers b;
+            std::vector<std::uint8_t> img(std::size_t(o.width) * o.height * streamed.schema().channels);
+            b.image_u8 = img.data();
+            b.image_capacity = img.size();
+            streamed.read_into(i, b, c2);
+            const sample want = mapped.at(i);
+            REQUIRE(std::memcmp(img.data(), want.image().data(), img.size()) == 0);
+        }
+        CHECK(streamed.io_counters().extent_bytes == read_before);
+    }
+}
+
+TEST_CASE("keep_decoded over a shard truncated under the reader: the copy stops, the read names the shard",
+          "[engine][decoded][damage]") {
+    temp_dir dir("engine-decoded-trunc");
+    synthetic_options o;
+    o.records = 200;
+    o.width = 32;
+    o.height = 24;
+    o.codec = record_codec::none;
+    o.shard_size = 1 << 30;  // one shard
+    write_synthetic(dir.str(), o);
+    const dataset ds = dataset::open(dir.str(), with(io_mode::stream));
+    REQUIRE(ds.keep_decoded());
+    const std::string shard = dir / ds.shard_name(0);
+    REQUIRE(::truncate(shard.c_str(), static_cast<off_t>(ds.shard_bytes(0) / 2)) == 0);
+    std::vector<std::uint8_t> img(std::size_t(o.width) * o.height * ds.schema().channels);
+    sample_buffers b;
+    b.image_u8 = img.data();
+    b.image_capacity = img.size();
+    read_context ctx;
+    std::string message;
+    try {
+        ds.read_into(ds.size() - 1, b, ctx);
+    } catch (const error& e) {
+        message = e.what();
+    }
+    REQUIRE(message.find(ds.shard_name(0)) != std::string::npos);
+    CHECK(ds.decoded_count() < ds.size());
+}

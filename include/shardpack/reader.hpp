@@ -132,6 +132,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -559,6 +560,18 @@ public:
     // the blocks read for the last epoch are read again when the new one wants them (the page
     // cache may have dropped them). Else nothing.
     bool begin_epoch() const;
+    // Asks for the decoded copy (detail/decoded_copy.hpp), for a reader that reads every record
+    // each epoch (the Python package's torch Loader asks for it): with io stream, one thread
+    // decodes every record into this process's memory as the stream brings it in (from the
+    // first read on), and read_batch copies out of it; once complete, begin_epoch streams
+    // nothing again. Kept only where the dataset is streamed, every shard is open (not lazily)
+    // and its stored and decoded bytes together fit cache_bytes(). Returns whether it is kept.
+    bool keep_decoded() const;
+    // Records in the decoded copy so far (0 without it).
+    std::size_t decoded_count() const {
+        const detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire);
+        return copy ? copy->count() : 0;
+    }
     // The I/O engine's cache size (0 without the engine) and its counters (all zero without it).
     std::uint64_t cache_bytes() const { return s_->engine ? s_->engine->config().cache_bytes : 0; }
     detail::io_engine::counters io_counters() const { return s_->engine ? s_->engine->stats() : detail::io_engine::counters{}; }
@@ -666,6 +679,13 @@ private:
                                      detail::record_layout& layout) const;
     void read_slot_pinned(std::size_t i, std::size_t k, std::size_t local, const detail::shard_file& shard,
                           const sample_buffers& out, read_context& ctx, std::size_t slot) const;
+    // A whole decoded record (a non-band record read, or the decoded copy's) into the caller's
+    // buffers, cropped and flipped as out.augment says.
+    void fill_decoded(const sample& full, std::size_t k, std::size_t local, const sample_buffers& out, read_context& ctx,
+                      std::size_t slot) const;
+    // The decoded copy's thread: every record in file order, each as soon as its bytes arrive.
+    void decode_ahead(detail::decoded_copy& copy, const std::atomic<bool>& stop) const;
+    void start_decoding(detail::decoded_copy& copy) const;
     // Parts of read_slot_pinned for band-frame records (spec 8): the bands a read-time crop
     // needs (returns its window), and a whole record into the caller's buffers.
     crop_box decompress_window(std::size_t i, std::size_t k, std::size_t local, const augmentation& aug,

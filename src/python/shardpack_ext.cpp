@@ -596,6 +596,8 @@ public:
     }
     const std::string& io_note() const { return io_note_; }
     bool begin_epoch() const { return ds_.begin_epoch(); }
+    bool keep_decoded() const { return ds_.keep_decoded(); }
+    std::size_t decoded_count() const { return ds_.decoded_count(); }
     nb::dict io_counters() const {
         const auto c = ds_.io_counters();
         nb::dict d;
@@ -1318,6 +1320,8 @@ void bind_reader(nb::module_& m) {
         .def_prop_ro("io_note", &reader::io_note)
         .def_prop_ro("io_counters", &reader::io_counters, nb::sig("def io_counters(self) -> dict[str, int]"))
         .def("begin_epoch", &reader::begin_epoch, nb::call_guard<nb::gil_scoped_release>())
+        .def("keep_decoded", &reader::keep_decoded)
+        .def_prop_ro("decoded_count", &reader::decoded_count)
         .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)

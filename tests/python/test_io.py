@@ -130,8 +130,11 @@ def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, 
         pytest.skip("the file system keeps evicted pages (tmpfs?): no dropped pages to test with here")
     warm = shardpack.open(built["onehot"], io="pread")
     size = warm.data_bytes
-    ds = shardpack.open(folder, io="stream")
+    # A cache that holds the stream but not a decoded copy beside it (the Loader asks for one,
+    # which would make a later epoch read nothing: the next test).
+    ds = shardpack.open(folder, io="stream", cache_bytes=size + 1024)
     loader = spt.Loader(ds, 4, seed=2, dtype="uint8", label="index", label_dtype="uint8")
+    assert ds.decoded_count == 0 and not ds.keep_decoded()
     expect = warm.read_batch(shardpack.epoch_order(warm, 2, 1), dtype="uint8", label="index", label_dtype="uint8")
     for epoch in range(2):
         loader.set_epoch(epoch)
@@ -148,6 +151,39 @@ def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, 
     expect = warm.read_batch(shardpack.epoch_order(warm, 2, 2), dtype="uint8", label="index", label_dtype="uint8")
     assert np.array_equal(np.concatenate([b[1] for b in got]), expect[1])
     assert not shardpack.open(folder, io="pread").begin_epoch()  # only a stream has anything to do
+
+
+@pytest.mark.parametrize("name", ["onehot", "raw", "cls"])
+def test_the_loader_decodes_a_streamed_dataset_as_it_arrives_and_reads_the_copy(built, tmp_path, name):
+    import time
+
+    import shardpack.torch as spt
+
+    folder = built.copy(name, tmp_path / "decoded")
+    _evict(folder)  # cold where the file system lets it; io="stream" reads through the engine either way
+    warm = shardpack.open(built[name], io="pread")
+    ds = shardpack.open(folder, io="stream")
+    assert ds.decoded_count == 0
+    assert not shardpack.open(folder, io="pread").keep_decoded()  # only a stream keeps one
+    loader = spt.Loader(ds, 5, seed=4, crop=(16, 16), crop_position="random", hflip=0.5)
+    options = dict(crop=(16, 16), crop_position="random", hflip=0.5, seed=4)
+    for epoch in range(3):
+        loader.set_epoch(epoch)
+        got = [(i.numpy().copy(), l.numpy().copy()) for i, l in loader]
+        order = shardpack.epoch_order(warm, 4, epoch)
+        expect = warm.read_batch(order, epoch=epoch, **options)
+        assert np.array_equal(np.concatenate([b[0] for b in got]), expect[0])
+        assert np.array_equal(np.concatenate([b[1] for b in got]), expect[1])
+        if epoch == 0:  # the copy's thread may still be finishing
+            deadline = time.monotonic() + 30
+            while ds.decoded_count < len(ds) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert ds.decoded_count == len(ds)
+            read = ds.io_counters()["extent_bytes"]
+            assert read == ds.data_bytes
+            _drop(folder)  # complete: a later epoch streams nothing again, wherever the pages went
+    assert ds.io_counters()["extent_bytes"] == read
+    assert ds.keep_decoded()
 
 
 def test_io_survives_pickling(built):

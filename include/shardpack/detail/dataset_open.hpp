@@ -374,7 +374,8 @@ inline bool dataset::begin_epoch() const {
         s_->engine->forget_arrived(false);
         return false;
     }
-    if (detail::resident(*local, *s_)) return false;
+    const detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire);
+    if ((copy && copy->complete() && s_->schema.fields.empty()) || detail::resident(*local, *s_)) return false;
     s_->engine->forget_arrived(true);
     return true;
 }

@@ -6,11 +6,14 @@
 #include <zstd.h>
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "decoded_copy.hpp"
 #include "foreground_rows.hpp"
 #include "format.hpp"
 #include "io_engine.hpp"
@@ -128,6 +131,12 @@ struct dataset_state {
         return p;
     }
     static const char* manifest_file_name_for_messages() { return "manifest.json"; }
+
+    // The decoded copy (dataset::keep_decoded), once asked for; null before. Declared last:
+    // destroyed first, its thread joined while the shards and the engine it reads are still there.
+    mutable std::mutex decoded_mutex;
+    mutable std::unique_ptr<decoded_copy> decoded_owner;
+    mutable std::atomic<decoded_copy*> decoded{nullptr};
 };
 
 // A manifest's text is read whole and parsed into a tree of about 40 bytes per value; these

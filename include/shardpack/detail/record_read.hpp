@@ -185,6 +185,18 @@ inline void dataset::read_into(std::size_t i, const sample_buffers& out, read_co
 inline void dataset::read_slot(std::size_t i, const sample_buffers& out, read_context& ctx, std::size_t slot) const {
     std::size_t k = 0, local = 0;
     locate(i, k, local);
+    if (detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire)) {
+        start_decoding(*copy);
+        if (const detail::decoded_copy::record* r = copy->find(i)) {
+            if (out.fields) read_slot_fields(i, out, ctx, slot);
+            sample full;
+            full.state_ = s_;
+            full.index_ = i;
+            full.layout_ = r->layout;
+            full.rec_ = r->bytes;
+            return fill_decoded(full, k, local, out, ctx, slot);
+        }
+    }
     const detail::shard_pin pinned = s_->pin(k);
     detail::guarded(
         pinned->bytes(), pinned->size(), [&] { return s_->where(k, local); },
@@ -197,14 +209,7 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
     if (out.fields) read_slot_fields(i, out, ctx, slot);
-    if (!is_band_codec(e.codec)) {
-        const sample full = read(i, ctx);
-        check_batch_size(out, full.layout_, k, local);
-        if (!aug) return fill(full, out, slot);
-        const crop_box b = plan_augmentation(*aug, full, out.first_slot + slot);
-        if (out.applied) out.applied[slot] = b;
-        return fill(window(full, b, ctx), out, slot);
-    }
+    if (!is_band_codec(e.codec)) return fill_decoded(read(i, ctx), k, local, out, ctx, slot);
     const unsigned char* stored = read_stored(*s_, shard, k, local, e, ctx.stored_);
     record_layout layout;
     band_table bands;
@@ -222,6 +227,66 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
         return fill(window(decoded, b, ctx), out, slot);
     }
     fill_banded(k, local, layout, bands, out, ctx, slot);
+}
+
+inline void dataset::fill_decoded(const sample& full, std::size_t k, std::size_t local, const sample_buffers& out,
+                                  read_context& ctx, std::size_t slot) const {
+    check_batch_size(out, full.layout_, k, local);
+    if (!out.augment) return fill(full, out, slot);
+    const crop_box b = plan_augmentation(*out.augment, full, out.first_slot + slot);
+    if (out.applied) out.applied[slot] = b;
+    fill(window(full, b, ctx), out, slot);
+}
+
+inline bool dataset::keep_decoded() const {
+    using namespace detail;
+    if (s_->decoded.load(std::memory_order_acquire)) return true;
+    if (s_->io != io_mode::stream || !s_->engine || !s_->shards.eager()) return false;
+    std::uint64_t stored = 0, decoded = 0;
+    std::vector<std::uint64_t> sizes;
+    sizes.reserve(size());
+    for (std::size_t k = 0; k < s_->shard_count(); ++k) {
+        stored += s_->shard_bytes[k];
+        const shard_file& shard = *s_->shards.eager_at(k);
+        for (std::size_t local = 0; local < shard.record_count(); ++local) {
+            sizes.push_back(shard.entry(local).decoded_size);
+            decoded += sizes.back();
+        }
+    }
+    if (stored + decoded > s_->engine->config().cache_bytes) return false;
+    std::lock_guard<std::mutex> lock(s_->decoded_mutex);
+    if (!s_->decoded_owner) {
+        s_->decoded_owner = std::make_unique<decoded_copy>(sizes);
+        s_->decoded.store(s_->decoded_owner.get(), std::memory_order_release);
+    }
+    return true;
+}
+
+inline void dataset::start_decoding(detail::decoded_copy& copy) const {
+    // The thread must not keep the dataset alive (the state owns the copy, which joins it):
+    // it reads through a handle that does not own the state.
+    const detail::dataset_state* st = s_.get();
+    copy.start([st, &copy](const std::atomic<bool>& stop) {
+        dataset self;
+        self.s_ = std::shared_ptr<const detail::dataset_state>(std::shared_ptr<const detail::dataset_state>(), st);
+        self.decode_ahead(copy, stop);
+    });
+}
+
+inline void dataset::decode_ahead(detail::decoded_copy& copy, const std::atomic<bool>& stop) const {
+    std::unique_ptr<ZSTD_DCtx, detail::dctx_deleter> dctx(ZSTD_createDCtx());
+    if (!dctx) return;
+    std::vector<unsigned char> buffer, stored;
+    detail::record_layout layout;
+    for (std::size_t i = 0; i < size() && !stop.load(std::memory_order_relaxed); ++i) {
+        if (copy.has(i)) continue;
+        try {
+            detail::shard_pin pinned;
+            copy.put(i, load(i, dctx.get(), buffer, stored, layout, pinned), layout);
+        } catch (const std::exception&) {
+            return;  // this record and the rest are read the ordinary way, whose error names it
+        }
+    }
 }
 
 // Only the bands that hold the window's rows, into their places in ctx's buffer (sized for the
@@ -400,6 +465,10 @@ inline void dataset::prefetch(const std::size_t* indices, std::size_t count) con
 }
 
 inline void dataset::prefetch(const std::size_t* indices, std::size_t count, read_context& ctx) const {
+    if (detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire)) {
+        start_decoding(*copy);
+        if (copy->complete()) return;
+    }
     // Byte ranges that lie within this many bytes of each other are fetched as one: a gap this
     // small costs a disk less than another request (and an object store less than another GET).
     constexpr std::uint64_t merge_gap = 128 * 1024;

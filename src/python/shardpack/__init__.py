@@ -481,6 +481,22 @@ class Dataset:
         epoch are read again, whole, when the new one wants them (False). Else nothing (False)."""
         return bool(self._reader.begin_epoch())
 
+    def keep_decoded(self) -> bool:
+        """Asks the reader to keep every record decoded in this process's memory, for a reader
+        that reads every record each epoch (shardpack.torch.Loader asks for it): with io
+        "stream", one C++ thread decodes the records as the stream brings them in, so a cold
+        epoch's decoding happens while the disk reads, and read_batch copies out of the copy (no
+        read, no zstd); later epochs read from it. It costs the records' decoded size in memory;
+        kept only where the dataset is streamed with every shard open and its stored and decoded
+        bytes together fit cache_bytes. Returns whether it is kept; decoded_count says how far
+        it is."""
+        return bool(self._reader.keep_decoded())
+
+    @property
+    def decoded_count(self) -> int:
+        """Records in the decoded copy so far (0 without it, see keep_decoded)."""
+        return int(self._reader.decoded_count)
+
     def io_counters(self) -> Dict[str, int]:
         """The reader's I/O engine's counters (all 0 for mmap and pread): extent_reads and
         extent_bytes (read by its I/O threads), direct_reads/direct_bytes (reads no extent held),
