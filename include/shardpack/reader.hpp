@@ -43,7 +43,9 @@
 //                     in file order, in 4 MiB reads, in the background, and serves any order
 //                     from what has arrived (a read of bytes not there yet waits for them);
 //                     later epochs read from memory: the page cache's for a local folder (the
-//                     reader keeps no copy), the engine's own for object storage.
+//                     reader keeps no copy), the engine's own for object storage. Asked for
+//                     (dataset::keep_decoded), it also decodes every record as it arrives into
+//                     a decoded copy that read_batch copies out of.
 //     io_mode::blocks the engine reads the ranges prefetch() and read_batch ask for, sorted by
 //                     position, in large reads, into a cache of cache_bytes (LRU).
 //     io_mode::automatic (the default) chooses at open: mmap when the shards are in the page
@@ -561,7 +563,7 @@ public:
     // cache may have dropped them). Else nothing.
     bool begin_epoch() const;
     // Asks for the decoded copy (detail/decoded_copy.hpp), for a reader that reads every record
-    // each epoch (the Python package's torch Loader asks for it): with io stream, one thread
+    // each epoch: with io stream, one thread
     // decodes every record into this process's memory as the stream brings it in (from the
     // first read on), and read_batch copies out of it; once complete, begin_epoch streams
     // nothing again. Kept only where the dataset is streamed, every shard is open (not lazily)

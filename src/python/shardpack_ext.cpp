@@ -374,22 +374,31 @@ constexpr std::size_t small_output = std::size_t(1) << 20;  // below: plain oper
 
 class block_cache {
 public:
-    // A block of at least `bytes` (a multiple of huge_page): a cached one of that size, or new.
-    void* take(std::size_t bytes, bool cached) {
+    struct taken {
+        void* data;
+        std::size_t bytes;  // the block's size: `bytes` or, from the cache, up to twice that
+    };
+    // A block of at least `bytes` (a multiple of huge_page): a cached one of that size, else the
+    // smallest cached one up to twice that (an epoch's short last batch takes a full batch's
+    // block instead of faulting in a new one), else new.
+    taken take(std::size_t bytes, bool cached) {
         if (cached) {
             std::lock_guard<std::mutex> lock(mutex_);
-            for (auto it = free_.rbegin(); it != free_.rend(); ++it)
-                if (it->bytes == bytes) {
-                    void* p = it->data;
-                    cached_bytes_ -= bytes;
-                    free_.erase(std::next(it).base());
-                    return p;
-                }
+            auto best = free_.end();
+            for (auto it = free_.begin(); it != free_.end(); ++it)
+                if (it->bytes >= bytes && it->bytes <= 2 * bytes && (best == free_.end() || it->bytes <= best->bytes))
+                    best = it;  // the last of the smallest: the most recently given back
+            if (best != free_.end()) {
+                const taken t{best->data, best->bytes};
+                cached_bytes_ -= best->bytes;
+                free_.erase(best);
+                return t;
+            }
         }
         void* p = nullptr;
         if (posix_memalign(&p, huge_page, bytes) != 0) throw std::bad_alloc();
         madvise(p, bytes, MADV_HUGEPAGE);  // advice: without THP it fails harmlessly
-        return p;
+        return {p, bytes};
     }
 
     // Called when an array's last reference goes (the GIL held).
@@ -447,14 +456,15 @@ std::pair<void*, nb::capsule> output_memory(std::size_t bytes) {
     }
     const std::size_t rounded = (bytes + huge_page - 1) / huge_page * huge_page;
     const bool cached = fresh_allocation == allocation::pool;
-    void* data = blocks().take(rounded, cached);
+    const block_cache::taken block = blocks().take(rounded, cached);
+    void* data = block.data;
     // The capsule's destructor gets only the pointer: the size travels in a small header object.
     struct owned {
         void* data;
         std::size_t bytes;
         bool cached;
     };
-    auto* o = new owned{data, rounded, cached};
+    auto* o = new owned{data, block.bytes, cached};
     return {data, nb::capsule(o, [](void* p) noexcept {
                 const auto* o = static_cast<owned*>(p);
                 blocks().give(o->data, o->bytes, o->cached);

@@ -130,11 +130,8 @@ def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, 
         pytest.skip("the file system keeps evicted pages (tmpfs?): no dropped pages to test with here")
     warm = shardpack.open(built["onehot"], io="pread")
     size = warm.data_bytes
-    # A cache that holds the stream but not a decoded copy beside it (the Loader asks for one,
-    # which would make a later epoch read nothing: the next test).
-    ds = shardpack.open(folder, io="stream", cache_bytes=size + 1024)
+    ds = shardpack.open(folder, io="stream")
     loader = spt.Loader(ds, 4, seed=2, dtype="uint8", label="index", label_dtype="uint8")
-    assert ds.decoded_count == 0 and not ds.keep_decoded()
     expect = warm.read_batch(shardpack.epoch_order(warm, 2, 1), dtype="uint8", label="index", label_dtype="uint8")
     for epoch in range(2):
         loader.set_epoch(epoch)
@@ -154,7 +151,7 @@ def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, 
 
 
 @pytest.mark.parametrize("name", ["onehot", "raw", "cls"])
-def test_the_loader_decodes_a_streamed_dataset_as_it_arrives_and_reads_the_copy(built, tmp_path, name):
+def test_keep_decoded_decodes_a_streamed_dataset_as_it_arrives_and_the_loader_reads_the_copy(built, tmp_path, name):
     import time
 
     import shardpack.torch as spt
@@ -165,6 +162,10 @@ def test_the_loader_decodes_a_streamed_dataset_as_it_arrives_and_reads_the_copy(
     ds = shardpack.open(folder, io="stream")
     assert ds.decoded_count == 0
     assert not shardpack.open(folder, io="pread").keep_decoded()  # only a stream keeps one
+    size = ds.data_bytes  # a cache that holds the stream but not a decoded copy beside it
+    assert not shardpack.open(folder, io="stream", cache_bytes=size + 1024).keep_decoded()
+    assert ds.keep_decoded() and ds.keep_decoded()  # asked twice: one copy
+    assert ds.decoded_count == 0  # nothing is decoded before the first read
     loader = spt.Loader(ds, 5, seed=4, crop=(16, 16), crop_position="random", hflip=0.5)
     options = dict(crop=(16, 16), crop_position="random", hflip=0.5, seed=4)
     for epoch in range(3):

@@ -3,16 +3,18 @@
 // file order. read_batch then copies out of it: no read, no checksum, no zstd.
 //
 // Why: a cold epoch of a streamed dataset in a global shuffle cannot hand out its first batch
-// before the stream has brought most of the dataset in, and then decoded every batch after it,
-// while the CPU had idled during the stream (7,000 112x112 records on a hard disk: 0.10 s of
+// before the stream has brought most of the dataset in, and then decodes every batch after it,
+// while the CPU idled during the stream (7,000 112x112 records on a hard disk: 0.10 s of
 // decoding after a 0.65 s stream). Decoding while the disk reads moves that work under the
-// stream; later epochs read from memory as a preloaded array would. It costs the records'
-// decoded size in this process, so only a reader that reads every record each epoch (the epoch
-// loaders of the Python package) asks for it, and only where the stored and decoded bytes
-// together fit the engine's cache_bytes.
+// stream, and later epochs read from memory as a preloaded array would. It costs the records'
+// decoded size in this process (and filling fresh memory costs about what the decoding saved on
+// a cold first epoch, measured), so nothing asks for it by default: a reader that reads every
+// record each epoch does, where the stored and decoded bytes together fit cache_bytes.
 //
-// Thread safety: a record is published once (its bytes and layout, then its flag, released);
-// find() acquires the flag, and the record is never changed or freed before the copy is.
+// Thread safety: a record is claimed by its first put, then published once (its bytes and
+// layout, then its state, released); find() acquires the state, and the record is never changed
+// or freed before the copy is. (Not at idle priority: a SCHED_IDLE thread preempted
+// while it holds the I/O engine's lock stalls the stream; measured, the cold epoch got slower.)
 // Errors: the thread stops at the first record it cannot read (damaged, truncated, closed):
 // that record and those after it are read the ordinary way, whose error names it.
 #pragma once
@@ -44,11 +46,11 @@ public:
     // (pages are touched only as records are decoded into it); throws std::bad_alloc when the
     // mapping fails.
     explicit decoded_copy(const std::vector<std::uint64_t>& sizes)
-        : records_(sizes.size()), offsets_(sizes.size()), ready_(new std::atomic<bool>[sizes.size()]) {
+        : records_(sizes.size()), offsets_(sizes.size()), state_(new std::atomic<unsigned char>[sizes.size()]) {
         for (std::size_t i = 0; i < sizes.size(); ++i) {
             offsets_[i] = bytes_;
             bytes_ += sizes[i];
-            ready_[i].store(false, std::memory_order_relaxed);
+            state_[i].store(empty, std::memory_order_relaxed);
         }
         if (bytes_) {
             void* p = ::mmap(nullptr, static_cast<std::size_t>(bytes_), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -71,17 +73,23 @@ public:
 
     // Record i, or null when it is not decoded (yet).
     const record* find(std::size_t i) const {
-        return i < records_.size() && ready_[i].load(std::memory_order_acquire) ? &records_[i] : nullptr;
+        return i < records_.size() && state_[i].load(std::memory_order_acquire) == ready ? &records_[i] : nullptr;
     }
-    bool has(std::size_t i) const { return find(i) != nullptr; }
-    // Record i's decoded bytes (its decoded size, as given at construction) and layout.
+    // Whether record i is there or being put.
+    bool has(std::size_t i) const { return state_[i].load(std::memory_order_acquire) != empty; }
+    // Record i's decoded bytes (its decoded size, as given at construction) and layout: by the
+    // copy's thread, or by a read that decoded a whole record first. The first put of a record
+    // claims it; another one returns.
     void put(std::size_t i, const unsigned char* bytes, const record_layout& layout) {
+        if (i >= records_.size()) return;
         const std::uint64_t size = (i + 1 < offsets_.size() ? offsets_[i + 1] : bytes_) - offsets_[i];
         if (layout.total_bytes != size) return;  // not what the index said: read the ordinary way
+        unsigned char expected = empty;
+        if (!state_[i].compare_exchange_strong(expected, writing)) return;
         std::memcpy(arena_ + offsets_[i], bytes, static_cast<std::size_t>(size));
         records_[i].bytes = arena_ + offsets_[i];
         records_[i].layout = layout;
-        ready_[i].store(true, std::memory_order_release);
+        state_[i].store(ready, std::memory_order_release);
         if (count_.fetch_add(1) + 1 == records_.size()) complete_.store(true);
     }
     // Every record is there: the dataset's stored bytes are needed no more.
@@ -103,7 +111,8 @@ public:
 private:
     std::vector<record> records_;
     std::vector<std::uint64_t> offsets_;
-    std::unique_ptr<std::atomic<bool>[]> ready_;
+    enum : unsigned char { empty, writing, ready };
+    std::unique_ptr<std::atomic<unsigned char>[]> state_;
     std::uint64_t bytes_ = 0;
     unsigned char* arena_ = nullptr;
     std::atomic<std::size_t> count_{0};

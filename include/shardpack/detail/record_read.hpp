@@ -209,7 +209,12 @@ inline void dataset::read_slot_pinned(std::size_t i, std::size_t k, std::size_t 
     const index_entry e = shard.entry(local);
     const augmentation* aug = out.augment;
     if (out.fields) read_slot_fields(i, out, ctx, slot);
-    if (!is_band_codec(e.codec)) return fill_decoded(read(i, ctx), k, local, out, ctx, slot);
+    if (!is_band_codec(e.codec)) {
+        const sample full = read(i, ctx);
+        // A whole record decoded here goes into the decoded copy, which then skips it.
+        if (detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire)) copy->put(i, full.rec_, full.layout_);
+        return fill_decoded(full, k, local, out, ctx, slot);
+    }
     const unsigned char* stored = read_stored(*s_, shard, k, local, e, ctx.stored_);
     record_layout layout;
     band_table bands;

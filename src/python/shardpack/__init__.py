@@ -483,8 +483,8 @@ class Dataset:
 
     def keep_decoded(self) -> bool:
         """Asks the reader to keep every record decoded in this process's memory, for a reader
-        that reads every record each epoch (shardpack.torch.Loader asks for it): with io
-        "stream", one C++ thread decodes the records as the stream brings them in, so a cold
+        that reads every record each epoch (call it before the first; no adapter does by
+        itself): with io "stream", one C++ thread decodes the records as the stream brings them in, so a cold
         epoch's decoding happens while the disk reads, and read_batch copies out of the copy (no
         read, no zstd); later epochs read from it. It costs the records' decoded size in memory;
         kept only where the dataset is streamed with every shard open and its stored and decoded

@@ -776,10 +776,6 @@ class Loader:
         self.drop_last = bool(drop_last)
         self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
                                drop_last=drop_last, order=order, block=block, window=window)
-        if isinstance(self.dataset, _sp.Dataset) and self.sampler.world == 1:
-            # This loader reads every record each epoch: a streamed dataset is decoded while the
-            # stream reads it (where the decoded copy fits the reader's cache, Dataset.keep_decoded).
-            self.dataset.keep_decoded()
         self.threads = _checks.integer(threads, "Loader: threads", 0)
         self.prefetch = _checks.integer(prefetch, "Loader: prefetch", 1)
         self.options = dict(dtype=dtype, layout=layout, normalize=_normalize_for(dtype, normalize),
