@@ -99,24 +99,31 @@ bool evict(const std::vector<std::string>& paths) {
     return resident < 0.5;
 }
 
+// Every codec, segmentation and classification: 24x16 records in several shards of 8 KiB.
+struct variant {
+    bool seg;
+    record_codec codec;
+};
+const variant every_codec[] = {{true, record_codec::zstd}, {true, record_codec::zstd_record},
+                               {true, record_codec::none}, {false, record_codec::zstd_record}};
+synthetic_options write_variant(const temp_dir& dir, variant v, std::uint32_t records) {
+    synthetic_options o;
+    o.records = records;
+    o.width = 24;
+    o.height = 16;
+    o.segmentation = v.seg;
+    o.codec = v.codec;
+    o.shard_size = 8 * 1024;
+    write_synthetic(dir.str(), o);
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("stream and blocks deliver what mmap delivers, through every read path and codec", "[engine]") {
-    struct variant {
-        bool seg;
-        record_codec codec;
-    };
-    for (const variant v : {variant{true, record_codec::zstd}, variant{true, record_codec::zstd_record},
-                            variant{true, record_codec::none}, variant{false, record_codec::zstd_record}}) {
+    for (const variant v : every_codec) {
         temp_dir dir("engine");
-        synthetic_options o;
-        o.records = 60;
-        o.width = 24;
-        o.height = 16;
-        o.segmentation = v.seg;
-        o.codec = v.codec;
-        o.shard_size = 8 * 1024;  // several shards
-        write_synthetic(dir.str(), o);
+        write_variant(dir, v, 60);
         const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
         const dataset streamed = dataset::open(dir.str(), with(io_mode::stream));
         // A cache of a few KiB: blocks evicts all the time and drops hints it cannot hold.
@@ -550,21 +557,9 @@ TEST_CASE("a stream serves what a read waits for first where jumps are cheap, an
 
 TEST_CASE("keep_decoded: a streamed dataset decoded as it arrives; reads from the copy are bit for bit the mapped ones",
           "[engine][decoded]") {
-    struct variant {
-        bool seg;
-        record_codec codec;
-    };
-    for (const variant v : {variant{true, record_codec::zstd}, variant{true, record_codec::zstd_record},
-                            variant{true, record_codec::none}, variant{false, record_codec::zstd_record}}) {
+    for (const variant v : every_codec) {
         temp_dir dir("engine-decoded");
-        synthetic_options o;
-        o.records = 80;
-        o.width = 24;
-        o.height = 16;
-        o.segmentation = v.seg;
-        o.codec = v.codec;
-        o.shard_size = 8 * 1024;  // several shards
-        write_synthetic(dir.str(), o);
+        const synthetic_options o = write_variant(dir, v, 80);
         const dataset mapped = dataset::open(dir.str(), with(io_mode::mmap));
         const dataset streamed = dataset::open(dir.str(), with(io_mode::stream));
         // Not kept: not streamed, or the stored and decoded bytes together over the cache.
