@@ -59,8 +59,10 @@ _READAHEAD_ITEMS = 16
 
 # The ring's size (0: none, every part on the pipe), and the smallest part put there (smaller
 # ones cost less on the pipe than a place in the ring). A part over a quarter of the ring goes
-# on the pipe (sample_stream.hpp says why).
-_RING_BYTES = 32 << 20
+# on the pipe (sample_stream.hpp says why). The ring fills whenever this process is faster than
+# the build, and each of its pages costs a page fault the first time (about 0.9 ms a MiB here,
+# scripts/bench/README.md): 16 MiB holds 1024x1024 RGB parts for about 15 ms a write.
+_RING_BYTES = 16 << 20
 _RING_MIN_PART = 64 << 10
 
 
@@ -329,17 +331,21 @@ class _Frame:
 
 class _Ring:
     """The ring (sample_stream.hpp, "The ring"): a memfd sealed against shrinking and growing,
-    which the build maps read-only, and the socket on which it says how many ring parts it has
-    copied out. Parts are written in order, each whole (a part that would cross the end starts
-    again at 0), and their room is reused once the build has released them."""
+    mapped here to be written and by the build to be read, and the socket on which the build
+    says how many ring parts it has copied out. Parts are written in order, each whole (a part
+    that would cross the end starts again at 0), and their room is reused once released."""
 
     def __init__(self, size: int):
         import fcntl
+        import mmap
         self.size = size
         self.fd = _os.memfd_create("shardpack-ring", _os.MFD_CLOEXEC | _os.MFD_ALLOW_SEALING)
         try:
             _os.ftruncate(self.fd, size)
             fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self.map = mmap.mmap(self.fd, size)
+            # NumPy copies into it without the GIL: the iterable keeps making samples meanwhile.
+            self.view: Optional[Any] = _np.frombuffer(self.map, _np.uint8)
             self.acks, self.build_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         except BaseException:
             _os.close(self.fd)
@@ -363,9 +369,7 @@ class _Ring:
             while start + n - self.tail > self.size:
                 self._take_releases(block=True)
         offset = start % self.size
-        done = 0
-        while done < n:  # pwrite releases the GIL: the iterable keeps making samples
-            done += _os.pwrite(self.fd, data[done:], offset + done)
+        self.view[offset:offset + n] = _np.frombuffer(data, _np.uint8)  # type: ignore[index]
         self.head = start + n
         self.ends.append(self.head)
         return offset
@@ -389,6 +393,8 @@ class _Ring:
     def close(self) -> None:
         self.acks.close()
         self.build_end.close()
+        self.view = None  # the mapping closes only without views of it
+        self.map.close()
         _os.close(self.fd)
 
 
