@@ -105,7 +105,7 @@ if [ $writer_only = 1 ]; then
   size_arg=()
   [ $quick = 1 ] && size_arg=(--count 40 --memory-samples 20000)
   exec .venv/bin/python scripts/bench/writer_bench.py --bin build-bench --work "$work/writer" --threads "$threads" \
-    --reps "$reps" "${size_arg[@]}"
+    --reps "$reps" --pipe "${size_arg[@]}"
 fi
 
 # The cold-storage benchmark (issues 16, 29): the package in .venv (scripts/python-env.sh), slowfs

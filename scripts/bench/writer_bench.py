@@ -4,7 +4,7 @@
 memory over a long generator.
 
     writer_bench.py --bin BUILD_DIR --work DIR [--task seg|cls] [--count N] [--width W] [--height H]
-                    [--threads T] [--reps R] [--memory-samples M]
+                    [--threads T] [--reps R] [--memory-samples M] [--pipe]
 
 Per repetition, in this order:
   build    shardpack build --csv (the PNGs make_sample_data wrote) --threads T: wall and CPU
@@ -12,7 +12,11 @@ Per repetition, in this order:
            row, every image and mask: what a build from arrays does not have to do (median pass)
   writer   shardpack.write of the same samples, decoded once beforehand into NumPy arrays, the
            same options: wall, and CPU of this process and the build it runs
-The figure: (build - floor) / writer, in wall time and in CPU time; >= 0.9 is the target.
+  pipe     (--pipe) the same write with the writer's ring off (shardpack._writer._RING_BYTES = 0):
+           every pixel on the pipe, as before the ring; before the writer in odd repetitions,
+           after it in even ones
+The figure: (build - floor) / writer, in wall time and in CPU time, per repetition (the table
+gives their median, and the same ratio from the medians of each side); >= 0.9 is the target.
 Then the memory: a generator of M samples (64x64 RGB, cls) written in a fresh process, and one
 of M/10; the peak RSS of the Python process and of its build process, each.
 Prints a table (Markdown) and writes WORK/writer.json. Needs this package installed (the
@@ -89,9 +93,11 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--memory-samples", type=int, default=100000)
+    p.add_argument("--pipe", action="store_true", help="also time the writer with its ring off")
     a = p.parse_args()
     import numpy as np
     import shardpack
+    from shardpack import _writer
     try:  # PIL decodes in C; tests/python/pngread.py (pure Python) where it is missing
         from PIL import Image
 
@@ -140,13 +146,27 @@ def main():
                                                 "--threads", str(a.threads), "--passes", "3"],
                                                check=True, capture_output=True, text=True).stdout)
         floor = (floor_json["seconds_median"], floor_json["cpu_seconds_median"])
-        out = work / "writer.ds"
-        c0, s0, t0 = cpu_children(), cpu_self(), time.perf_counter()
-        shardpack.write(out, iter(samples), task=a.task, classes=classes, threads=a.threads, quiet=True)
-        writer = (time.perf_counter() - t0, cpu_children() - c0 + cpu_self() - s0)
+        def timed_write(ring_bytes):
+            kept = _writer._RING_BYTES
+            _writer._RING_BYTES = ring_bytes
+            try:
+                c0, s0, t0 = cpu_children(), cpu_self(), time.perf_counter()
+                shardpack.write(work / "writer.ds", iter(samples), task=a.task, classes=classes, threads=a.threads,
+                                quiet=True)
+                return time.perf_counter() - t0, cpu_children() - c0 + cpu_self() - s0
+            finally:
+                _writer._RING_BYTES = kept
+
+        # The ring's write and the ring-off one alternate which goes first.
+        pipe = timed_write(0) if a.pipe and rep % 2 else None
+        writer = timed_write(_writer._RING_BYTES)
         r = {"build_s": build[0], "build_cpu_s": build[1], "floor_s": floor[0], "floor_cpu_s": floor[1],
              "writer_s": writer[0], "writer_cpu_s": writer[1],
              "wall_ratio": (build[0] - floor[0]) / writer[0], "cpu_ratio": (build[1] - floor[1]) / writer[1]}
+        if a.pipe:
+            pipe = pipe or timed_write(0)
+            r.update({"pipe_s": pipe[0], "pipe_cpu_s": pipe[1], "pipe_wall_ratio": (build[0] - floor[0]) / pipe[0],
+                      "pipe_cpu_ratio": (build[1] - floor[1]) / pipe[1]})
         results.append(r)
         print(json.dumps(r), file=sys.stderr)
 
@@ -169,6 +189,19 @@ def main():
     print(f"| their decode (bench_decode --png fast) | {med['floor_s']:.3f} | {med['floor_cpu_s']:.3f} |")
     print(f"| shardpack.write from arrays | {med['writer_s']:.3f} | {med['writer_cpu_s']:.3f} |")
     print(f"| (build - decode) / write (target >= 0.9) | {med['wall_ratio']:.3f} | {med['cpu_ratio']:.3f} |")
+    of_medians = lambda w: ((med["build_s"] - med["floor_s"]) / med[w + "_s"],
+                            (med["build_cpu_s"] - med["floor_cpu_s"]) / med[w + "_cpu_s"])
+    print("| the same from the medians above | %.3f | %.3f |" % of_medians("writer"))
+    if a.pipe:
+        print(f"| shardpack.write, ring off (every pixel on the pipe) | {med['pipe_s']:.3f} | {med['pipe_cpu_s']:.3f} |")
+        print(f"| (build - decode) / write, ring off | {med['pipe_wall_ratio']:.3f} | {med['pipe_cpu_ratio']:.3f} |")
+        print("| the same from the medians above | %.3f | %.3f |" % of_medians("pipe"))
+        print()
+        print("| rep | wall ratio | CPU ratio | ring off: wall ratio | CPU ratio |")
+        print("| --- | --- | --- | --- | --- |")
+        for i, r in enumerate(results):
+            print(f"| {i + 1} | {r['wall_ratio']:.3f} | {r['cpu_ratio']:.3f} | {r['pipe_wall_ratio']:.3f} | "
+                  f"{r['pipe_cpu_ratio']:.3f} |")
     print()
     print("| generator of 64x64 cls samples | Python peak RSS MiB | build peak RSS MiB | s |")
     print("| --- | --- | --- | --- |")

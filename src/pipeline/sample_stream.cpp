@@ -28,7 +28,8 @@ std::string shape_text(const pixel_shape& s) {
 // A frame's fixed head (see sample_stream.hpp), as sent.
 struct frame_head {
     char tag = 0;
-    part_kind image_kind = part_kind::none, label_kind = part_kind::none;
+    part_kind image_kind = part_kind::none, label_kind = part_kind::none;  // ring is read as pixels
+    bool image_in_ring = false, label_in_ring = false;
     pixel_shape image, label;
     std::int32_t class_id = 0;
     std::uint32_t key_bytes = 0, label_key_bytes = 0, reason_bytes = 0;
@@ -69,6 +70,7 @@ void check_frame_head(const frame_head& h, const std::string& where) {
         throw input_error(where + "field values longer than " + std::to_string(max_field_bytes) + " bytes");
     if (h.image_kind > part_kind::pixels || h.label_kind > part_kind::pixels)
         throw input_error(where + "an unknown kind of image or label");
+    if ((h.image_in_ring || h.label_in_ring) && h.tag != 'S') throw input_error(where + "a rejected sample with a ring part");
 }
 
 // Why an image's or label's pixels (their shape against their byte count) cannot be packed; "" if they can.
@@ -112,10 +114,21 @@ std::string sample_problem(const frame_head& h, const std::string& reason, bool 
 
 sample_stream::sample_stream(std::size_t classes, field_cell_parser* fields) : classes_(classes), fields_(fields) {
     XXH3_64bits_reset(&digest_);
-    unsigned char head[16];
-    if (in_.read(head, sizeof head) != sizeof head || std::memcmp(head, sample_stream_magic, sizeof sample_stream_magic) != 0)
+    unsigned char head[32];
+    const bool whole = in_.read(head, 16) == 16;
+    const bool v3 = whole && std::memcmp(head, sample_stream_magic, sizeof sample_stream_magic) == 0;
+    if (!v3 && (!whole || std::memcmp(head, sample_stream_magic_v2, sizeof sample_stream_magic_v2) != 0))
         throw input_error("standard input: not a shardpack sample stream (--samples - reads what shardpack.write sends)");
     std::memcpy(&total_, head + 8, sizeof total_);
+    if (!v3) return;
+    if (in_.read(head + 16, 16) != 16) throw input_error("standard input: the sample stream ended inside its header");
+    std::int32_t ring_fd = -1, ack_fd = -1;
+    std::uint64_t ring_bytes = 0;
+    std::memcpy(&ring_fd, head + 16, 4);
+    std::memcpy(&ack_fd, head + 20, 4);
+    std::memcpy(&ring_bytes, head + 24, 8);
+    if (ring_fd == -1 && ack_fd == -1 && ring_bytes == 0) return;
+    ring_ = std::make_unique<stream_ring>(ring_fd, ring_bytes, ack_fd);
 }
 
 std::uint64_t sample_stream::digest() const { return XXH3_64bits_digest(&digest_); }
@@ -161,8 +174,14 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     if (got != sizeof head)
         throw input_error("standard input: the sample stream ended inside the frame head of sample " + std::to_string(count_) +
                           ": the writer stopped before it finished; nothing was published");
+    // A ring part is pixels held elsewhere: the head enters the digest, and is read, as pixels.
+    const bool image_in_ring = head[1] == std::uint8_t(part_kind::ring), label_in_ring = head[3] == std::uint8_t(part_kind::ring);
+    if (image_in_ring) head[1] = std::uint8_t(part_kind::pixels);
+    if (label_in_ring) head[3] = std::uint8_t(part_kind::pixels);
     XXH3_64bits_update(&digest_, head, sizeof head);
-    const frame_head h = parse_frame_head(head);
+    frame_head h = parse_frame_head(head);
+    h.image_in_ring = image_in_ring;
+    h.label_in_ring = label_in_ring;
 
     const std::string where = "standard input: sample " + std::to_string(count_) + ": ";
     if (h.tag == 'E') {
@@ -194,15 +213,21 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     job.label_path = h.label_kind == part_kind::none ? std::string() : "mask";
     ++count_;
 
-    // The bytes are read whatever happens to the sample, so that the next frame is found.
+    // The bytes are read whatever happens to the sample, so that the next frame is found; a
+    // ring part's place is checked here, and it is copied out only once its shape is.
     const bool too_large = h.image_bytes > max_row_bytes || h.label_bytes > max_row_bytes - h.image_bytes;
-    read_part(job.image_file, h.image_bytes, "the image", too_large);
-    read_part(job.label_file, h.label_bytes, "the label", too_large);
+    std::uint64_t image_offset = 0, label_offset = 0;
+    if (h.image_in_ring) image_offset = read_ring_offset(h.image_bytes, "image", where);
+    else read_part(job.image_file, h.image_bytes, "the image", too_large);
+    if (h.label_in_ring) label_offset = read_ring_offset(h.label_bytes, "label", where);
+    else read_part(job.label_file, h.label_bytes, "the label", too_large);
     cells_.resize(h.field_bytes);
     read_exact(cells_.data(), h.field_bytes, "the field values");
     XXH3_64bits_update(&digest_, cells_.data(), h.field_bytes);
 
     job.error = sample_problem(h, reason, too_large, max_row_bytes, classes_, job);
+    if (h.image_in_ring) take_from_ring(job.image_file, image_offset, h.image_bytes, job.ok());
+    if (h.label_in_ring) take_from_ring(job.label_file, label_offset, h.label_bytes, job.ok());
     if (!job.ok()) return true;
     if (fields_ == nullptr) {
         if (h.field_bytes) job.error = "the sample has field values, but the build declares no --field";
@@ -227,6 +252,31 @@ void sample_stream::read_part(std::vector<std::uint8_t>& out, std::uint64_t n, c
     }
     out.resize(std::size_t(n));
     read_exact(out.data(), out.size(), what);
+}
+
+// A ring part's offset (read from the stream), checked against the ring: the part of n bytes
+// must lie inside it. Throws input_error naming the sample: such a stream cannot be trusted.
+std::uint64_t sample_stream::read_ring_offset(std::uint64_t n, const char* what, const std::string& where) {
+    if (!ring_) throw input_error(where + "the " + what + " is in the ring, but the stream has none");
+    std::uint64_t offset = 0;
+    read_exact(&offset, sizeof offset, "a ring part's offset");
+    if (offset > ring_->size() || n > ring_->size() - offset)
+        throw input_error(where + "the " + what + "'s ring part at " + std::to_string(offset) + " (" + std::to_string(n) +
+                          " bytes) lies outside the ring of " + std::to_string(ring_->size()) + " bytes");
+    return offset;
+}
+
+// A ring part into out (copy: else the sample is not packed, and out is left empty), then
+// released; the writer is told once the released parts hold an eighth of the ring.
+void sample_stream::take_from_ring(std::vector<std::uint8_t>& out, std::uint64_t offset, std::uint64_t n, bool copy) {
+    if (copy) out.assign(ring_->at(offset), ring_->at(offset) + n);
+    else out.clear();
+    ++ring_parts_;
+    unreleased_bytes_ += n;
+    if (unreleased_bytes_ >= ring_->size() / 8) {
+        ring_->release(ring_parts_);
+        unreleased_bytes_ = 0;
+    }
 }
 
 // The sample's field cells (cells_), each ended by a NUL: as many as fields are declared,

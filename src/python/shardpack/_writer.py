@@ -5,7 +5,8 @@ The samples go to the CLI binary the wheel carries (`shardpack build --samples -
 stream on its standard input (src/pipeline/sample_stream.hpp): each sample's key, its image
 and label as pixels (NumPy arrays, PIL images) or as the encoded PNG/JPEG bytes the build's
 decoders take, and its field values as the text of CSV cells (parsed by the build's --field
-rules). Everything else is the build's own: geometry and label options, record encoding,
+rules). Large pixel parts do not cross the pipe: they are written into a ring of shared memory
+(a sealed memfd) the build maps read-only, and the pipe carries their place in it. Everything else is the build's own: geometry and label options, record encoding,
 sharding, checksums, manifest and report, the atomic publish into a folder it owns, the lock,
 --on-error, the memory budget and the thread-count-independent output. The C++ works in its own
 process, so the GIL is never held for it; this process only iterates and sends.
@@ -16,10 +17,12 @@ stream without its end mark, which the build takes as "stop, publish nothing".
 """
 from __future__ import annotations
 
+import collections as _collections
 import json as _json
 import os as _os
 import queue as _queue
 import shutil as _shutil
+import socket as _socket
 import struct as _struct
 import subprocess as _subprocess
 import sys as _sys
@@ -42,15 +45,25 @@ FieldSpec = Union[FieldKind, Tuple[Literal["tags", "boxes"], Sequence[str]]]
 _FIELD_KINDS = ("int", "float", "str", "int-list", "float-list", "tags", "boxes")
 
 # The stream's layout: src/pipeline/sample_stream.hpp (one fact, one place: this mirrors it).
-_MAGIC = b"SPSAMPv2"
+_MAGIC = b"SPSAMPv3"
+_HEADER = _struct.Struct("<8sQiiQ")  # magic, total, ring_fd, ack_fd, ring_bytes
 _HEAD = _struct.Struct("<BBBBBBBBIIIIiIIIQQII")
-_NONE, _ENCODED, _PIXELS = 0, 1, 2
+_NONE, _ENCODED, _PIXELS, _RING = 0, 1, 2, 3
+_OFFSET = _struct.Struct("<Q")  # a ring part's bytes on the stream: its offset in the ring
 _MAX_BANDS = 255  # a record's most bands (formats/shardpack-v1.md)
 
 # How much of the iterable is held ahead of the build, besides the pipe and the build's own rows
 # in flight: samples converted and waiting to be sent.
 _READAHEAD_BYTES = 64 << 20
 _READAHEAD_ITEMS = 16
+
+# The ring's size (0: none, every part on the pipe), and the smallest part put there (smaller
+# ones cost less on the pipe than a place in the ring). A part over a quarter of the ring goes
+# on the pipe (sample_stream.hpp says why). The ring fills whenever this process is faster than
+# the build, and each of its pages costs a page fault the first time (about 0.9 ms a MiB here,
+# scripts/bench/README.md): 16 MiB holds 1024x1024 RGB parts for about 15 ms a write.
+_RING_BYTES = 16 << 20
+_RING_MIN_PART = 64 << 10
 
 
 def _word(value: Any, what: str, allowed: Sequence[str]) -> str:
@@ -305,16 +318,88 @@ def _field_cells(values: Any, fields: Sequence[Tuple[str, str]]) -> bytes:
 
 
 class _Frame:
-    """One sample, ready to send: its head, key texts and payloads."""
-    __slots__ = ("parts", "nbytes")
+    """One sample, ready to send: its head, key texts and payloads. ring: (index in parts, pixels)
+    of the parts that go into the ring; their place in parts holds their offset once they are
+    there."""
+    __slots__ = ("parts", "nbytes", "ring")
 
-    def __init__(self, parts: List[Any]):
+    def __init__(self, parts: List[Any], ring: Optional[List[Tuple[int, memoryview]]] = None):
         self.parts = parts
-        self.nbytes = sum(memoryview(p).nbytes for p in parts)
+        self.ring = ring
+        self.nbytes = sum(memoryview(p).nbytes for p in parts) + sum(v.nbytes for _, v in ring or ())
+
+
+class _Ring:
+    """The ring (sample_stream.hpp, "The ring"): a memfd sealed against shrinking and growing,
+    mapped here to be written and by the build to be read, and the socket on which the build
+    says how many ring parts it has copied out. Parts are written in order, each whole (a part
+    that would cross the end starts again at 0), and their room is reused once released."""
+
+    def __init__(self, size: int):
+        import fcntl
+        import mmap
+        self.size = size
+        self.fd = _os.memfd_create("shardpack-ring", _os.MFD_CLOEXEC | _os.MFD_ALLOW_SEALING)
+        try:
+            _os.ftruncate(self.fd, size)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+            self.map = mmap.mmap(self.fd, size)
+            # NumPy copies into it without the GIL: the iterable keeps making samples meanwhile.
+            self.view: Optional[Any] = _np.frombuffer(self.map, _np.uint8)
+            self.acks, self.build_end = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        except BaseException:
+            _os.close(self.fd)
+            raise
+        self.head = 0  # bytes taken since the start, gaps at the end included
+        self.ends: "_collections.deque[int]" = _collections.deque()  # each unreleased part's end (as head)
+        self.tail = 0  # the end of the last released part
+        self.released = 0
+        self.pending = b""
+
+    def fits(self, nbytes: int) -> bool:
+        return _RING_MIN_PART <= nbytes <= self.size // 4
+
+    def put(self, data: memoryview) -> int:
+        """Writes `data` into the ring, waiting for the build to release room; its offset."""
+        n = data.nbytes
+        at = self.head % self.size
+        start = self.head if at + n <= self.size else self.head + self.size - at
+        if start + n - self.tail > self.size:
+            self._take_releases(block=False)
+            while start + n - self.tail > self.size:
+                self._take_releases(block=True)
+        offset = start % self.size
+        self.view[offset:offset + n] = _np.frombuffer(data, _np.uint8)  # type: ignore[index]
+        self.head = start + n
+        self.ends.append(self.head)
+        return offset
+
+    def _take_releases(self, block: bool) -> None:
+        try:
+            got = self.acks.recv(4096, 0 if block else _socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        if not got:  # the build stopped: its stderr says why
+            raise BrokenPipeError("the build closed its ring acknowledgements")
+        self.pending += got
+        whole = len(self.pending) // 8 * 8
+        if whole:
+            count = _struct.unpack_from("<Q", self.pending, whole - 8)[0]
+            self.pending = self.pending[whole:]
+            while self.released < count and self.ends:
+                self.tail = self.ends.popleft()
+                self.released += 1
+
+    def close(self) -> None:
+        self.acks.close()
+        self.build_end.close()
+        self.view = None  # the mapping closes only without views of it
+        self.map.close()
+        _os.close(self.fd)
 
 
 def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_masks: bool,
-           fields: Sequence[Tuple[str, str]]) -> _Frame:
+           fields: Sequence[Tuple[str, str]], ring: Optional[_Ring] = None) -> _Frame:
     key = str(index)
     values: Any = None
     try:
@@ -365,23 +450,35 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
         return _Frame([head, k, reason])
     k = key.encode("utf-8", "surrogateescape")
     lk = label_key.encode("utf-8", "surrogateescape")
-    parts: List[Any] = []
+    parts: List[Any] = [b"", k, lk]  # the head first, once the kinds are known
+    in_ring: List[Tuple[int, memoryview]] = []
 
     def shape(kind: int, a: Any) -> Tuple[int, int, int, int, int]:
         if kind != _PIXELS:
             return 0, 0, 0, 1, memoryview(a).nbytes
         return a.shape[1], a.shape[0], (a.shape[2] if a.ndim == 3 else 1), a.dtype.itemsize, a.nbytes
 
+    def payload(kind: int, a: Any) -> int:
+        """Appends the part's bytes, or its place held for its offset in the ring; its kind as sent."""
+        if kind == _ENCODED:
+            parts.append(a)
+            return kind
+        if ring is not None and ring.fits(a.nbytes):
+            in_ring.append((len(parts), memoryview(a).cast("B")))
+            parts.append(b"")
+            return _RING
+        parts.append(memoryview(a).cast("B"))
+        return kind
+
     iw, ih, ic, iv, ib = shape(ik, img)
     lw, lh, lc, lv, lb = shape(label_kind, lab) if lab is not None else (0, 0, 0, 1, 0)
-    parts.append(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0,
-                            ib, lb, len(cells), 0))
-    parts += [k, lk, img if ik == _ENCODED else memoryview(img).cast("B")]
-    if lab is not None:
-        parts.append(lab if label_kind == _ENCODED else memoryview(lab).cast("B"))
+    sent_ik = payload(ik, img)
+    sent_lk = payload(label_kind, lab) if lab is not None else label_kind
+    parts[0] = _HEAD.pack(ord("S"), sent_ik, ic, sent_lk, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0,
+                          ib, lb, len(cells), 0)
     if cells:
         parts.append(cells)
-    return _Frame(parts)
+    return _Frame(parts, in_ring or None)
 
 
 class _Sender(_threading.Thread):
@@ -389,9 +486,10 @@ class _Sender(_threading.Thread):
     the next sample while the last one is sent (os.writev releases the GIL). Bounded by count
     and bytes."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int, ring: Optional[_Ring]):
         super().__init__(name="shardpack.write sender", daemon=True)
         self.fd = fd
+        self.ring = ring
         self.q: "_queue.Queue[Optional[_Frame]]" = _queue.Queue(maxsize=_READAHEAD_ITEMS)
         self.room = _threading.Condition()
         self.held = 0
@@ -416,6 +514,9 @@ class _Sender(_threading.Thread):
                 frame = self.q.get()
                 if frame is None:
                     return
+                for i, pixels in frame.ring or ():
+                    assert self.ring is not None
+                    frame.parts[i] = _OFFSET.pack(self.ring.put(pixels))
                 views = [memoryview(p).cast("B") for p in frame.parts]
                 while views:
                     n = _os.writev(self.fd, views[:64])
@@ -431,7 +532,7 @@ class _Sender(_threading.Thread):
                 with self.room:
                     self.held -= frame.nbytes
                     self.room.notify_all()
-        except BaseException as e:  # BrokenPipeError when the build stopped: its stderr says why
+        except BaseException as e:  # BrokenPipeError (or EOF on the ring's acknowledgements) when the build stopped: its stderr says why
             self.error = e
             with self.room:
                 self.room.notify_all()
@@ -591,10 +692,35 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
+def _new_ring() -> Optional[_Ring]:
+    """The ring, or None where there is none to have (_RING_BYTES 0, no memfd or seals): then every
+    part goes on the pipe."""
+    if not _RING_BYTES:
+        return None
+    try:
+        return _Ring(_RING_BYTES)
+    except (AttributeError, ImportError, OSError):
+        return None
+
+
 def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
          index_masks: bool, fields: Sequence[Tuple[str, str]]) -> Dict[str, Any]:
-    proc = _subprocess.Popen([binary] + args, stdin=_subprocess.PIPE, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE)
+    ring = _new_ring()
+    try:
+        return _run_build(binary, args, samples, total, task, class_ids, index_masks, fields, ring)
+    finally:
+        if ring is not None:
+            ring.close()
+
+
+def _run_build(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
+               index_masks: bool, fields: Sequence[Tuple[str, str]], ring: Optional[_Ring]) -> Dict[str, Any]:
+    passed = (ring.fd, ring.build_end.fileno()) if ring is not None else ()
+    proc = _subprocess.Popen([binary] + args, stdin=_subprocess.PIPE, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE,
+                             pass_fds=passed)
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    if ring is not None:
+        ring.build_end.close()  # the build's alone: its end closes when the build stops
     try:
         import fcntl
         fcntl.fcntl(proc.stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ: fewer, larger writes
@@ -606,16 +732,17 @@ def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task:
     reader = _threading.Thread(target=lambda: report.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     relay.start()
     reader.start()
-    sender = _Sender(proc.stdin.fileno())
+    sender = _Sender(proc.stdin.fileno(), ring)
     sender.start()
     failure: Optional[BaseException] = None
     sent = 0
     try:
-        sender.put(_Frame([_MAGIC + _struct.pack("<Q", total)]))
+        sender.put(_Frame([_HEADER.pack(_MAGIC, total, *passed, ring.size) if ring is not None else
+                           _HEADER.pack(_MAGIC, total, -1, -1, 0)]))
         for index, item in enumerate(samples):
             if sender.error is not None:
                 break
-            sender.put(_frame(index, item, task, class_ids, index_masks, fields))
+            sender.put(_frame(index, item, task, class_ids, index_masks, fields, ring))
             sent += 1
         else:
             sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0, 0, 0)]))
