@@ -555,7 +555,7 @@ TEST_CASE("a stream serves what a read waits for first where jumps are cheap, an
     }
 }
 
-TEST_CASE("keep_decoded: a streamed dataset decoded as it arrives; reads from the copy are bit for bit the mapped ones",
+TEST_CASE("keep_decoded: a streamed dataset decoded as it arrives, reads from the copy bit for bit the mapped ones",
           "[engine][decoded]") {
     for (const variant v : every_codec) {
         temp_dir dir("engine-decoded");
