@@ -95,7 +95,6 @@ public:
     // Every record is there: the dataset's stored bytes are needed no more.
     bool complete() const { return complete_.load(); }
     std::size_t count() const { return count_.load(); }
-    std::uint64_t bytes() const { return bytes_; }
 
     // Runs fill(stop flag) on the copy's thread, the first time only (the first read or
     // prefetch: opening a dataset to look at it decodes nothing).
