@@ -356,14 +356,17 @@ bool overlap(const any_array& a, const any_array& b) {
 }
 
 // Fresh output arrays (read_batch without out=, ds[i] of zstd records). Memory the kernel hands
-// out in 4 KiB pages faults once per page on first write: for a 75 MB batch that is ~18,000
-// faults, each zeroing its page, and it made fresh batches 3-4x slower than filling reused ones.
-// Large outputs therefore come from blocks of whole 2 MiB huge pages (madvise MADV_HUGEPAGE:
-// 512x fewer faults where transparent huge pages are "madvise" or "always"), and a block whose
-// array is freed goes back to a small cache that the next batch of the same size takes again,
-// already mapped: the steady state of a training loop (one batch alive while the next is read)
-// faults nothing. The cache holds at most `cached_blocks` blocks and `cached_bytes_limit` bytes;
-// a block that does not fit is returned to the system. See scripts/bench/py_alloc_bench.py.
+// out faults once per page on first write, zeroing it: it made fresh batches 3-4x slower than
+// filling reused ones. So a block whose array is freed goes back to a small cache that the next
+// batch of the same size takes again, already mapped: the steady state of a training loop (one
+// batch alive while the next is read) faults nothing. The cache holds at most `cached_blocks`
+// blocks and `cached_bytes_limit` bytes; a block that does not fit is returned to the system.
+// The blocks are small pages, not MADV_HUGEPAGE: only a process's first few batches fault, and
+// there huge pages cost more on a VM (measured on this 2-core one: 88 MiB first written in 2 MiB
+// pages took 0.14-0.30 s, in 4 KiB pages 0.06-0.075 s; the second time 0.011 and 0.06 s), since
+// a guest's free 2 MiB blocks are what it reports back to its host, which must back them again;
+// a cold epoch's first three batches took 65 ms each instead of 8. See
+// scripts/bench/py_alloc_bench.py.
 //
 // allocation (private, for that benchmark): how fresh outputs are allocated.
 enum class allocation { pool, huge_pages, numpy, plain };
@@ -380,7 +383,8 @@ public:
     };
     // A block of at least `bytes` (a multiple of huge_page): a cached one of that size, else the
     // smallest cached one up to twice that (an epoch's short last batch takes a full batch's
-    // block instead of faulting in a new one), else new.
+    // block instead of faulting in a new one), else new (huge pages asked for where not cached:
+    // the benchmark's huge_pages way).
     taken take(std::size_t bytes, bool cached) {
         if (cached) {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -397,7 +401,7 @@ public:
         }
         void* p = nullptr;
         if (posix_memalign(&p, huge_page, bytes) != 0) throw std::bad_alloc();
-        madvise(p, bytes, MADV_HUGEPAGE);  // advice: without THP it fails harmlessly
+        if (!cached) madvise(p, bytes, MADV_HUGEPAGE);  // advice: without THP it fails harmlessly
         return {p, bytes};
     }
 

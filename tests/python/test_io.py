@@ -131,7 +131,8 @@ def test_a_stream_the_page_cache_dropped_is_read_again_at_the_next_epoch(built, 
     warm = shardpack.open(built["onehot"], io="pread")
     size = warm.data_bytes
     ds = shardpack.open(folder, io="stream")
-    loader = spt.Loader(ds, 4, seed=2, dtype="uint8", label="index", label_dtype="uint8")
+    # keep_decoded=False: with the decoded copy (the Loader's default) nothing is read again
+    loader = spt.Loader(ds, 4, seed=2, dtype="uint8", label="index", label_dtype="uint8", keep_decoded=False)
     expect = warm.read_batch(shardpack.epoch_order(warm, 2, 1), dtype="uint8", label="index", label_dtype="uint8")
     for epoch in range(2):
         loader.set_epoch(epoch)
@@ -185,6 +186,34 @@ def test_keep_decoded_decodes_a_streamed_dataset_as_it_arrives_and_the_loader_re
             _drop(folder)  # complete: a later epoch streams nothing again, wherever the pages went
     assert ds.io_counters()["extent_bytes"] == read
     assert ds.keep_decoded()
+
+
+def test_the_loader_keeps_a_streamed_datasets_decoded_copy_unless_told_not_to(built, tmp_path):
+    import time
+
+    import shardpack.torch as spt
+
+    folder = built.copy("cls", tmp_path / "loader-copy")
+    warm = shardpack.open(built["cls"], io="pread")
+    expect = warm.read_batch(shardpack.epoch_order(warm, 3, 0), dtype="uint8", label="index")
+    for keep in (True, False):
+        ds = shardpack.open(folder, io="stream")
+        loader = spt.Loader(ds, 7, seed=3, dtype="uint8", label="index") if keep else \
+            spt.Loader(ds, 7, seed=3, dtype="uint8", label="index", keep_decoded=False)
+        loader.set_epoch(0)
+        got = [(i.numpy().copy(), l.numpy().copy()) for i, l in loader]
+        assert np.array_equal(np.concatenate([b[0] for b in got]), expect[0])
+        assert np.array_equal(np.concatenate([b[1] for b in got]), expect[1])
+        deadline = time.monotonic() + 30
+        while keep and ds.decoded_count < len(ds) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ds.decoded_count == (len(ds) if keep else 0)
+    # where the reader does not stream there is no copy to keep, and the Loader reads as before
+    mapped = shardpack.open(folder, io="mmap")
+    spt.Loader(mapped, 7)
+    assert mapped.decoded_count == 0 and not mapped.keep_decoded()
+    with pytest.raises(TypeError, match="keep_decoded"):
+        spt.Loader(mapped, 7, keep_decoded="yes")
 
 
 def test_io_survives_pickling(built):

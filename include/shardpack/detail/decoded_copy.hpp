@@ -56,11 +56,8 @@ public:
             void* p = ::mmap(nullptr, static_cast<std::size_t>(bytes_), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
             if (p == MAP_FAILED) throw std::bad_alloc();
             arena_ = static_cast<unsigned char*>(p);
-#ifdef MADV_HUGEPAGE
-            // 2 MiB pages where the kernel allows them: ~50 page faults for 100 MB instead of
-            // ~25,000, which on a VM cost more than the decoding they would delay.
-            ::madvise(arena_, static_cast<std::size_t>(bytes_), MADV_HUGEPAGE);
-#endif
+            // Small pages, no MADV_HUGEPAGE: see shardpack_ext.cpp's block_cache (a VM's huge
+            // pages come from memory its host took back: 3-5x the cost of small ones on first use).
         }
     }
     ~decoded_copy() {

@@ -713,13 +713,20 @@ class Loader:
            threads=0, pin_memory=False, prefetch=2, reuse_buffers=False, dtype="float32",
            layout="NCHW", normalize="auto", label="onehot", label_dtype=None, crop=None,
            crop_position="center", hflip=0.0, vflip=0.0, order="auto", block=None, window=None,
-           io=None, cache_bytes=None, crop_background=None, fields=None, min_box_visibility=0.0)
+           io=None, cache_bytes=None, keep_decoded=True, crop_background=None, fields=None,
+           min_box_visibility=0.0)
 
     ds: a path, a shardpack.Dataset or a shardpack.torch.Dataset. The order and the rank's share
     are those of Sampler (shuffle, seed, rank, world, drop_last: drop_last also drops a short
     last batch; order, block, window: see Sampler; order="auto" (the default) takes the blocks
     order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
-    `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened. threads: C++ threads per batch (0: all cores). pin_memory: batches in pinned
+    `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened.
+    keep_decoded=True (the default) asks the dataset for its decoded copy (Dataset.keep_decoded:
+    kept only where the reader streams and the stored and decoded bytes fit cache_bytes), as a
+    .npy preload holds the decoded images in RAM: a cold first epoch decodes while the disk
+    reads, later ones copy out of memory; False reads every epoch from the stream's bytes (the
+    copy is this process's memory, the decoded dataset's size). threads: C++ threads per batch
+    (0: all cores). pin_memory: batches in pinned
     memory (page-locked, for fast non_blocking copies to the GPU), when CUDA is available.
     dtype, layout, normalize, label, label_dtype: as read_batch.
     normalize="auto" (the default) gives float32 images as (x / 255 - mean) / std with ImageNet's
@@ -765,13 +772,17 @@ class Loader:
                  crop: Optional[Tuple[int, int]] = None,
                  crop_position: str = "center", hflip: float = 0.0, vflip: float = 0.0, order: str = "auto",
                  block: Optional[int] = None, window: Optional[int] = None, io: Optional[str] = None,
-                 cache_bytes: Optional[int] = None, crop_background: Any = None,
+                 cache_bytes: Optional[int] = None, keep_decoded: bool = True, crop_background: Any = None,
                  fields: Optional[Sequence[str]] = None, min_box_visibility: float = 0.0):
         self.dataset = _open(ds)
         if io is not None or cache_bytes is not None:
             d = self.dataset
             self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
                                     cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
+        if not isinstance(keep_decoded, bool):
+            raise TypeError(f"Loader: keep_decoded must be True or False, not {keep_decoded!r}")
+        if keep_decoded and isinstance(self.dataset, _sp.Dataset):
+            self.dataset.keep_decoded()  # a no-op unless the reader streams and the copy fits
         self.batch_size = _checks.integer(batch_size, "Loader: batch_size", 1)
         self.drop_last = bool(drop_last)
         self.sampler = Sampler(self.dataset, shuffle=shuffle, seed=seed, rank=rank, world=world,
