@@ -567,6 +567,15 @@ TEST_CASE("keep_decoded: a streamed dataset decoded as it arrives, reads from th
         CHECK_FALSE(dataset::open(dir.str(), with(io_mode::blocks)).keep_decoded());
         CHECK_FALSE(dataset::open(dir.str(), with(io_mode::stream, data_bytes(mapped) + 1)).keep_decoded());
         CHECK(streamed.decoded_count() == 0);
+        // What the copy takes: raw records their stored bytes (less than the shards, which hold
+        // headers and indexes too); unknown (0) where shards are opened lazily.
+        CHECK(streamed.decoded_bytes() == mapped.decoded_bytes());
+        CHECK(mapped.decoded_bytes() >= std::uint64_t(o.records) * o.width * o.height);
+        if (v.codec == record_codec::none) CHECK(mapped.decoded_bytes() < data_bytes(mapped));
+        open_options lazy = with(io_mode::pread);
+        lazy.max_open_shards = 1;
+        REQUIRE(mapped.shard_count() > 1);
+        CHECK(dataset::open(dir.str(), lazy).decoded_bytes() == 0);
         REQUIRE(streamed.keep_decoded());
         REQUIRE(streamed.keep_decoded());  // asked twice: one copy
         CHECK(streamed.decoded_count() == 0);  // nothing is decoded before the first read

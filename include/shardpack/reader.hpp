@@ -569,6 +569,10 @@ public:
     // nothing again. Kept only where the dataset is streamed, every shard is open (not lazily)
     // and its stored and decoded bytes together fit cache_bytes(). Returns whether it is kept.
     bool keep_decoded() const;
+    // The records' decoded bytes, summed: what the decoded copy takes (against the shards' bytes,
+    // whether a copy saves any decoding; raw records decode to their stored size). 0 where the
+    // shards are opened lazily (not known before each is read).
+    std::uint64_t decoded_bytes() const;
     // Records in the decoded copy so far (0 without it).
     std::size_t decoded_count() const {
         const detail::decoded_copy* copy = s_->decoded.load(std::memory_order_acquire);

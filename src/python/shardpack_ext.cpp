@@ -612,6 +612,7 @@ public:
     bool begin_epoch() const { return ds_.begin_epoch(); }
     bool keep_decoded() const { return ds_.keep_decoded(); }
     std::size_t decoded_count() const { return ds_.decoded_count(); }
+    std::uint64_t decoded_bytes() const { return ds_.decoded_bytes(); }
     nb::dict io_counters() const {
         const auto c = ds_.io_counters();
         nb::dict d;
@@ -1336,6 +1337,7 @@ void bind_reader(nb::module_& m) {
         .def("begin_epoch", &reader::begin_epoch, nb::call_guard<nb::gil_scoped_release>())
         .def("keep_decoded", &reader::keep_decoded)
         .def_prop_ro("decoded_count", &reader::decoded_count)
+        .def_prop_ro("decoded_bytes", &reader::decoded_bytes)
         .def_prop_ro("max_open_shards", &reader::max_open_shards)
         .def("__len__", &reader::size)
         .def_prop_ro("path", &reader::path)

@@ -208,6 +208,12 @@ def test_the_loader_keeps_a_streamed_datasets_decoded_copy_unless_told_not_to(bu
         while keep and ds.decoded_count < len(ds) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert ds.decoded_count == (len(ds) if keep else 0)
+    assert ds.decoded_bytes > ds.data_bytes  # zstd records: the copy saves their decoding
+    # raw records decode to their stored bytes: the page cache holds them already, no copy
+    raw = shardpack.open(built.copy("raw", tmp_path / "loader-raw"), io="stream")
+    assert 0 < raw.decoded_bytes < raw.data_bytes
+    spt.Loader(raw, 7)
+    assert raw.decoded_count == 0 and raw.keep_decoded()  # asked for, it is still kept
     # where the reader does not stream there is no copy to keep, and the Loader reads as before
     mapped = shardpack.open(folder, io="mmap")
     spt.Loader(mapped, 7)

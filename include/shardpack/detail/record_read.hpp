@@ -267,6 +267,16 @@ inline bool dataset::keep_decoded() const {
     return true;
 }
 
+inline std::uint64_t dataset::decoded_bytes() const {
+    if (!s_->shards.eager()) return 0;
+    std::uint64_t decoded = 0;
+    for (std::size_t k = 0; k < s_->shard_count(); ++k) {
+        const detail::shard_file& shard = *s_->shards.eager_at(k);
+        for (std::size_t local = 0; local < shard.record_count(); ++local) decoded += shard.entry(local).decoded_size;
+    }
+    return decoded;
+}
+
 inline void dataset::start_decoding(detail::decoded_copy& copy) const {
     // The thread must not keep the dataset alive (the state owns the copy, which joins it):
     // it reads through a handle that does not own the state.

@@ -497,6 +497,12 @@ class Dataset:
         """Records in the decoded copy so far (0 without it, see keep_decoded)."""
         return int(self._reader.decoded_count)
 
+    @property
+    def decoded_bytes(self) -> int:
+        """The records' decoded bytes, summed: what keep_decoded's copy takes (raw records decode
+        to their stored size; data_bytes is the shards' size). 0 where shards are opened lazily."""
+        return int(self._reader.decoded_bytes)
+
     def io_counters(self) -> Dict[str, int]:
         """The reader's I/O engine's counters (all 0 for mmap and pread): extent_reads and
         extent_bytes (read by its I/O threads), direct_reads/direct_bytes (reads no extent held),

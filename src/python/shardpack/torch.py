@@ -721,8 +721,9 @@ class Loader:
     last batch; order, block, window: see Sampler; order="auto" (the default) takes the blocks
     order only when the dataset's reader reads blocks, see shardpack.open). io, cache_bytes: reopen
     `ds` with these (shardpack.open's io and cache_bytes); None keeps how it was opened.
-    keep_decoded=True (the default) asks the dataset for its decoded copy (Dataset.keep_decoded:
-    kept only where the reader streams and the stored and decoded bytes fit cache_bytes), as a
+    keep_decoded=True (the default) asks the dataset for its decoded copy where its records decode
+    to more than the shards hold (zstd; Dataset.keep_decoded: kept only where the reader streams
+    and the stored and decoded bytes fit cache_bytes), as a
     .npy preload holds the decoded images in RAM: a cold first epoch decodes while the disk
     reads, later ones copy out of memory; False reads every epoch from the stream's bytes (the
     copy is this process's memory, the decoded dataset's size). threads: C++ threads per batch
@@ -781,7 +782,9 @@ class Loader:
                                     cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
         if not isinstance(keep_decoded, bool):
             raise TypeError(f"Loader: keep_decoded must be True or False, not {keep_decoded!r}")
-        if keep_decoded and isinstance(self.dataset, _sp.Dataset):
+        # Only where the records need decoding: a raw record is already a copy in the page cache
+        # (or the engine's memory), and keeping another would double the memory for nothing.
+        if keep_decoded and isinstance(self.dataset, _sp.Dataset) and self.dataset.decoded_bytes > self.dataset.data_bytes:
             self.dataset.keep_decoded()  # a no-op unless the reader streams and the copy fits
         self.batch_size = _checks.integer(batch_size, "Loader: batch_size", 1)
         self.drop_last = bool(drop_last)
