@@ -218,7 +218,7 @@ def test_the_loader_keeps_a_streamed_datasets_decoded_copy_unless_told_not_to(bu
     mapped = shardpack.open(folder, io="mmap")
     spt.Loader(mapped, 7)
     assert mapped.decoded_count == 0 and not mapped.keep_decoded()
-    with pytest.raises(TypeError, match="keep_decoded"):
+    with pytest.raises(shardpack.ArgumentTypeError, match="Loader: keep_decoded"):
         spt.Loader(mapped, 7, keep_decoded="yes")
 
 

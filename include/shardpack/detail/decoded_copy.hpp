@@ -57,7 +57,7 @@ public:
             if (p == MAP_FAILED) throw std::bad_alloc();
             arena_ = static_cast<unsigned char*>(p);
             // Small pages, no MADV_HUGEPAGE: see shardpack_ext.cpp's block_cache (a VM's huge
-            // pages come from memory its host took back: 3-5x the cost of small ones on first use).
+            // pages come from memory its host took back: 2-5x the cost of small ones on first use).
         }
     }
     ~decoded_copy() {

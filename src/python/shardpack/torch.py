@@ -780,8 +780,7 @@ class Loader:
             d = self.dataset
             self.dataset = _sp.open(d.path, verify_checksums=d.verify_checksums, io=d._io if io is None else io,
                                     cache_bytes=d._cache_bytes or None if cache_bytes is None else cache_bytes)
-        if not isinstance(keep_decoded, bool):
-            raise TypeError(f"Loader: keep_decoded must be True or False, not {keep_decoded!r}")
+        keep_decoded = _checks.boolean(keep_decoded, "Loader: keep_decoded")
         # Only where the records need decoding: a raw record is already a copy in the page cache
         # (or the engine's memory), and keeping another would double the memory for nothing.
         if keep_decoded and isinstance(self.dataset, _sp.Dataset) and self.dataset.decoded_bytes > self.dataset.data_bytes:
