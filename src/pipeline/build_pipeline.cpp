@@ -218,7 +218,9 @@ build_result run_build(const build_options& options) {
     wo.options_digest = record_options_digest(options, schema, wo.classes, wo.libraries, word_of(mask_values_words, mask_values),
                                              input.classes);
     std::unique_ptr<previous_build> previous;
-    if (!options.full) {
+    // A streamed sample has no file to compare (file_loader takes no record back for it): its
+    // build does not read the previous one.
+    if (!options.full && !streamed) {
         previous = previous_build::load(options.out_dir, wo.options_digest, memory.limit / 8);
         spdlog::debug("{} records of the previous build can be taken back", previous->size());
     }

@@ -198,6 +198,49 @@ def test_generator_error_publishes_nothing(tmp_path):
     assert len(shardpack.open(out)) == 3
 
 
+
+def test_first_sample_error_publishes_nothing(tmp_path):
+    """The first sample is taken before the build starts (it sizes the ring): an exception there
+    is the iterable's, raised as it is, and the folder keeps its dataset."""
+    out = tmp_path / "d"
+    shardpack.write(out, [(np.zeros((2, 2, 3), np.uint8), 0)] * 3, task="cls", classes=["a"], quiet=True)
+    before = (out / "manifest.json").read_bytes()
+
+    def broken():
+        raise RuntimeError("no first sample")
+        yield  # a generator
+
+    with pytest.raises(RuntimeError, match="no first sample"):
+        shardpack.write(out, broken(), task="cls", classes=["a"], quiet=True)
+    assert (out / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("height, width", [(30, 40), (192, 256)])
+def test_a_generator_that_refills_one_buffer(tmp_path, height, width):
+    """A generator that yields the same arrays each time, refilled (as one that decodes into a
+    buffer it keeps does): every sample is written as it was when yielded, in the pipe (40x30)
+    and in the ring (256x192), for the image and the mask; the same dataset as from copies."""
+    rng = np.random.default_rng(5)
+    images = [rng.integers(0, 256, (height, width, 3), dtype=np.uint8) for _ in range(24)]
+    masks = [rng.integers(0, 3, (height, width), dtype=np.uint8) for _ in range(24)]
+    image, mask = np.empty_like(images[0]), np.empty_like(masks[0])
+
+    def refilled():
+        for i in range(len(images)):
+            image[...] = images[i]
+            mask[...] = masks[i]
+            yield f"s{i}", image, mask
+
+    classes = [("a", 0), ("b", 1), ("c", 2)]
+    shardpack.write(tmp_path / "refilled", refilled(), task="seg", classes=classes, quiet=True)
+    shardpack.write(tmp_path / "copies", [(f"s{i}", images[i], masks[i]) for i in range(len(images))], task="seg",
+                    classes=classes, quiet=True)
+    assert_same_dataset(tmp_path / "copies", tmp_path / "refilled")
+    ds = shardpack.open(tmp_path / "refilled")
+    for i in range(len(ds)):
+        assert np.array_equal(ds[i][0], images[int(ds.key(i)[1:])])
+
+
 KILLED_WRITER = textwrap.dedent("""
     import sys, time, numpy as np, shardpack
     def samples():

@@ -110,6 +110,30 @@ def test_default_ring_takes_large_pixels(tmp_path, ring_spy):
     assert [int(ds[i][0][0, 0, 0]) for i in range(7)] == [0, 1, 2, 3, 4, 5, 0]
 
 
+
+def test_the_first_sample_sizes_the_ring(tmp_path, monkeypatch, ring_spy):
+    """Four times the first sample's largest pixel part, 4 to 16 MiB: 256x256 RGB parts get 4 MiB
+    (a write touches every page of its ring once: a small one costs fewer page faults), 1024x1024
+    RGB 16 MiB. A later part over a quarter of the ring goes on the pipe; the data are the same."""
+    sizes = []
+    ring_init = _writer._Ring.__init__
+
+    def spy(self, size):
+        sizes.append(size)
+        ring_init(self, size)
+
+    monkeypatch.setattr(_writer._Ring, "__init__", spy)
+    small, large = np.full((256, 256, 3), 3, np.uint8), np.full((1024, 1024, 3), 4, np.uint8)
+    shardpack.write(tmp_path / "a", [(small, 0), (large, 1), (small, 0)], task="cls", classes=["a", "b"], quiet=True)
+    assert sizes == [4 << 20] and ring_spy["parts"] == 2  # 3 MiB is over a quarter of 4 MiB: the pipe
+    shardpack.write(tmp_path / "b", [(large, 1), (small, 0)], task="cls", classes=["a", "b"], quiet=True)
+    assert sizes == [4 << 20, 16 << 20] and ring_spy["parts"] == 4
+    a, b = shardpack.open(tmp_path / "a"), shardpack.open(tmp_path / "b")
+    assert np.array_equal(a[1][0], b[0][0]) and np.array_equal(a[0][0], b[1][0]) and int(a[1][0].max()) == 4
+    shardpack.write(tmp_path / "c", [(np.zeros((8, 8, 3), np.uint8), 0)], task="cls", classes=["a"], quiet=True)
+    assert sizes[-1] == 4 << 20  # no pixel part for the ring in the first sample: the smallest
+
+
 # --- hostile streams, sent to the CLI by hand ---------------------------------------------------
 
 HEAD = struct.Struct("<BBBBBBBBIIIIiIIIQQII")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections as _collections
 import json as _json
 import os as _os
-import queue as _queue
 import shutil as _shutil
 import socket as _socket
 import struct as _struct
@@ -28,7 +27,7 @@ import subprocess as _subprocess
 import sys as _sys
 import tempfile as _tempfile
 import threading as _threading
-from typing import Any, Dict, Iterable, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as _np
 
@@ -52,17 +51,15 @@ _NONE, _ENCODED, _PIXELS, _RING = 0, 1, 2, 3
 _OFFSET = _struct.Struct("<Q")  # a ring part's bytes on the stream: its offset in the ring
 _MAX_BANDS = 255  # a record's most bands (formats/shardpack-v1.md)
 
-# How much of the iterable is held ahead of the build, besides the pipe and the build's own rows
-# in flight: samples converted and waiting to be sent.
-_READAHEAD_BYTES = 64 << 20
-_READAHEAD_ITEMS = 16
-
-# The ring's size (0: none, every part on the pipe), and the smallest part put there (smaller
-# ones cost less on the pipe than a place in the ring). A part over a quarter of the ring goes
-# on the pipe (sample_stream.hpp says why). The ring fills whenever this process is faster than
-# the build, and each of its pages costs a page fault the first time (about 0.9 ms a MiB here,
-# scripts/bench/README.md): 16 MiB holds 1024x1024 RGB parts for about 15 ms a write.
+# The ring's largest size (0: none, every part on the pipe) and its smallest, and the smallest part
+# put there (smaller ones cost less on the pipe than a place in the ring). A part over a quarter
+# of the ring goes on the pipe (sample_stream.hpp says why). The ring fills whenever this process
+# is faster than the build, so each of its pages is written at least once a write, and the first
+# write into a page costs a page fault (about 0.7 ms a MiB here, scripts/bench/README.md): the
+# ring is sized by the first sample, four times its largest pixel part, 4 to 16 MiB (1024x1024
+# RGB parts fit in 16).
 _RING_BYTES = 16 << 20
+_RING_MIN_BYTES = 4 << 20
 _RING_MIN_PART = 64 << 10
 
 
@@ -318,15 +315,14 @@ def _field_cells(values: Any, fields: Sequence[Tuple[str, str]]) -> bytes:
 
 
 class _Frame:
-    """One sample, ready to send: its head, key texts and payloads. ring: (index in parts, pixels)
-    of the parts that go into the ring; their place in parts holds their offset once they are
-    there."""
-    __slots__ = ("parts", "nbytes", "ring")
+    """One sample, ready to send: its head (a bytearray), key texts and payloads. pixels: for each
+    pixel part the ring may take instead of the pipe, (its index in parts, the byte of the head
+    that says its kind)."""
+    __slots__ = ("parts", "pixels")
 
-    def __init__(self, parts: List[Any], ring: Optional[List[Tuple[int, memoryview]]] = None):
+    def __init__(self, parts: List[Any], pixels: Sequence[Tuple[int, int]] = ()):
         self.parts = parts
-        self.ring = ring
-        self.nbytes = sum(memoryview(p).nbytes for p in parts) + sum(v.nbytes for _, v in ring or ())
+        self.pixels = pixels
 
 
 class _Ring:
@@ -399,7 +395,7 @@ class _Ring:
 
 
 def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_masks: bool,
-           fields: Sequence[Tuple[str, str]], ring: Optional[_Ring] = None) -> _Frame:
+           fields: Sequence[Tuple[str, str]]) -> _Frame:
     key = str(index)
     values: Any = None
     try:
@@ -450,92 +446,78 @@ def _frame(index: int, item: Any, task: str, class_ids: Dict[str, int], index_ma
         return _Frame([head, k, reason])
     k = key.encode("utf-8", "surrogateescape")
     lk = label_key.encode("utf-8", "surrogateescape")
-    parts: List[Any] = [b"", k, lk]  # the head first, once the kinds are known
-    in_ring: List[Tuple[int, memoryview]] = []
-
-    def shape(kind: int, a: Any) -> Tuple[int, int, int, int, int]:
-        if kind != _PIXELS:
-            return 0, 0, 0, 1, memoryview(a).nbytes
-        return a.shape[1], a.shape[0], (a.shape[2] if a.ndim == 3 else 1), a.dtype.itemsize, a.nbytes
-
-    def payload(kind: int, a: Any) -> int:
-        """Appends the part's bytes, or its place held for its offset in the ring; its kind as sent."""
-        if kind == _ENCODED:
-            parts.append(a)
-            return kind
-        if ring is not None and ring.fits(a.nbytes):
-            in_ring.append((len(parts), memoryview(a).cast("B")))
-            parts.append(b"")
-            return _RING
-        parts.append(memoryview(a).cast("B"))
-        return kind
-
-    iw, ih, ic, iv, ib = shape(ik, img)
-    lw, lh, lc, lv, lb = shape(label_kind, lab) if lab is not None else (0, 0, 0, 1, 0)
-    sent_ik = payload(ik, img)
-    sent_lk = payload(label_kind, lab) if lab is not None else label_kind
-    parts[0] = _HEAD.pack(ord("S"), sent_ik, ic, sent_lk, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk), 0,
-                          ib, lb, len(cells), 0)
+    parts: List[Any] = [b"", k, lk]  # the head first, once the shapes are known
+    pixels: List[Tuple[int, int]] = []
+    if ik == _PIXELS:
+        iw, ih, ic, iv, ib = img.shape[1], img.shape[0], (img.shape[2] if img.ndim == 3 else 1), img.dtype.itemsize, img.nbytes
+        img = memoryview(img).cast("B")
+        if ib >= _RING_MIN_PART:
+            pixels.append((len(parts), 1))
+    else:
+        iw = ih = ic = 0
+        iv, ib = 1, img.nbytes
+    parts.append(img)
+    if lab is None:
+        lw = lh = lc = lb = 0
+        lv = 1
+    elif label_kind == _PIXELS:
+        lw, lh, lc, lv, lb = lab.shape[1], lab.shape[0], (lab.shape[2] if lab.ndim == 3 else 1), lab.dtype.itemsize, lab.nbytes
+        if lb >= _RING_MIN_PART:
+            pixels.append((len(parts), 3))
+        parts.append(memoryview(lab).cast("B"))
+    else:
+        lw = lh = lc = 0
+        lv, lb = 1, lab.nbytes
+        parts.append(lab)
+    parts[0] = bytearray(_HEAD.pack(ord("S"), ik, ic, label_kind, lc, lv, iv, 0, iw, ih, lw, lh, class_id, len(k), len(lk),
+                                    0, ib, lb, len(cells), 0))
     if cells:
         parts.append(cells)
-    return _Frame(parts, in_ring or None)
+    return _Frame(parts, pixels)
 
 
-class _Sender(_threading.Thread):
-    """Writes frames to the build's standard input, off the iterating thread: the iterable makes
-    the next sample while the last one is sent (os.writev releases the GIL). Bounded by count
-    and bytes."""
+class _BuildStopped(Exception):
+    """The build stopped reading its standard input."""
+
+
+class _Stream:
+    """The build's standard input. A frame is sent whole before send() returns, its pixels copied
+    into the ring or the pipe: nothing of a sample is held once the iterable is asked for the
+    next one, which may reuse its arrays (a generator that fills one buffer). The iterable is thus
+    read ahead of the build by what the ring and the pipe hold, besides the build's own rows in
+    flight. Sending on the iterating thread, not a second one, costs no thread switches: the
+    copies and writes release the GIL, and wait only when the build is behind."""
 
     def __init__(self, fd: int, ring: Optional[_Ring]):
-        super().__init__(name="shardpack.write sender", daemon=True)
         self.fd = fd
         self.ring = ring
-        self.q: "_queue.Queue[Optional[_Frame]]" = _queue.Queue(maxsize=_READAHEAD_ITEMS)
-        self.room = _threading.Condition()
-        self.held = 0
-        self.error: Optional[BaseException] = None
 
-    def put(self, frame: Optional[_Frame]) -> None:
-        if frame is not None:
-            with self.room:
-                while self.held and self.held + frame.nbytes > _READAHEAD_BYTES and self.error is None:
-                    self.room.wait()
-                self.held += frame.nbytes
-        while self.error is None:
-            try:
-                self.q.put(frame, timeout=0.5)
-                return
-            except _queue.Full:
-                continue
-
-    def run(self) -> None:
+    def send(self, frame: _Frame) -> None:
+        """Raises _BuildStopped when the build has stopped reading: its exit status and stderr say why."""
         try:
-            while True:
-                frame = self.q.get()
-                if frame is None:
-                    return
-                for i, pixels in frame.ring or ():
-                    assert self.ring is not None
-                    frame.parts[i] = _OFFSET.pack(self.ring.put(pixels))
-                views = [memoryview(p).cast("B") for p in frame.parts]
-                while views:
-                    n = _os.writev(self.fd, views[:64])
-                    while n and views:
-                        if n >= views[0].nbytes:
-                            n -= views[0].nbytes
-                            views.pop(0)
-                        else:
-                            views[0] = views[0][n:]
-                            n = 0
-                    while views and views[0].nbytes == 0:
-                        views.pop(0)
-                with self.room:
-                    self.held -= frame.nbytes
-                    self.room.notify_all()
-        except BaseException as e:  # BrokenPipeError (or EOF on the ring's acknowledgements) when the build stopped: its stderr says why
-            self.error = e
-            with self.room:
-                self.room.notify_all()
+            self._send(frame)
+        except (BrokenPipeError, ConnectionError) as e:  # the pipe, or the ring's socket, closed with the build
+            raise _BuildStopped from e
+
+    def _send(self, frame: _Frame) -> None:
+        parts = frame.parts
+        if self.ring is not None:
+            for i, kind_at in frame.pixels:
+                if self.ring.fits(parts[i].nbytes):
+                    parts[i] = _OFFSET.pack(self.ring.put(parts[i]))
+                    parts[0][kind_at] = _RING
+        views = [memoryview(p) for p in parts]
+        while views:
+            n = _os.writev(self.fd, views[:64])
+            while n and views:
+                if n >= views[0].nbytes:
+                    n -= views[0].nbytes
+                    views.pop(0)
+                else:
+                    views[0] = views[0][n:]
+                    n = 0
+            while views and views[0].nbytes == 0:
+                views.pop(0)
 
 
 def _relay(stream: Any, keep: List[bytes], out: Any) -> None:
@@ -692,29 +674,48 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-def _new_ring() -> Optional[_Ring]:
-    """The ring, or None where there is none to have (_RING_BYTES 0, no memfd or seals): then every
-    part goes on the pipe."""
-    if not _RING_BYTES:
+def _ring_size(first: Optional[_Frame]) -> int:
+    """The ring's size for a write whose first sample is `first`: four times its largest pixel part
+    (a power of two), at least _RING_MIN_BYTES, at most _RING_BYTES."""
+    largest = max((first.parts[i].nbytes for i, _ in first.pixels), default=0) if first is not None else 0
+    size = _RING_MIN_BYTES
+    while size < 4 * largest and size < _RING_BYTES:
+        size *= 2
+    return min(size, _RING_BYTES)
+
+
+def _new_ring(size: int) -> Optional[_Ring]:
+    """The ring, or None where there is none to have (size 0, no memfd or seals): then every part
+    goes on the pipe."""
+    if not size:
         return None
     try:
-        return _Ring(_RING_BYTES)
+        return _Ring(size)
     except (AttributeError, ImportError, OSError):
         return None
 
 
+_NO_SAMPLE = object()
+
+
 def _run(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
          index_masks: bool, fields: Sequence[Tuple[str, str]]) -> Dict[str, Any]:
-    ring = _new_ring()
+    items = iter(samples)
+    # The first sample before the build starts: it sizes the ring. An exception from the iterable
+    # here leaves everything as it was, as one later does (the build then publishes nothing).
+    item = next(items, _NO_SAMPLE)
+    first = None if item is _NO_SAMPLE else _frame(0, item, task, class_ids, index_masks, fields)
+    ring = _new_ring(_ring_size(first))
     try:
-        return _run_build(binary, args, samples, total, task, class_ids, index_masks, fields, ring)
+        return _run_build(binary, args, first, items, total, task, class_ids, index_masks, fields, ring)
     finally:
         if ring is not None:
             ring.close()
 
 
-def _run_build(binary: str, args: List[str], samples: Iterable[Any], total: int, task: str, class_ids: Dict[str, int],
-               index_masks: bool, fields: Sequence[Tuple[str, str]], ring: Optional[_Ring]) -> Dict[str, Any]:
+def _run_build(binary: str, args: List[str], first: Optional[_Frame], items: Iterator[Any], total: int, task: str,
+               class_ids: Dict[str, int], index_masks: bool, fields: Sequence[Tuple[str, str]],
+               ring: Optional[_Ring]) -> Dict[str, Any]:
     passed = (ring.fd, ring.build_end.fileno()) if ring is not None else ()
     proc = _subprocess.Popen([binary] + args, stdin=_subprocess.PIPE, stdout=_subprocess.PIPE, stderr=_subprocess.PIPE,
                              pass_fds=passed)
@@ -732,24 +733,24 @@ def _run_build(binary: str, args: List[str], samples: Iterable[Any], total: int,
     reader = _threading.Thread(target=lambda: report.append(proc.stdout.read()), daemon=True)  # type: ignore[union-attr]
     relay.start()
     reader.start()
-    sender = _Sender(proc.stdin.fileno(), ring)
-    sender.start()
+    stream = _Stream(proc.stdin.fileno(), ring)
     failure: Optional[BaseException] = None
-    sent = 0
     try:
-        sender.put(_Frame([_HEADER.pack(_MAGIC, total, *passed, ring.size) if ring is not None else
-                           _HEADER.pack(_MAGIC, total, -1, -1, 0)]))
-        for index, item in enumerate(samples):
-            if sender.error is not None:
-                break
-            sender.put(_frame(index, item, task, class_ids, index_masks, fields, ring))
-            sent += 1
-        else:
-            sender.put(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0, 0, 0)]))
+        stream.send(_Frame([_HEADER.pack(_MAGIC, total, *passed, ring.size) if ring is not None else
+                            _HEADER.pack(_MAGIC, total, -1, -1, 0)]))
+        sent = 0
+        if first is not None:
+            stream.send(first)
+            sent = 1
+            for index, item in enumerate(items, 1):
+                frame = _frame(index, item, task, class_ids, index_masks, fields)
+                stream.send(frame)
+                sent += 1
+        stream.send(_Frame([_HEAD.pack(ord("E"), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, 0, 0, 0, sent, 0, 0, 0)]))
+    except _BuildStopped:
+        pass  # its exit status and stderr say why
     except BaseException as e:  # the iterable failed, or KeyboardInterrupt: the build publishes nothing
         failure = e
-    sender.put(None)
-    sender.join()
     proc.stdin.close()  # without the end mark (failure): the build stops and publishes nothing
     rc = proc.wait()
     relay.join()
