@@ -288,6 +288,29 @@ def test_kill_9_mid_write_leaves_previous_dataset(tmp_path):
     assert len(shardpack.open(out)) == 2
 
 
+
+def test_ctrl_c_mid_write_leaves_previous_dataset(tmp_path):
+    """SIGINT (Ctrl-C) while the iterable is being written: KeyboardInterrupt reaches the caller,
+    the build stops without publishing, and the folder keeps its dataset and can be written again."""
+    out = tmp_path / "d"
+    shardpack.write(out, [(np.full((8, 8, 3), 7, np.uint8), 1)] * 5, task="cls", classes=["a", "b"], quiet=True)
+    before = (out / "manifest.json").read_bytes()
+    script = tmp_path / "w.py"
+    script.write_text(KILLED_WRITER)
+    p = subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    assert p.stdout.readline().strip() == "half"
+    build = children(p.pid)
+    assert build, "the writer's build process"
+    os.kill(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "KeyboardInterrupt" in err
+    assert not any(pathlib.Path(f"/proc/{c}").exists() for c in build), "the build outlived the write"
+    assert (out / "manifest.json").read_bytes() == before
+    assert len(shardpack.open(out)) == 5
+    shardpack.write(out, [(np.zeros((8, 8, 3), np.uint8), 0)] * 2, task="cls", classes=["a", "b"], quiet=True)
+    assert len(shardpack.open(out)) == 2
+
 def test_pil_images(tmp_path):
     Image = pytest.importorskip("PIL.Image", reason="PIL (Pillow) is not installed: PIL inputs are not tested")
     rng = np.random.default_rng(3)

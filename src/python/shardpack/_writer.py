@@ -55,7 +55,7 @@ _MAX_BANDS = 255  # a record's most bands (formats/shardpack-v1.md)
 # put there (smaller ones cost less on the pipe than a place in the ring). A part over a quarter
 # of the ring goes on the pipe (sample_stream.hpp says why). The ring fills whenever this process
 # is faster than the build, so each of its pages is written at least once a write, and the first
-# write into a page costs a page fault (about 0.7 ms a MiB here, scripts/bench/README.md): the
+# write into a page costs a page fault (0.7-1 ms a MiB here, scripts/bench/README.md): the
 # ring is sized by the first sample, four times its largest pixel part, 4 to 16 MiB (1024x1024
 # RGB parts fit in 16).
 _RING_BYTES = 16 << 20
@@ -139,9 +139,11 @@ _IMAGE_PIL_16 = ("I;16", "I;16L", "I;16B")
 def _as_array(x: Any, what: str, mask: bool, index_masks: bool) -> Tuple[int, Any]:
     """(kind, payload): encoded bytes, or a C-contiguous NumPy array of pixels (uint16 in the
     host's byte order). Raises ValueError or TypeError with the reason for one that cannot be."""
-    if isinstance(x, (bytes, bytearray, memoryview)):
+    if type(x) is _np.ndarray:  # the common case first: no conversion to look for
+        a = x
+    elif isinstance(x, (bytes, bytearray, memoryview)):
         return _ENCODED, memoryview(x).cast("B")
-    if type(x).__module__.startswith("PIL.") and hasattr(x, "mode") and hasattr(x, "convert"):
+    elif type(x).__module__.startswith("PIL.") and hasattr(x, "mode") and hasattr(x, "convert"):
         mode = x.mode
         if mask and mode in ("P", "L", "I;16", "I;16L", "I;16B", "1") and index_masks:
             a = _np.asarray(x.convert("L") if mode == "1" else x)
@@ -574,7 +576,8 @@ def write(path: PathLike, samples: Iterable[Any], *, task: Literal["seg", "cls"]
 
     A sample that cannot be packed fails the write, or with
     on_error="skip" is listed in rejected.csv; either way the message names its index and key.
-    Samples are sent while the next ones are made: do not change an array after yielding it.
+    Each sample is copied to the build before the next one is asked for: a generator may refill
+    the arrays it yielded.
 
     Raises shardpack.Error when the build fails (nothing is published; a previous dataset in
     `path` stays as it was), ArgumentTypeError/ArgumentValueError (TypeError/ValueError) for
