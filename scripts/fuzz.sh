@@ -5,7 +5,7 @@
 # final cov/ft, corpus size and crashes. Exits 1 if any target crashed (ASan/UBSan report, an
 # escaped exception, a broken invariant, too much memory, a timeout), printing the inputs.
 #
-#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      # TARGET: shard manifest decode csv
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      # TARGET: shard manifest decode csv stream
 #
 # Environment: SHARDPACK_FUZZ_PARALLEL=N runs N targets at once (default 1, one process each).
 # Corpora grow across runs in $out/corpus/TARGET; crash inputs land in $out/crashes/; logs in
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(shard manifest decode csv)
+[ ${#targets[@]} -eq 0 ] && targets=(shard manifest decode csv stream)
 parallel=${SHARDPACK_FUZZ_PARALLEL:-1}
 
 ./scripts/install-deps.sh clang libclang-rt-14-dev llvm
@@ -58,7 +58,7 @@ echo "fuzzing ${targets[*]} for ${seconds}s each (${parallel} at a time); logs i
 before=$(find "$out/crashes" -type f | sort)
 running=0
 for t in "${targets[@]}"; do
-  [ -x "$build/tests/fuzz/fuzz_$t" ] || { echo "no fuzz target '$t' (shard, manifest, decode, csv)" >&2; exit 2; }
+  [ -x "$build/tests/fuzz/fuzz_$t" ] || { echo "no fuzz target '$t' (shard, manifest, decode, csv, stream)" >&2; exit 2; }
   run_target "$t" &
   running=$((running + 1))
   if [ "$running" -ge "$parallel" ]; then

@@ -211,7 +211,6 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     // What the build's messages name a file by; the sample itself is named by row_origin.
     job.image_path = "image";
     job.label_path = h.label_kind == part_kind::none ? std::string() : "mask";
-    ++count_;
 
     // The bytes are read whatever happens to the sample, so that the next frame is found; a
     // ring part's place is checked here, and it is copied out only once its shape is.
@@ -224,6 +223,7 @@ bool sample_stream::read_next(sample_job& job, std::size_t seq, std::uint64_t ma
     cells_.resize(h.field_bytes);
     read_exact(cells_.data(), h.field_bytes, "the field values");
     XXH3_64bits_update(&digest_, cells_.data(), h.field_bytes);
+    ++count_;  // after its bytes: a stream cut short inside them names this sample, by its index
 
     job.error = sample_problem(h, reason, too_large, max_row_bytes, classes_, job);
     if (h.image_in_ring) take_from_ring(job.image_file, image_offset, h.image_bytes, job.ok());

@@ -1,5 +1,5 @@
 // Writes the seed corpora of the fuzz targets, generated at run time (nothing binary is
-// committed): fuzz_make_seeds OUT_DIR makes OUT_DIR/{shard,manifest,decode,csv}/.
+// committed): fuzz_make_seeds OUT_DIR makes OUT_DIR/{shard,manifest,decode,csv,stream}/.
 //   shard:    every shard of the fixture datasets (the real writer: zstd and raw records, one-hot,
 //             uint16 index maps, classification, sizes that vary, an unknown optional section)
 //             and the golden shard of tests/golden/tiny_shard.hex, each behind a flags byte;
@@ -8,7 +8,9 @@
 //   decode:   ../shared/data/pngsuite/*.png and ../shared/data/jpeg/*, plus PNGs and JPEGs the
 //             project's encoders make (gray, RGB, RGBA; baseline and progressive) and TIFFs
 //             libtiff writes (16-bit grey strips, 4-band tiles), each behind three option bytes;
-//   csv:      tests/fuzz/seeds/csv/* behind a few selector bytes.
+//   csv:      tests/fuzz/seeds/csv/* behind a few selector bytes;
+//   stream:   sample streams as shardpack.write sends them (v2 and v3 headers; pixels, PNG bytes,
+//             ring parts, a rejected sample, field values), behind a selector byte.
 #include <tiffio.h>
 
 #include <algorithm>
@@ -57,6 +59,52 @@ image_u8 pattern(std::uint32_t w, std::uint32_t h, std::uint32_t channels) {
 
 std::string as_string(const std::vector<std::uint8_t>& v) { return std::string(v.begin(), v.end()); }
 
+// Little-endian bytes of v (the sample stream's layout: src/pipeline/sample_stream.hpp).
+template <class T>
+void put(std::string& out, T v) {
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// A frame head of the sample stream, then its key, label key, reason, parts and field cells.
+struct frame {
+    char tag = 'S';
+    std::uint8_t image_kind = 2, image_channels = 3, label_kind = 0, label_channels = 0, label_value_bytes = 1,
+                 image_value_bytes = 1;
+    std::uint32_t iw = 0, ih = 0, lw = 0, lh = 0;
+    std::int32_t class_id = 0;
+    std::string key = "k", label_key, reason, image, label, fields;
+    std::string bytes() const {
+        std::string out;
+        for (std::uint8_t b : {std::uint8_t(tag), image_kind, image_channels, label_kind, label_channels, label_value_bytes,
+                               image_value_bytes, std::uint8_t(0)})
+            put(out, b);
+        for (std::uint32_t v : {iw, ih, lw, lh}) put(out, v);
+        put(out, class_id);
+        for (std::size_t v : {key.size(), label_key.size(), reason.size()}) put(out, std::uint32_t(v));
+        put(out, std::uint64_t(image_kind == 3 ? std::uint64_t(iw) * ih * image_channels * image_value_bytes : image.size()));
+        put(out, std::uint64_t(label_kind == 3 ? std::uint64_t(lw) * lh * label_channels * label_value_bytes : label.size()));
+        put(out, std::uint32_t(fields.size()));
+        put(out, std::uint32_t(0));
+        return out + key + label_key + reason + image + label + fields;
+    }
+};
+
+std::string end_frame(std::uint64_t count) {
+    frame f;
+    f.tag = 'E';
+    f.image_kind = f.image_channels = 0;
+    f.key.clear();
+    std::string out = f.bytes();
+    std::memcpy(&out[40], &count, sizeof count);  // an end frame's image_bytes: the samples sent
+    return out;
+}
+
+std::string offset_part(std::uint64_t offset) {
+    std::string out;
+    put(out, offset);
+    return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,8 +114,8 @@ int main(int argc, char** argv) {
     }
     const std::string out = argv[1];
     const std::string shard_dir = out + "/shard", manifest_dir = out + "/manifest", decode_dir = out + "/decode",
-                      csv_dir = out + "/csv", work = out + "/.work";
-    for (const auto& d : {shard_dir, manifest_dir, decode_dir, csv_dir, work}) fs::create_directories(d);
+                      csv_dir = out + "/csv", stream_dir = out + "/stream", work = out + "/.work";
+    for (const auto& d : {shard_dir, manifest_dir, decode_dir, csv_dir, stream_dir, work}) fs::create_directories(d);
     const std::string tests = SHARDPACK_TEST_FILES, shared = SHARDPACK_SHARED_DATA;
 
     // Shards and manifests from the writer.
@@ -158,6 +206,43 @@ int main(int argc, char** argv) {
         for (unsigned char sel : {0x00, 0x09, 0x26, 0x48})
             seed(csv_dir, p.filename().string() + "." + std::to_string(sel), {sel}, text);
     }
+    // Sample streams (the selector: bit 0 a real ring, bits 1-2 the class count; 0x04: 3 classes).
+    const std::string v2 = std::string("SPSAMPv2", 8) + std::string("\x02\0\0\0\0\0\0\0", 8);
+    std::string v3 = std::string("SPSAMPv3", 8);
+    put(v3, std::uint64_t(2));
+    put(v3, std::int32_t(-1));
+    put(v3, std::int32_t(-1));
+    put(v3, std::uint64_t(0));
+    std::string v3_ring = v3;  // the fuzz target puts its own ring's descriptors and size here
+    const image_u8 rgb = pattern(4, 3, 3), mask = pattern(4, 3, 3);
+    frame cls;
+    cls.iw = 4, cls.ih = 3, cls.class_id = 1, cls.label_key = "b";
+    cls.image = as_string(rgb.pixels);
+    frame seg = cls;
+    seg.label_kind = 2, seg.label_channels = 3, seg.lw = 4, seg.lh = 3, seg.label_key = "mask", seg.class_id = -1;
+    seg.label = as_string(mask.pixels);
+    frame index = seg;
+    index.label_channels = 1, index.label_value_bytes = 2;
+    index.label = std::string(4 * 3 * 2, '\1');
+    frame png = cls;
+    png.image_kind = 1, png.image_channels = 0, png.iw = png.ih = 0;
+    png.image = as_string(encode_png(pattern(5, 4, 3)));
+    frame ring = seg;
+    ring.image_kind = 3, ring.label_kind = 3;
+    ring.image = offset_part(0);
+    ring.label = offset_part(4096);
+    frame rejected;
+    rejected.tag = 'R', rejected.image_kind = rejected.image_channels = 0, rejected.class_id = -1;
+    rejected.reason = "the image is float32: expected uint8 or uint16";
+    frame fielded = cls;
+    fielded.fields = std::string("3\0a;b\0", 6);
+    seed(stream_dir, "v2-cls", {0x04}, v2 + cls.bytes() + cls.bytes() + end_frame(2));
+    seed(stream_dir, "v3-seg", {0x04}, v3 + seg.bytes() + index.bytes() + end_frame(2));
+    seed(stream_dir, "v3-png-rejected", {0x04}, v3 + png.bytes() + rejected.bytes() + end_frame(2));
+    seed(stream_dir, "v3-ring", {0x05}, v3_ring + ring.bytes() + ring.bytes() + end_frame(2));
+    seed(stream_dir, "v3-fields", {0x02}, v3 + fielded.bytes() + end_frame(1));
+    seed(stream_dir, "v3-cut", {0x04}, v3 + seg.bytes().substr(0, 100));
+
     std::error_code ec;
     fs::remove_all(work, ec);
     std::printf("%d seed files in %s\n", written, out.c_str());

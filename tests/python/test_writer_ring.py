@@ -194,6 +194,19 @@ def test_ring_stream_by_hand_packs_and_v2_still_reads(tmp_path):
         theirs.close()
 
 
+
+def test_a_stream_cut_short_names_the_sample_by_its_index(tmp_path):
+    """Cut inside a sample's image, inside its key, after its last byte: the message names the
+    sample as the writer numbers them (from 0), and nothing is published."""
+    pixels = bytes(range(192))
+    one, two = sample_frame(2, pixels, key=b"first"), sample_frame(2, pixels, key=b"second")
+    v2 = b"SPSAMPv2" + struct.pack("<Q", 2)
+    for stream, message in [(v2 + one[:100], "inside the image of sample 0"),
+                            (v2 + one + two[:66], "inside the key of sample 1"),
+                            (v2 + one + two, "ended after 2 samples without its end mark")]:
+        rc, err, published = build_stream(tmp_path, stream)
+        assert rc == 1 and not published and message in err, err
+
 HOSTILE = [
     # (what, ring size as announced, ring size made, sealed, frames after a good sample, message)
     ("past the end", 65536, 65536, True, [sample_frame(3, None, offset=65536 - 100)],
